@@ -1,0 +1,451 @@
+//! The `journal` command: a thin shell over `journal-engine`. Every subcommand opens the
+//! journal in `--dir` (default `./journal-data`, or `JOURNAL_DIR`), does one thing, and exits
+//! with 0 (ok), 1 (the request failed: bad input, conflict, I/O), 2 (usage) or 3 (corruption
+//! found).
+
+use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use journal_engine::{AppendOptions, Error, Filter, Journal, Options, VerifyOptions};
+use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+use serde_json::json;
+
+/// The journal engine's command line.
+#[derive(Parser, Debug)]
+#[command(name = "journal", version, about = "An event-sourced, hash-chained journal for agent runtimes.")]
+struct Cli {
+    /// The journal directory.
+    #[arg(long, global = true, env = "JOURNAL_DIR", default_value = "./journal-data")]
+    dir: PathBuf,
+    /// Open even if damage is found, moving the damaged part to quarantine/ (reported).
+    #[arg(long, global = true)]
+    salvage: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Append JSON Lines events from FILE or standard input.
+    Append(AppendArgs),
+    /// Print stored events as JSON Lines.
+    Read(ReadArgs),
+    /// Print recent events, then (with -f) follow new ones.
+    Tail(TailArgs),
+    /// Check every frame, the chain, footers, the index and blobs; print a JSON report.
+    Verify(VerifyArgs),
+    /// Print the head's position and chain link, to keep outside the journal.
+    Digest,
+    /// Print the journal's state as JSON.
+    Status,
+    /// Store or fetch a blob (large output referenced as `blake3:<hex>`).
+    #[command(subcommand)]
+    Blob(BlobCommand),
+}
+
+#[derive(Args, Debug)]
+struct AppendArgs {
+    /// The input file; `-` or nothing for standard input.
+    file: Option<PathBuf>,
+    /// Append lines as they arrive, in group-committed batches, printing each acknowledgement
+    /// once it is durable (instead of checking the whole input and appending it as one batch).
+    #[arg(long)]
+    stream: bool,
+    /// Refuse the append unless the events' stream has exactly this many events.
+    #[arg(long, conflicts_with = "stream")]
+    expected_version: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct FilterArgs {
+    /// First position (inclusive).
+    #[arg(long)]
+    from: Option<u64>,
+    /// Last position (inclusive).
+    #[arg(long)]
+    to: Option<u64>,
+    /// Only events of this session.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only events of this task.
+    #[arg(long)]
+    task: Option<String>,
+    /// Only events of this run.
+    #[arg(long)]
+    run: Option<String>,
+    /// Only events whose type starts with this.
+    #[arg(long = "type")]
+    type_prefix: Option<String>,
+    /// At most this many events.
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> Filter {
+        Filter {
+            from: self.from.map(Position),
+            to: self.to.map(Position),
+            session: self.session.clone(),
+            task: self.task.clone(),
+            run: self.run.clone(),
+            type_prefix: self.type_prefix.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct ReadArgs {
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+struct TailArgs {
+    /// Keep following new events.
+    #[arg(short = 'f', long)]
+    follow: bool,
+    /// Without --from, start this many events before the head.
+    #[arg(short = 'n', long, default_value_t = 10)]
+    lines: u64,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// A digest kept outside the journal, as POSITION:HASH (from `journal digest`).
+    #[arg(long)]
+    digest: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum BlobCommand {
+    /// Store a file; prints its reference.
+    Put {
+        /// The file to store.
+        file: PathBuf,
+    },
+    /// Write a blob's bytes to standard output.
+    Get {
+        /// The reference (`blake3:<hex>`) or hex.
+        reference: String,
+    },
+}
+
+/// A failure with its exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure {
+            code: if e.is_corruption() { 3 } else { 1 },
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure {
+            code: 1,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn fail(message: impl Into<String>) -> Failure {
+    Failure {
+        code: 1,
+        message: message.into(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("journal: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) if f.message.contains("Broken pipe") => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("journal: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn open(cli: &Cli) -> Result<Journal, Failure> {
+    let options = Options {
+        salvage: cli.salvage,
+        ..Options::default()
+    };
+    let journal = Journal::open(&cli.dir, options)?;
+    let report = journal.recovery_report();
+    if !report.actions.is_empty() {
+        let actions = serde_json::to_string(&report.actions).unwrap_or_default();
+        eprintln!("journal: recovery: {actions}");
+    }
+    Ok(journal)
+}
+
+async fn run(cli: Cli) -> Result<u8, Failure> {
+    let journal = open(&cli)?;
+    let code = match &cli.command {
+        Command::Append(args) if args.stream => append_stream(&journal, args).await?,
+        Command::Append(args) => append_all(&journal, args).await?,
+        Command::Read(args) => {
+            read(&journal, args.filter.filter())?;
+            0
+        }
+        Command::Tail(args) => tail(&journal, args).await?,
+        Command::Verify(args) => verify(&journal, args)?,
+        Command::Digest => {
+            let head = journal.head();
+            println!("{}", json!({"position": head.position.0, "hash": head.hash.to_hex()}));
+            0
+        }
+        Command::Status => {
+            let status = journal.status()?;
+            println!("{}", serde_json::to_string(&status).map_err(|e| fail(e.to_string()))?);
+            0
+        }
+        Command::Blob(BlobCommand::Put { file }) => {
+            let bytes = std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+            let reference = journal.blobs().put(&bytes)?;
+            println!("{}", json!({"ref": reference, "bytes": bytes.len()}));
+            0
+        }
+        Command::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
+            Some(bytes) => {
+                io::stdout().lock().write_all(&bytes)?;
+                0
+            }
+            None => return Err(fail(format!("no blob {reference}"))),
+        },
+    };
+    journal.close();
+    Ok(code)
+}
+
+fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
+    match file {
+        None => Ok(Box::new(io::BufReader::new(io::stdin()))),
+        Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::BufReader::new(io::stdin()))),
+        Some(p) => {
+            let f = std::fs::File::open(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
+            Ok(Box::new(io::BufReader::with_capacity(1 << 20, f)))
+        }
+    }
+}
+
+/// Parses one input line; blank lines are skipped (`None`). A missing `eventId` gets a UUID v7.
+fn parse_line(journal: &Journal, line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    Envelope::from_json_slice(line, &mut || journal.new_event_id())
+        .map(Some)
+        .map_err(|e| fail(format!("line {number}: {e}")))
+}
+
+fn ack_line(a: &journal_engine::Appended) -> String {
+    let mut v = json!({
+        "position": a.position.0,
+        "eventId": a.event_id,
+        "hash": a.hash.to_hex(),
+        "streamVersion": a.stream_version,
+    });
+    if a.duplicate {
+        v["duplicate"] = json!(true);
+    }
+    v.to_string()
+}
+
+/// Reads the whole input, checks every line, and appends it as one atomic batch.
+async fn append_all(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
+    let mut reader = input(args.file.as_ref())?;
+    let mut events = Vec::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        number += 1;
+        if let Some(event) = parse_line(journal, &line, number)? {
+            events.push(event);
+        }
+    }
+    let options = AppendOptions {
+        expected_stream_version: args.expected_version,
+    };
+    let appended = journal.append_batch(events, options).await.map_err(|e| match e {
+        Error::InvalidEvent { index: Some(i), source } => fail(format!("event #{} of the input: {source}", i + 1)),
+        other => Failure::from(other),
+    })?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    for a in &appended {
+        writeln!(out, "{}", ack_line(a))?;
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// Appends lines as they arrive, one group-committed batch per burst of input, acknowledging
+/// each event once it is durable.
+async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
+    let reader = input(args.file.as_ref())?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(4096);
+    std::thread::spawn(move || {
+        let mut reader = reader;
+        loop {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if tx.blocking_send(Ok(line)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    break;
+                }
+            }
+        }
+    });
+    let mut number = 0usize;
+    let mut stdout = io::stdout().lock();
+    while let Some(first) = rx.recv().await {
+        let mut lines = vec![first];
+        while lines.len() < 1000 {
+            match rx.try_recv() {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
+        let mut batch = Vec::new();
+        let mut bad = None;
+        for line in lines {
+            number += 1;
+            match line.map_err(Failure::from).and_then(|l| parse_line(journal, &l, number)) {
+                Ok(Some(event)) => batch.push(event),
+                Ok(None) => {}
+                Err(f) => {
+                    bad = Some(f);
+                    break;
+                }
+            }
+        }
+        let appended = journal.append_batch(batch, AppendOptions::default()).await?;
+        let mut text = String::new();
+        for a in &appended {
+            text.push_str(&ack_line(a));
+            text.push('\n');
+        }
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+        if let Some(f) = bad {
+            return Err(f);
+        }
+    }
+    Ok(0)
+}
+
+fn print_event(out: &mut impl Write, event: &StoredEvent) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, &event.to_json_value())?;
+    out.write_all(b"\n")
+}
+
+fn read(journal: &Journal, filter: Filter) -> Result<(), Failure> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    for event in journal.query(filter)? {
+        print_event(&mut out, &event?)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
+    let mut filter = args.filter.filter();
+    let head = journal.head().position;
+    if filter.from.is_none() {
+        filter.from = Some(Position(head.0.saturating_sub(args.lines.saturating_sub(1)).max(1)));
+    }
+    let from = filter.from.unwrap_or(Position(1));
+    if !args.follow {
+        read(journal, filter)?;
+        return Ok(0);
+    }
+    let mut subscription = journal.subscribe(from);
+    let mut remaining = filter.limit.unwrap_or(usize::MAX);
+    filter.limit = None;
+    let mut stdout = io::stdout().lock();
+    while remaining > 0 {
+        let Some(event) = subscription.next().await else { break };
+        let event = event?;
+        let e = &event.envelope;
+        let keep = filter.session.as_ref().is_none_or(|s| e.session_id.as_ref() == Some(s))
+            && filter.task.as_ref().is_none_or(|t| e.task_id.as_ref() == Some(t))
+            && filter.run.as_ref().is_none_or(|r| e.run_id.as_ref() == Some(r))
+            && filter.type_prefix.as_ref().is_none_or(|p| e.event_type.starts_with(p.as_str()));
+        if filter.to.is_some_and(|to| event.position > to) {
+            break;
+        }
+        if keep {
+            print_event(&mut stdout, &event)?;
+            stdout.flush()?;
+            remaining -= 1;
+        }
+    }
+    Ok(0)
+}
+
+fn parse_digest(text: &str) -> Result<(Position, ChainHash), Failure> {
+    let (position, hash) = text
+        .split_once(':')
+        .ok_or_else(|| Failure { code: 2, message: format!("--digest takes POSITION:HASH, got {text:?}") })?;
+    let position = position
+        .parse::<u64>()
+        .map_err(|e| Failure { code: 2, message: format!("--digest position {position:?}: {e}") })?;
+    let hash = ChainHash::from_hex(hash).map_err(|e| Failure { code: 2, message: format!("--digest hash: {e}") })?;
+    Ok((Position(position), hash))
+}
+
+fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
+    let digest = args.digest.as_deref().map(parse_digest).transpose()?;
+    let bar = if io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) = ProgressStyle::with_template("verify {bar:40} {bytes}/{total_bytes} {eta}") {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let options = VerifyOptions {
+        digest,
+        ..VerifyOptions::default()
+    };
+    let report = journal.verify(&options, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    println!("{}", serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?);
+    Ok(if report.ok { 0 } else { 3 })
+}

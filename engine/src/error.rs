@@ -1,0 +1,137 @@
+//! The engine's error type. Variants say what the caller can do: fix the input, retry on a new
+//! state, reopen, or inspect corruption at the place named.
+
+use std::io;
+use std::path::PathBuf;
+
+use journal_format::{EnvelopeError, Position, SegmentId};
+use thiserror::Error;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error, with what was being done.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What the engine was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Stored bytes are damaged: the place and what is wrong. Nothing was repaired.
+    #[error("corruption in segment {segment} at byte offset {offset}{}: {detail}",
+        .position.map(|p| format!(" (position {p})")).unwrap_or_default())]
+    Corruption {
+        /// The segment file.
+        segment: SegmentId,
+        /// The byte offset of the damaged structure in that file.
+        offset: u64,
+        /// The position concerned, when known.
+        position: Option<Position>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An event is malformed; nothing of the request was written.
+    #[error("invalid event{}: {source}", .index.map(|i| format!(" #{i} of the batch")).unwrap_or_default())]
+    InvalidEvent {
+        /// The event's 0-based index in its batch, when the request was a batch.
+        index: Option<usize>,
+        /// What is wrong.
+        #[source]
+        source: EnvelopeError,
+    },
+    /// A request is malformed in a way that is not about one event.
+    #[error("invalid request: {0}")]
+    InvalidInput(String),
+    /// A named limit was exceeded; nothing of the request was written.
+    #[error("{what} is {actual}, over the limit of {limit}")]
+    LimitExceeded {
+        /// Which limit.
+        what: &'static str,
+        /// The size of the request.
+        actual: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+    /// One event of a request is larger than the event size limit; nothing was written.
+    #[error("event #{index} ({event_id}) is {size} bytes stored, over the event size limit of {limit}")]
+    EventTooLarge {
+        /// The event's 0-based index in its batch.
+        index: usize,
+        /// Its id.
+        event_id: String,
+        /// Its stored size in bytes.
+        size: u64,
+        /// The configured limit (`Limits::event_bytes_max`).
+        limit: u64,
+    },
+    /// The expected stream version did not match; nothing was written.
+    #[error("stream version conflict on {stream}: expected {expected}, actual {actual}")]
+    Conflict {
+        /// The stream key.
+        stream: String,
+        /// The version the caller expected.
+        expected: u64,
+        /// The stream's current version.
+        actual: u64,
+    },
+    /// A write or sync failed earlier; the writer refuses all writes until the journal is
+    /// reopened (the state of unsynced bytes is unknown, so retrying would be unsafe).
+    #[error("the journal writer is poisoned by an earlier failure ({0}); reopen the journal")]
+    Poisoned(String),
+    /// The journal is closed.
+    #[error("the journal is closed")]
+    Closed,
+    /// Another process holds the journal's lock.
+    #[error("the journal at {0} is locked by another process")]
+    Locked(PathBuf),
+    /// The derived index failed; the log is unaffected and the index is rebuilt on reopen.
+    #[error("index error: {0}")]
+    Index(String),
+    /// The journal directory holds a format this build cannot read.
+    #[error("unsupported journal format: {0}")]
+    Unsupported(String),
+}
+
+/// A `Result` with the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with what the engine was doing.
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
+    }
+
+    /// Whether this error reports damaged stored data.
+    #[must_use]
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+impl From<redb::Error> for Error {
+    fn from(e: redb::Error) -> Error {
+        Error::Index(e.to_string())
+    }
+}
+
+macro_rules! index_error_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Error {
+                Error::Index(e.to_string())
+            }
+        }
+    )*};
+}
+index_error_from!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

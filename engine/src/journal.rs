@@ -1,0 +1,714 @@
+//! [`Journal`]: opening (recovery, index check and catch-up), appending, reading, subscribing,
+//! and closing.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::blobs::BlobStore;
+use crate::error::{Error, Result};
+use crate::index::{By, Index, IndexEntry};
+use crate::indexer::{self, IndexProgress};
+use crate::log::{Head, Log};
+use crate::options::Options;
+use crate::read::{self, EventIter};
+use crate::recovery::{self, RecoveryAction, RecoveryReport};
+use crate::seams::uuid_v7;
+use crate::storage::StorageLock;
+use crate::writer::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
+
+/// The index file inside the journal directory.
+const INDEX_FILE: &str = "index.redb";
+/// The lock file inside the journal directory.
+const LOCK_FILE: &str = "LOCK";
+/// How long a read that needs the index waits for it to reach the head.
+const INDEX_WAIT: Duration = Duration::from_secs(30);
+/// How many index entries are applied per transaction while catching up on open.
+const CATCH_UP_CHUNK: usize = 20_000;
+
+/// Options of one append.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Refuse the append unless the stream's current version (its number of events) is this.
+    /// All events of the batch must then belong to one stream.
+    pub expected_stream_version: Option<u64>,
+}
+
+/// Which events a query returns. Every set field must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// The first position (inclusive).
+    pub from: Option<Position>,
+    /// The last position (inclusive).
+    pub to: Option<Position>,
+    /// Events with this `sessionId`.
+    pub session: Option<String>,
+    /// Events with this `taskId`.
+    pub task: Option<String>,
+    /// Events with this `runId`.
+    pub run: Option<String>,
+    /// Events whose `type` starts with this.
+    pub type_prefix: Option<String>,
+    /// At most this many events.
+    pub limit: Option<usize>,
+}
+
+impl Filter {
+    fn matches(&self, event: &StoredEvent) -> bool {
+        let e = &event.envelope;
+        let eq = |want: &Option<String>, have: &Option<String>| want.as_ref().is_none_or(|w| have.as_ref() == Some(w));
+        eq(&self.session, &e.session_id)
+            && eq(&self.task, &e.task_id)
+            && eq(&self.run, &e.run_id)
+            && self.type_prefix.as_ref().is_none_or(|p| e.event_type.starts_with(p.as_str()))
+            && self.to.is_none_or(|to| event.position <= to)
+    }
+}
+
+/// The state of a journal, for `journal status`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The newest event's position.
+    pub head_position: u64,
+    /// The newest event's chain link.
+    pub head_hash: String,
+    /// How many segment files the log has.
+    pub segments: usize,
+    /// How many bytes the segment files hold.
+    pub log_bytes: u64,
+    /// The position the index reflects.
+    pub index_position: u64,
+    /// How many events the index is behind the log.
+    pub index_lag: u64,
+    /// Why the writer refuses appends, if it does.
+    pub poisoned: Option<String>,
+}
+
+/// An open journal. Cloning is cheap; the journal closes when the last clone is dropped (or
+/// [`Journal::close`] is called).
+#[derive(Clone, Debug)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    options: Options,
+    log: Arc<Log>,
+    index: Arc<Index>,
+    shared: Arc<Shared>,
+    progress: Arc<IndexProgress>,
+    tx: Mutex<Option<mpsc::Sender<Command>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    indexer: Mutex<Option<JoinHandle<()>>>,
+    report: RecoveryReport,
+    blobs: BlobStore,
+    _lock: Box<dyn StorageLock>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        for slot in [&self.writer, &self.indexer] {
+            if let Some(handle) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                if handle.join().is_err() {
+                    tracing::error!("a journal thread panicked");
+                }
+            }
+        }
+    }
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`: takes its lock, runs recovery (see
+    /// [`RecoveryReport`]), checks the index against the log and catches it up (rebuilding it
+    /// when missing, damaged or ahead of the log), and starts the writer and indexer threads.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when another process has it open, [`Error::Corruption`] naming the
+    /// place when recovery finds damage outside a torn tail (and `options.salvage` is off),
+    /// [`Error::InvalidInput`] for inconsistent options, or an I/O error.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Journal> {
+        let dir = dir.as_ref().to_path_buf();
+        options.validate()?;
+        let storage = Arc::clone(&options.storage);
+        storage
+            .create_dir_all(&dir)
+            .map_err(Error::io(format!("creating {}", dir.display())))?;
+        let lock = storage.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(dir.clone())
+            } else {
+                Error::io(format!("locking {}", dir.display()))(e)
+            }
+        })?;
+        let recovered = recovery::recover(&*storage, &dir, options.salvage)?;
+        let mut report = recovered.report;
+        let mut segments = recovered.segments;
+        let head = recovered.head;
+        let needs_tail = segments.last().is_none_or(|s| s.snapshot().sealed);
+        if needs_tail {
+            let id = journal_format::SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
+            segments.push(Arc::new(writer::create_segment(&*storage, &dir, id, head.position.next(), head.hash)?));
+        }
+        let tail = segments.last().cloned().ok_or(Error::Closed)?;
+        let log = Arc::new(Log::new(segments, head));
+
+        let index_path = dir.join(INDEX_FILE);
+        let existed = index_path.exists();
+        let (index, recreated) = Index::open(&index_path)?;
+        if recreated {
+            report.actions.push(RecoveryAction::IndexRebuilt {
+                reason: "the index file could not be opened".into(),
+            });
+        } else if !existed && head.position > Position::ZERO {
+            report.actions.push(RecoveryAction::IndexRebuilt {
+                reason: "the index file was missing".into(),
+            });
+        }
+        let index = Arc::new(index);
+        if let Some(reason) = index_inconsistency(&log, &index, head)? {
+            index.clear()?;
+            report.actions.push(RecoveryAction::IndexRebuilt { reason });
+        }
+        let (indexed, _) = index.indexed()?;
+        if indexed < head.position {
+            catch_up(&log, &index, indexed.next(), head.position)?;
+            report.actions.push(RecoveryAction::IndexCaughtUp {
+                from: indexed.next().0,
+                to: head.position.0,
+            });
+        }
+        index.persist()?;
+
+        let shared = Arc::new(Shared::default());
+        let progress = Arc::new(IndexProgress::new(head.position));
+        let (index_tx, index_rx) = mpsc::channel();
+        let indexer = {
+            let (index, shared, progress) = (Arc::clone(&index), Arc::clone(&shared), Arc::clone(&progress));
+            std::thread::Builder::new()
+                .name("journal-indexer".into())
+                .spawn(move || indexer::run(index, shared, progress, index_rx))
+                .map_err(Error::io("starting the indexer thread"))?
+        };
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            storage: Arc::clone(&storage),
+            dir: dir.clone(),
+            log: Arc::clone(&log),
+            index: Arc::clone(&index),
+            shared: Arc::clone(&shared),
+            clock: Arc::clone(&options.clock),
+            limits: options.limits,
+            durability: options.durability,
+            indexer: index_tx,
+            tail,
+            streams: Default::default(),
+            last_recorded_ns: last_recorded_ns(&log, head)?,
+            unsynced: false,
+        };
+        let writer = std::thread::Builder::new()
+            .name("journal-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(Error::io("starting the writer thread"))?;
+        let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                dir,
+                options,
+                log,
+                index,
+                shared,
+                progress,
+                tx: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(writer)),
+                indexer: Mutex::new(Some(indexer)),
+                report,
+                blobs,
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// The journal's directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// What recovery found and did when this journal was opened.
+    #[must_use]
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
+    }
+
+    /// The blob store.
+    #[must_use]
+    pub fn blobs(&self) -> &BlobStore {
+        &self.inner.blobs
+    }
+
+    /// A new UUID v7 from the journal's clock and entropy, for events built by callers.
+    #[must_use]
+    pub fn new_event_id(&self) -> String {
+        uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy)
+    }
+
+    /// The newest committed event.
+    #[must_use]
+    pub fn head(&self) -> Head {
+        self.inner.log.head()
+    }
+
+    /// Checks and encodes a batch for the writer.
+    fn prepare(&self, events: Vec<Envelope>, options: &AppendOptions) -> Result<Vec<PreparedEvent>> {
+        let limits = &self.inner.options.limits;
+        if events.len() > limits.batch_events_max {
+            return Err(Error::LimitExceeded {
+                what: "batch length (events)",
+                actual: events.len() as u64,
+                limit: limits.batch_events_max as u64,
+            });
+        }
+        let mut prepared = Vec::with_capacity(events.len());
+        let mut total = 0u64;
+        for (i, mut event) in events.into_iter().enumerate() {
+            let index = Some(i);
+            let id_assigned = event.event_id.is_empty();
+            if id_assigned {
+                event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
+            }
+            event.validate().map_err(|source| Error::InvalidEvent { index, source })?;
+            let body = event.to_msgpack().map_err(|source| Error::InvalidEvent { index, source })?;
+            if body.len() as u64 > u64::from(limits.event_bytes_max) {
+                return Err(Error::EventTooLarge {
+                    index: i,
+                    event_id: event.event_id,
+                    size: body.len() as u64,
+                    limit: u64::from(limits.event_bytes_max),
+                });
+            }
+            total += body.len() as u64 + journal_format::FRAME_HEADER_LEN as u64;
+            let stream_key = event.stream_key();
+            prepared.push(PreparedEvent {
+                body,
+                event_id: event.event_id,
+                id_assigned,
+                stream_key,
+                session: event.session_id,
+                task: event.task_id,
+                run: event.run_id,
+            });
+        }
+        if total > limits.batch_bytes_max {
+            return Err(Error::LimitExceeded {
+                what: "batch size (stored bytes)",
+                actual: total,
+                limit: limits.batch_bytes_max,
+            });
+        }
+        if options.expected_stream_version.is_some() {
+            if let Some(first) = prepared.first() {
+                if let Some(other) = prepared.iter().find(|e| e.stream_key != first.stream_key) {
+                    return Err(Error::InvalidInput(format!(
+                        "an expected stream version needs every event of the batch in one stream; found {} and {}",
+                        first.stream_key, other.stream_key
+                    )));
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
+    fn send(&self, cmd: Command) -> Result<()> {
+        let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
+        tx.as_ref().ok_or(Error::Closed)?.send(cmd).map_err(|_| Error::Closed)
+    }
+
+    fn submit(&self, events: Vec<Envelope>, options: &AppendOptions) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
+        if let Some(cause) = self.inner.shared.poisoned() {
+            return Err(Error::Poisoned(cause));
+        }
+        let events = self.prepare(events, options)?;
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Write(WriteRequest {
+            events,
+            expected_version: options.expected_stream_version,
+            reply,
+        }))?;
+        Ok(Some(rx))
+    }
+
+    /// Appends one event; see [`Journal::append_batch`].
+    ///
+    /// # Errors
+    /// As [`Journal::append_batch`].
+    pub async fn append(&self, event: Envelope) -> Result<Appended> {
+        let mut appended = self.append_batch(vec![event], AppendOptions::default()).await?;
+        appended.pop().ok_or_else(|| Error::InvalidInput("no answer for the event".into()))
+    }
+
+    /// Appends a batch atomically: all of it becomes durable, or none of it. Events without an
+    /// `eventId` get a UUID v7; events whose id is already stored are not stored again and are
+    /// answered with their original position (`duplicate: true`). Returns once the batch is
+    /// durable (or, in buffered mode, written).
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`], [`Error::EventTooLarge`] or [`Error::LimitExceeded`] for bad
+    /// input, [`Error::Conflict`] when the expected stream version differs, [`Error::Poisoned`]
+    /// after an I/O failure, [`Error::Closed`]. On any error nothing of the batch is written.
+    pub async fn append_batch(&self, events: Vec<Envelope>, options: AppendOptions) -> Result<Vec<Appended>> {
+        match self.submit(events, &options)? {
+            None => Ok(Vec::new()),
+            Some(rx) => rx.await.map_err(|_| Error::Closed)?,
+        }
+    }
+
+    /// [`Journal::append_batch`] for callers outside an async runtime.
+    ///
+    /// # Errors
+    /// As [`Journal::append_batch`].
+    ///
+    /// # Panics
+    /// When called from inside an async runtime (use `append_batch` there).
+    pub fn append_batch_blocking(&self, events: Vec<Envelope>, options: AppendOptions) -> Result<Vec<Appended>> {
+        match self.submit(events, &options)? {
+            None => Ok(Vec::new()),
+            Some(rx) => rx.blocking_recv().map_err(|_| Error::Closed)?,
+        }
+    }
+
+    /// Makes everything acknowledged so far durable (useful in buffered mode).
+    ///
+    /// # Errors
+    /// The sync's I/O error (which poisons the writer), or [`Error::Closed`].
+    pub async fn sync(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Sync(reply))?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// Events `from..=to` (`to` defaults to the head), streamed in bounded memory, with
+    /// checksums checked. With `verify_chain`, chain links are checked too.
+    #[must_use]
+    pub fn read(&self, from: Position, to: Option<Position>, verify_chain: bool) -> EventIter {
+        let head = self.head().position;
+        let to = to.map_or(head, |t| t.min(head));
+        EventIter::new(Arc::clone(&self.inner.log), from, to, verify_chain)
+    }
+
+    fn wait_for_index(&self) -> Result<()> {
+        self.inner.progress.wait_for(self.head().position, INDEX_WAIT)
+    }
+
+    /// The event with this id.
+    ///
+    /// # Errors
+    /// [`Error::Index`] when the index fails, [`Error::Corruption`] when the frame is damaged.
+    pub fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        if let Some(a) = self
+            .inner
+            .shared
+            .unindexed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(event_id)
+            .cloned()
+        {
+            return read::read_position(&self.inner.log, &self.inner.index, a.position).map(Some);
+        }
+        self.wait_for_index()?;
+        match self.inner.index.event_position(event_id)? {
+            Some(p) => read::read_position(&self.inner.log, &self.inner.index, p).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The event at `position`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] past the head, [`Error::Corruption`] when the frame is damaged.
+    pub fn get_position(&self, position: Position) -> Result<StoredEvent> {
+        if position == Position::ZERO || position > self.head().position {
+            return Err(Error::InvalidInput(format!("position {position} is not in the log")));
+        }
+        let mut found = None;
+        read::for_each_frame(&self.inner.log, position, position, false, &mut |raw| {
+            found = Some(read::decode(&raw)?);
+            Ok(false)
+        })?;
+        found.ok_or_else(|| Error::InvalidInput(format!("position {position} is not in the log")))
+    }
+
+    /// The version of a stream (its number of events), by stream key (see
+    /// [`Envelope::stream_key`]).
+    ///
+    /// # Errors
+    /// [`Error::Index`] when the index fails.
+    pub fn stream_version(&self, stream_key: &str) -> Result<u64> {
+        self.wait_for_index()?;
+        self.inner.index.stream_head(stream_key)
+    }
+
+    /// Events matching `filter`, in position order, streamed in bounded memory. Filters by
+    /// session, task or run use the index; a type prefix alone scans the log.
+    ///
+    /// # Errors
+    /// [`Error::Index`] when the index is needed and fails.
+    pub fn query(&self, filter: Filter) -> Result<Query> {
+        let by = [
+            (By::Session, &filter.session),
+            (By::Task, &filter.task),
+            (By::Run, &filter.run),
+        ]
+        .into_iter()
+        .find_map(|(by, id)| id.clone().map(|id| (by, id)));
+        let head = self.head().position;
+        let source = match by {
+            Some((by, id)) => {
+                self.wait_for_index()?;
+                Source::Index {
+                    by,
+                    id,
+                    next: filter.from.unwrap_or(Position(1)),
+                    head,
+                    page: std::collections::VecDeque::new(),
+                }
+            }
+            None => Source::Scan(self.read(filter.from.unwrap_or(Position(1)), filter.to, false)),
+        };
+        Ok(Query {
+            journal: self.clone(),
+            remaining: filter.limit.unwrap_or(usize::MAX),
+            filter,
+            source,
+        })
+    }
+
+    /// Events of one stream from stream version `from_version`, by stream key.
+    ///
+    /// # Errors
+    /// [`Error::Index`] when the index fails; reading errors per event.
+    pub fn read_stream(&self, stream_key: &str, from_version: u64) -> Result<Vec<StoredEvent>> {
+        self.wait_for_index()?;
+        let mut out = Vec::new();
+        let mut version = from_version.max(1);
+        loop {
+            let page = self.inner.index.stream_positions(stream_key, version, 1024)?;
+            if page.is_empty() {
+                return Ok(out);
+            }
+            version += page.len() as u64;
+            for p in page {
+                out.push(read::read_position(&self.inner.log, &self.inner.index, p)?);
+            }
+        }
+    }
+
+    /// Follows the log from `from` (inclusive): first the history, then live appends, with no
+    /// gap and no duplicate at the switch. Resume from a cursor by passing the position after
+    /// the last event seen.
+    #[must_use]
+    pub fn subscribe(&self, from: Position) -> crate::subscribe::Subscription {
+        crate::subscribe::Subscription::new(self.clone(), self.inner.log.head.subscribe(), from.max(Position(1)))
+    }
+
+    /// The journal's status.
+    ///
+    /// # Errors
+    /// An I/O error reading segment lengths.
+    pub fn status(&self) -> Result<Status> {
+        let head = self.head();
+        let mut log_bytes = 0;
+        let segments = self.inner.log.segments();
+        for s in &segments {
+            log_bytes += s.file.len().map_err(Error::io("reading a segment length"))?;
+        }
+        let indexed = self.inner.progress.position();
+        Ok(Status {
+            head_position: head.position.0,
+            head_hash: head.hash.to_hex(),
+            segments: segments.len(),
+            log_bytes,
+            index_position: indexed.0,
+            index_lag: head.position.0.saturating_sub(indexed.0),
+            poisoned: self.inner.shared.poisoned(),
+        })
+    }
+
+    /// Closes the journal: drains the writer (answering every accepted request), makes the
+    /// index durable, and releases the lock once every clone is dropped.
+    pub fn close(self) {
+        self.inner.shutdown();
+    }
+
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        &self.inner.log
+    }
+
+    pub(crate) fn index(&self) -> &Arc<Index> {
+        &self.inner.index
+    }
+
+    pub(crate) fn wait_indexed(&self) -> Result<()> {
+        self.wait_for_index()
+    }
+}
+
+/// Where a [`Query`] gets its positions.
+#[derive(Debug)]
+enum Source {
+    Scan(EventIter),
+    Index {
+        by: By,
+        id: String,
+        next: Position,
+        head: Position,
+        page: std::collections::VecDeque<Position>,
+    },
+}
+
+/// The events of a [`Filter`], in position order.
+#[derive(Debug)]
+pub struct Query {
+    journal: Journal,
+    filter: Filter,
+    source: Source,
+    remaining: usize,
+}
+
+impl Query {
+    fn next_candidate(&mut self) -> Option<Result<StoredEvent>> {
+        match &mut self.source {
+            Source::Scan(iter) => iter.next(),
+            Source::Index { by, id, next, head, page } => {
+                if page.is_empty() {
+                    if *next > *head {
+                        return None;
+                    }
+                    match self.journal.inner.index.positions_by(*by, id, *next, 512) {
+                        Ok(positions) => page.extend(positions.into_iter().filter(|p| *p <= *head)),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                let p = page.pop_front()?;
+                *next = p.next();
+                Some(read::read_position(&self.journal.inner.log, &self.journal.inner.index, p))
+            }
+        }
+    }
+}
+
+impl Iterator for Query {
+    type Item = Result<StoredEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.remaining > 0 {
+            match self.next_candidate()? {
+                Ok(event) if self.filter.matches(&event) => {
+                    self.remaining -= 1;
+                    return Some(Ok(event));
+                }
+                Ok(event) => {
+                    if self.filter.to.is_some_and(|to| event.position > to) {
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    self.remaining = 0;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Why the index cannot be trusted, if it cannot: its head is ahead of the log, or its head's
+/// chain link differs from the log's at that position.
+fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<String>> {
+    let (indexed, hash) = index.indexed()?;
+    if indexed == Position::ZERO {
+        return Ok(None);
+    }
+    if indexed > head.position {
+        return Ok(Some(format!(
+            "the index reflects position {indexed}, ahead of the log's head {}",
+            head.position
+        )));
+    }
+    match read::read_position(log, index, indexed) {
+        Ok(event) if event.hash == hash => Ok(None),
+        Ok(event) => Ok(Some(format!(
+            "the index's head hash {hash} differs from the log's {} at position {indexed}",
+            event.hash
+        ))),
+        Err(e) => Ok(Some(format!("the index's head at position {indexed} cannot be read: {e}"))),
+    }
+}
+
+/// Adds index entries for positions `from..=to`, read from the log.
+fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
+    let mut chunk: Vec<IndexEntry> = Vec::with_capacity(CATCH_UP_CHUNK.min(4096));
+    let mut last = (Position::ZERO, ChainHash::GENESIS);
+    read::for_each_frame(log, from, to, false, &mut |raw| {
+        let event = read::decode(&raw)?;
+        last = (event.position, event.hash);
+        chunk.push(index_entry(&event, raw.segment, raw.offset));
+        if chunk.len() >= CATCH_UP_CHUNK {
+            index.apply(&chunk, last, false)?;
+            chunk.clear();
+        }
+        Ok(true)
+    })?;
+    if !chunk.is_empty() {
+        index.apply(&chunk, last, false)?;
+    }
+    Ok(())
+}
+
+/// The index entry of a stored event at a location.
+pub(crate) fn index_entry(event: &StoredEvent, segment: journal_format::SegmentId, offset: u64) -> IndexEntry {
+    let e = &event.envelope;
+    IndexEntry {
+        position: event.position,
+        event_id: e.event_id.clone(),
+        stream_key: e.stream_key(),
+        stream_version: event.stream_version,
+        session: e.session_id.clone(),
+        task: e.task_id.clone(),
+        run: e.run_id.clone(),
+        segment,
+        offset,
+    }
+}
+
+/// The `recordedAt` of the head event, so `recordedAt` never goes backwards across a reopen.
+fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
+    if head.position == Position::ZERO {
+        return Ok(i64::MIN);
+    }
+    let mut ns = i64::MIN;
+    read::for_each_frame(log, head.position, head.position, false, &mut |raw| {
+        ns = raw.header.meta.recorded_at_ns;
+        Ok(false)
+    })?;
+    Ok(ns)
+}

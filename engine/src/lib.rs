@@ -1,0 +1,53 @@
+//! The journal engine: an append-only, segmented log of checksummed, hash-chained event
+//! envelopes, with durable group-committed appends, crash recovery, a derived redb index,
+//! subscriptions, a blob store and `verify`.
+//!
+//! NOTE: the log is the single source of truth. The index is derived from it, may lag it, and
+//! is rebuilt from it; read models (the `projections` crate) are derived from the log too, and
+//! read it only through this crate's public API. Byte layouts live in `journal-format`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), journal_engine::Error> {
+//! use journal_engine::{Journal, Options};
+//! use journal_format::Envelope;
+//!
+//! let journal = Journal::open("./journal-data", Options::default())?;
+//! let mut event = Envelope::new("session.created", "", "2026-05-11T10:00:00Z");
+//! event.session_id = Some("sess_1".into());
+//! let appended = journal.append(event).await?; // durable when this returns
+//! println!("stored at position {}", appended.position);
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+mod blobs;
+mod error;
+mod index;
+mod indexer;
+mod journal;
+mod log;
+mod options;
+mod read;
+mod recovery;
+mod scan;
+pub mod seams;
+pub mod storage;
+mod subscribe;
+mod verify;
+mod writer;
+
+pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
+pub use error::{Error, Result};
+pub use index::By;
+pub use journal::{AppendOptions, Filter, Journal, Query, Status};
+pub use log::Head;
+pub use options::{Durability, Limits, Options};
+pub use read::EventIter;
+pub use recovery::{RecoveryAction, RecoveryReport};
+pub use subscribe::Subscription;
+pub use verify::{Problem, VerifyOptions, VerifyReport};
+pub use writer::Appended;

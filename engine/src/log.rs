@@ -1,0 +1,93 @@
+//! The in-memory map of the log: its segments, what each holds, and the committed head. The
+//! writer changes it; readers take snapshots of it and never read past the committed head.
+
+use std::sync::{Arc, RwLock};
+
+use journal_format::{ChainHash, FooterEntry, Position, SegmentId};
+use tokio::sync::watch;
+
+use crate::storage::StorageFile;
+
+/// A sparse index entry is added when a frame starts at least this many bytes after the
+/// previous entry's frame.
+pub(crate) const SPARSE_INTERVAL_BYTES: u64 = 64 * 1024;
+
+/// The newest durable (or, in buffered mode, acknowledged) event.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Head {
+    /// Its position; `Position(0)` for an empty journal.
+    pub position: Position,
+    /// Its chain link; [`ChainHash::GENESIS`] for an empty journal.
+    pub hash: ChainHash,
+}
+
+/// What a segment holds, as of the last commit.
+///
+/// # Invariants
+/// `sparse` is strictly increasing in position and offset; `last_position + 1 ==
+/// first_position` exactly when the segment holds no frame; a sealed segment never changes.
+#[derive(Clone, Debug)]
+pub(crate) struct SegmentState {
+    pub sparse: Vec<FooterEntry>,
+    pub end_offset: u64,
+    pub last_position: Position,
+    pub last_hash: ChainHash,
+    pub sealed: bool,
+}
+
+/// One segment file.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub id: SegmentId,
+    pub first_position: Position,
+    pub prev_hash: ChainHash,
+    pub file: Arc<dyn StorageFile>,
+    pub state: RwLock<SegmentState>,
+}
+
+impl Segment {
+    pub(crate) fn snapshot(&self) -> SegmentState {
+        self.state.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// Where to start scanning for `position`: the offset of the nearest indexed frame at or
+    /// before it, and that frame's position.
+    pub(crate) fn seek_hint(state: &SegmentState, first_offset: u64, first: Position, position: Position) -> (u64, Position) {
+        let i = state.sparse.partition_point(|e| e.position <= position);
+        match i.checked_sub(1).and_then(|i| state.sparse.get(i)) {
+            Some(e) => (e.offset.0, e.position),
+            None => (first_offset, first),
+        }
+    }
+}
+
+/// The segments of the log and its head.
+#[derive(Debug)]
+pub(crate) struct Log {
+    pub segments: RwLock<Vec<Arc<Segment>>>,
+    pub head: watch::Sender<Head>,
+}
+
+impl Log {
+    pub(crate) fn new(segments: Vec<Arc<Segment>>, head: Head) -> Log {
+        Log {
+            segments: RwLock::new(segments),
+            head: watch::Sender::new(head),
+        }
+    }
+
+    pub(crate) fn head(&self) -> Head {
+        *self.head.borrow()
+    }
+
+    pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The segment holding `position`, if any.
+    pub(crate) fn segment_of(&self, position: Position) -> Option<Arc<Segment>> {
+        let segments = self.segments.read().unwrap_or_else(|p| p.into_inner());
+        let i = segments.partition_point(|s| s.first_position <= position);
+        i.checked_sub(1).and_then(|i| segments.get(i)).cloned()
+    }
+}

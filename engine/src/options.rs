@@ -1,0 +1,113 @@
+//! Options of [`crate::Journal::open`]: durability, limits, salvage, and the seams (storage,
+//! clock, entropy) that a simulation replaces.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use journal_format::{FRAME_BODY_LEN_MAX, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN};
+
+use crate::error::{Error, Result};
+use crate::seams::{Clock, Entropy, SystemClock, SystemEntropy};
+use crate::storage::{FsStorage, Storage};
+
+/// When an append is acknowledged.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The default: an append returns only once its bytes are on stable storage (`fdatasync`).
+    /// Concurrent appends share one write and one sync (group commit).
+    Durable,
+    /// An append returns once its bytes are written to the operating system; they are synced
+    /// at least every `sync_interval`. Loss window: a power failure or kernel crash loses what
+    /// was acknowledged in the last `sync_interval`; a crash of the process alone loses nothing.
+    Buffered {
+        /// The longest time acknowledged bytes stay unsynced.
+        sync_interval: Duration,
+    },
+}
+
+/// Named limits. Exceeding one is an error that names it; nothing of the request is written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest stored event body, in bytes (default 1 MiB).
+    pub event_bytes_max: u32,
+    /// The most events in one atomic batch (default 10,000).
+    pub batch_events_max: usize,
+    /// The largest atomic batch, in stored bytes (default 16 MiB).
+    pub batch_bytes_max: u64,
+    /// The size at which a segment is sealed and a new one started (default 64 MiB).
+    pub segment_bytes_max: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            event_bytes_max: 1024 * 1024,
+            batch_events_max: 10_000,
+            batch_bytes_max: 16 * 1024 * 1024,
+            segment_bytes_max: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// How [`crate::Journal::open`] behaves.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// When appends are acknowledged.
+    pub durability: Durability,
+    /// Size limits.
+    pub limits: Limits,
+    /// Open even when damage is found outside the torn tail, moving the damaged part aside into
+    /// `quarantine/` and reporting which positions it holds. Off by default: damage refuses to
+    /// open.
+    pub salvage: bool,
+    /// Where bytes go.
+    pub storage: Arc<dyn Storage>,
+    /// The journal's clock, for `recordedAt` and UUID v7 ids.
+    pub clock: Arc<dyn Clock>,
+    /// Randomness, for UUID v7 ids.
+    pub entropy: Arc<dyn Entropy>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            durability: Durability::Durable,
+            limits: Limits::default(),
+            salvage: false,
+            storage: Arc::new(FsStorage),
+            clock: Arc::new(SystemClock),
+            entropy: Arc::new(SystemEntropy),
+        }
+    }
+}
+
+impl Options {
+    /// Checks that the limits fit together and within the format.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the limit that does not fit.
+    pub fn validate(&self) -> Result<()> {
+        let l = &self.limits;
+        if l.event_bytes_max == 0 || l.event_bytes_max > FRAME_BODY_LEN_MAX {
+            return Err(Error::InvalidInput(format!(
+                "event_bytes_max must be between 1 and {FRAME_BODY_LEN_MAX}"
+            )));
+        }
+        if l.batch_events_max == 0 {
+            return Err(Error::InvalidInput("batch_events_max must be at least 1".into()));
+        }
+        let overhead = (SEGMENT_HEADER_LEN + SEGMENT_FOOTER_TRAILER_LEN) as u64 + 1024 * 1024;
+        if l.segment_bytes_max < l.batch_bytes_max.saturating_add(overhead) {
+            return Err(Error::InvalidInput(format!(
+                "segment_bytes_max ({}) must exceed batch_bytes_max ({}) by at least {overhead} bytes",
+                l.segment_bytes_max, l.batch_bytes_max
+            )));
+        }
+        if l.batch_bytes_max < u64::from(l.event_bytes_max) + 128 {
+            return Err(Error::InvalidInput(
+                "batch_bytes_max must hold at least one event of event_bytes_max".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! Reading events back: position ranges streamed in bounded memory, single events by location,
+//! and the filtered reads built on the index.
+
+use std::sync::Arc;
+
+use journal_format::{ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::log::{Log, Segment};
+use crate::scan::{FrameScanner, Stop};
+use crate::writer::Appended;
+
+/// A frame read from the log, before its body is decoded.
+#[derive(Debug)]
+pub(crate) struct RawFrame<'a> {
+    pub segment: SegmentId,
+    pub offset: u64,
+    pub header: FrameHeader,
+    pub body: &'a [u8],
+}
+
+fn corruption(segment: SegmentId, offset: u64, position: Position, detail: String) -> Error {
+    Error::Corruption {
+        segment,
+        offset,
+        position: Some(position),
+        detail,
+    }
+}
+
+/// A position in the log being read frame by frame, within one segment.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    segment: Arc<Segment>,
+    last_position: Position,
+    scanner: FrameScanner,
+    expected: Position,
+    prev: Option<ChainHash>,
+    verify_chain: bool,
+}
+
+impl Cursor {
+    /// A cursor at `position` (which must exist). `prev` is the chain link of the frame before
+    /// it, when the caller knows it; otherwise the first link read is not checked.
+    pub(crate) fn open(log: &Log, position: Position, prev: Option<ChainHash>, verify_chain: bool) -> Result<Cursor> {
+        let Some(segment) = log.segment_of(position) else {
+            return Err(Error::InvalidInput(format!("position {position} is not in the log")));
+        };
+        let state = segment.snapshot();
+        let (start, expected) = Segment::seek_hint(&state, SEGMENT_HEADER_LEN as u64, segment.first_position, position);
+        let prev = if start == SEGMENT_HEADER_LEN as u64 {
+            Some(segment.prev_hash)
+        } else if expected == position {
+            prev
+        } else {
+            None
+        };
+        let scanner = FrameScanner::new(Arc::clone(&segment.file), segment.id, start, state.end_offset);
+        Ok(Cursor {
+            segment,
+            last_position: state.last_position,
+            scanner,
+            expected,
+            prev,
+            verify_chain,
+        })
+    }
+
+    /// The next frame of this segment, or `None` past the segment's last committed position.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<RawFrame<'_>>> {
+        let expected = self.expected;
+        if expected > self.last_position {
+            return Ok(None);
+        }
+        let id = self.segment.id;
+        let offset = self.scanner.offset();
+        let frame = match self.scanner.next()? {
+            Ok(frame) => frame,
+            Err(Stop::End) => {
+                return Err(corruption(id, offset, expected, "segment ends before its last position".into()))
+            }
+            Err(Stop::Zeroed) => {
+                return Err(corruption(id, offset, expected, "zeroed bytes where a frame belongs".into()))
+            }
+            Err(Stop::Damaged(e)) => return Err(corruption(id, offset, expected, e.to_string())),
+        };
+        if frame.header.meta.position != expected {
+            return Err(corruption(id, frame.offset, expected, format!("frame holds position {}", frame.header.meta.position)));
+        }
+        if self.verify_chain {
+            if let Some(prev) = &self.prev {
+                frame
+                    .header
+                    .check_link(prev, frame.body)
+                    .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+            }
+        }
+        self.prev = Some(frame.header.hash);
+        self.expected = expected.next();
+        Ok(Some(RawFrame {
+            segment: id,
+            offset: frame.offset,
+            header: frame.header,
+            body: frame.body,
+        }))
+    }
+
+    /// The chain link of the last frame read.
+    pub(crate) fn prev(&self) -> Option<ChainHash> {
+        self.prev
+    }
+}
+
+/// Walks frames `from..=to` in position order and calls `f` with each until it returns
+/// `false`, checking checksums always and chain links when `verify_chain` is set.
+pub(crate) fn for_each_frame(
+    log: &Log,
+    from: Position,
+    to: Position,
+    verify_chain: bool,
+    f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
+) -> Result<()> {
+    let mut next = from.max(Position(1));
+    let mut prev = None;
+    while next <= to {
+        let opened_at = next;
+        let mut cursor = Cursor::open(log, next, prev, verify_chain)?;
+        while let Some(raw) = cursor.next_frame()? {
+            let position = raw.header.meta.position;
+            if position >= next {
+                if !f(raw)? {
+                    return Ok(());
+                }
+                next = position.next();
+            }
+            if next > to {
+                return Ok(());
+            }
+        }
+        if next == opened_at {
+            return Err(Error::InvalidInput(format!("position {next} is not in the log")));
+        }
+        prev = cursor.prev();
+    }
+    Ok(())
+}
+
+/// Decodes a raw frame into a stored event.
+pub(crate) fn decode(raw: &RawFrame<'_>) -> Result<StoredEvent> {
+    let envelope = Envelope::from_msgpack(raw.body).map_err(|e| Error::Corruption {
+        segment: raw.segment,
+        offset: raw.offset,
+        position: Some(raw.header.meta.position),
+        detail: e.to_string(),
+    })?;
+    Ok(StoredEvent {
+        position: raw.header.meta.position,
+        recorded_at_ns: raw.header.meta.recorded_at_ns,
+        stream_version: raw.header.meta.stream_version,
+        hash: raw.header.hash,
+        envelope,
+    })
+}
+
+/// Reads the frame at a known location and checks that it holds `position`.
+pub(crate) fn read_at(log: &Log, segment: SegmentId, offset: u64, position: Position) -> Result<StoredEvent> {
+    let seg = log
+        .segments()
+        .into_iter()
+        .find(|s| s.id == segment)
+        .ok_or_else(|| Error::Index(format!("index points at segment {segment}, which the log lacks")))?;
+    let mut header_bytes = [0u8; FRAME_HEADER_LEN];
+    seg.file
+        .read_exact_at(&mut header_bytes, offset)
+        .map_err(Error::io(format!("reading segment {segment} at {offset}")))?;
+    let header = FrameHeader::decode(&header_bytes).map_err(|e| corruption(segment, offset, position, e.to_string()))?;
+    let mut body = vec![0u8; header.body_len() as usize];
+    seg.file
+        .read_exact_at(&mut body, offset + FRAME_HEADER_LEN as u64)
+        .map_err(Error::io(format!("reading segment {segment} at {offset}")))?;
+    header
+        .check_body(&body)
+        .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
+    if header.meta.position != position {
+        return Err(Error::Index(format!(
+            "index says position {position} is at segment {segment} offset {offset}, which holds {}",
+            header.meta.position
+        )));
+    }
+    decode(&RawFrame {
+        segment,
+        offset,
+        header,
+        body: &body,
+    })
+}
+
+/// Reads one event by position through the index's location map.
+pub(crate) fn read_position(log: &Log, index: &Index, position: Position) -> Result<StoredEvent> {
+    match index.location(position)? {
+        Some((segment, offset)) => read_at(log, segment, offset, position),
+        None => {
+            let mut found = None;
+            for_each_frame(log, position, position, false, &mut |raw| {
+                found = Some(decode(&raw)?);
+                Ok(false)
+            })?;
+            found.ok_or_else(|| Error::InvalidInput(format!("position {position} is not in the log")))
+        }
+    }
+}
+
+/// What was assigned to the event at `position` (for answering a duplicate).
+pub(crate) fn appended_at(log: &Log, index: &Index, position: Position, event_id: &str) -> Result<Appended> {
+    let event = read_position(log, index, position)?;
+    Ok(Appended {
+        position,
+        event_id: event_id.to_string(),
+        hash: event.hash,
+        stream_version: event.stream_version,
+        recorded_at_ns: event.recorded_at_ns,
+        duplicate: true,
+    })
+}
+
+/// An iterator over stored events `from..=to`, streamed frame by frame in bounded memory.
+#[derive(Debug)]
+pub struct EventIter {
+    log: Arc<Log>,
+    next: Position,
+    to: Position,
+    verify_chain: bool,
+    cursor: Option<Cursor>,
+    opened_at: Position,
+    prev: Option<ChainHash>,
+    failed: bool,
+}
+
+impl EventIter {
+    pub(crate) fn new(log: Arc<Log>, from: Position, to: Position, verify_chain: bool) -> EventIter {
+        EventIter {
+            log,
+            next: from.max(Position(1)),
+            to,
+            verify_chain,
+            cursor: None,
+            opened_at: Position::ZERO,
+            prev: None,
+            failed: false,
+        }
+    }
+
+    fn advance(&mut self) -> Result<Option<StoredEvent>> {
+        loop {
+            if self.next > self.to {
+                return Ok(None);
+            }
+            if self.cursor.is_none() {
+                self.cursor = Some(Cursor::open(&self.log, self.next, self.prev, self.verify_chain)?);
+                self.opened_at = self.next;
+            }
+            let Some(cursor) = self.cursor.as_mut() else {
+                return Ok(None);
+            };
+            match cursor.next_frame()? {
+                Some(raw) if raw.header.meta.position < self.next => {}
+                Some(raw) => {
+                    let event = decode(&raw)?;
+                    self.next = event.position.next();
+                    return Ok(Some(event));
+                }
+                None => {
+                    self.prev = cursor.prev();
+                    self.cursor = None;
+                    if self.next == self.opened_at {
+                        // The segment holding `next` has nothing at or after it: the log ends.
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for EventIter {
+    type Item = Result<StoredEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(event) => event.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,619 @@
+//! Opening the log: checking every segment's header and footer, scanning the unsealed tail,
+//! and deciding, row by row of the recovery table in `docs/FORMAT.md`, what damage means.
+//!
+//! Only the unsealed tail is scanned frame by frame, so opening does not slow down as the
+//! journal grows; sealed segments are checked through their header and footer (their frames are
+//! `verify`'s job). A torn final write is cut off and reported (its bytes kept in
+//! `quarantine/`); any other damage refuses to open, naming the segment, offset and position,
+//! unless the caller asked for salvage.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use journal_format::frame::{decode_frame, is_zeroed, peek_position};
+use journal_format::segment::Trailer;
+use journal_format::{
+    FooterEntry, FormatError, Position, SegmentFooter, SegmentHeader, SegmentId,
+    FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
+};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::scan::{FrameScanner, Stop};
+use crate::storage::{OpenMode, Storage, StorageFile};
+
+/// The directory inside the journal that holds segment files.
+pub(crate) const SEGMENTS_DIR: &str = "segments";
+/// The directory inside the journal that holds bytes moved aside by recovery.
+pub(crate) const QUARANTINE_DIR: &str = "quarantine";
+
+/// What recovery did when the journal was opened.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// How many segment files were found.
+    pub segments: usize,
+    /// How many bytes of the unsealed tail were scanned.
+    pub tail_bytes_scanned: u64,
+    /// What was repaired or moved aside; empty after a clean shutdown.
+    pub actions: Vec<RecoveryAction>,
+}
+
+/// One thing recovery did.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// The final write was torn (a crash during an unacknowledged write): its bytes were cut
+    /// from the log and kept in `saved_to`.
+    TornTailCut {
+        /// The segment file name.
+        segment: String,
+        /// Where the cut starts.
+        offset: u64,
+        /// How many bytes were cut.
+        bytes: u64,
+        /// Complete frames of an unfinished batch that were cut with it, as `[first, last]`.
+        positions: Option<[u64; 2]>,
+        /// What was found at the cut.
+        detail: String,
+        /// Where the cut bytes were kept.
+        saved_to: Option<String>,
+    },
+    /// A segment file whose creation did not complete (no valid header, no frames) was removed.
+    IncompleteSegmentRemoved {
+        /// The segment file name.
+        segment: String,
+        /// Its length.
+        bytes: u64,
+    },
+    /// Salvage: damaged bytes (and everything after them) were moved aside.
+    Quarantined {
+        /// The segment file name where the damage starts.
+        segment: String,
+        /// Where the damage starts.
+        offset: u64,
+        /// What is wrong there.
+        detail: String,
+        /// The files the bytes were moved to.
+        files: Vec<String>,
+        /// The positions of the readable frames among the moved bytes, as `[first, last]`.
+        positions: Option<[u64; 2]>,
+        /// How many readable frames the moved bytes hold.
+        readable_frames: u64,
+    },
+    /// The index was cleared and rebuilt from the log.
+    IndexRebuilt {
+        /// Why.
+        reason: String,
+    },
+    /// The index lagged the log (normal after a crash) and was caught up.
+    IndexCaughtUp {
+        /// The first position indexed.
+        from: u64,
+        /// The last position indexed.
+        to: u64,
+    },
+}
+
+/// The result of recovery.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub segments: Vec<Arc<Segment>>,
+    pub head: Head,
+    pub report: RecoveryReport,
+}
+
+/// Damage found while opening, with its place.
+#[derive(Debug)]
+struct Damage {
+    segment: SegmentId,
+    offset: u64,
+    position: Option<Position>,
+    detail: String,
+}
+
+impl Damage {
+    fn into_error(self) -> Error {
+        Error::Corruption {
+            segment: self.segment,
+            offset: self.offset,
+            position: self.position,
+            detail: self.detail,
+        }
+    }
+}
+
+fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
+    dir.join(SEGMENTS_DIR).join(id.file_name())
+}
+
+/// Opens the log in `dir`, applying the recovery table.
+pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Result<Recovered> {
+    let seg_dir = dir.join(SEGMENTS_DIR);
+    storage
+        .create_dir_all(&seg_dir)
+        .map_err(Error::io(format!("creating {}", seg_dir.display())))?;
+    let names = storage
+        .list_dir(&seg_dir)
+        .map_err(Error::io(format!("listing {}", seg_dir.display())))?;
+    let ids: Vec<SegmentId> = names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+    let mut report = RecoveryReport {
+        segments: ids.len(),
+        ..RecoveryReport::default()
+    };
+    let mut segments: Vec<Arc<Segment>> = Vec::new();
+    let mut head = Head::default();
+    for (i, id) in ids.iter().copied().enumerate() {
+        let is_last = i + 1 == ids.len();
+        let expected_id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
+        let result = if id == expected_id {
+            open_segment(storage, dir, id, is_last, head, &mut report)
+        } else {
+            Err(Damage {
+                segment: expected_id,
+                offset: 0,
+                position: Some(head.position.next()),
+                detail: format!("segment file {} is missing (found {} next)", expected_id, id),
+            })
+        };
+        match result {
+            Ok(Some(segment)) => {
+                let state = segment.snapshot();
+                head = Head {
+                    position: state.last_position,
+                    hash: state.last_hash,
+                };
+                segments.push(Arc::new(segment));
+            }
+            Ok(None) => {}
+            Err(damage) if salvage => {
+                let later: Vec<SegmentId> = ids.iter().copied().skip(i + 1).collect();
+                let (kept, action) = quarantine(storage, dir, damage, id, &later, head)?;
+                if let Some(segment) = kept {
+                    let state = segment.snapshot();
+                    head = Head {
+                        position: state.last_position,
+                        hash: state.last_hash,
+                    };
+                    segments.push(Arc::new(segment));
+                }
+                report.actions.push(action);
+                break;
+            }
+            Err(damage) => return Err(damage.into_error()),
+        }
+    }
+    Ok(Recovered {
+        segments,
+        head,
+        report,
+    })
+}
+
+/// Checks one segment. Returns `None` for a last segment whose creation never completed (it is
+/// removed and reported).
+fn open_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    is_last: bool,
+    prev: Head,
+    report: &mut RecoveryReport,
+) -> Result<Option<Segment>, Damage> {
+    let path = segment_path(dir, id);
+    let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
+        segment: id,
+        offset,
+        position,
+        detail,
+    };
+    let io = |what: &str, e: std::io::Error| damage(0, None, format!("cannot {what}: {e}"));
+    let mode = if is_last { OpenMode::ReadWrite } else { OpenMode::Read };
+    let file = storage.open(&path, mode).map_err(|e| io("open the segment", e))?;
+    let len = file.len().map_err(|e| io("read the segment length", e))?;
+    let mut header_bytes = vec![0u8; SEGMENT_HEADER_LEN.min(usize::try_from(len).unwrap_or(0))];
+    file.read_exact_at(&mut header_bytes, 0).map_err(|e| io("read the segment header", e))?;
+    let header = match SegmentHeader::decode(&header_bytes) {
+        Ok(header) => header,
+        Err(e) => {
+            // Row "incomplete segment": the last file, no valid header, nothing but zeros.
+            // Its creation was never synced, so nothing in it was acknowledged.
+            let mut all = vec![0u8; usize::try_from(len.min(1 << 20)).unwrap_or(0)];
+            let zero = len < (1 << 20)
+                && file.read_exact_at(&mut all, 0).is_ok()
+                && (is_zeroed(&all) || len < SEGMENT_HEADER_LEN as u64);
+            if is_last && zero {
+                drop(file);
+                storage.remove_file(&path).map_err(|e| io("remove the incomplete segment", e))?;
+                report.actions.push(RecoveryAction::IncompleteSegmentRemoved {
+                    segment: id.file_name(),
+                    bytes: len,
+                });
+                return Ok(None);
+            }
+            return Err(damage(0, None, format!("segment header: {e}")));
+        }
+    };
+    let expected_first = prev.position.next();
+    if header.segment_id != id {
+        return Err(damage(0, None, format!("header names segment {} but the file is {}", header.segment_id.0, id)));
+    }
+    if header.first_position != expected_first {
+        return Err(damage(0, Some(expected_first), format!(
+            "segment starts at position {} but the previous segment ends at {}",
+            header.first_position, prev.position
+        )));
+    }
+    if header.prev_hash != prev.hash {
+        return Err(damage(0, Some(expected_first), format!(
+            "segment's previous-hash {} does not match the previous segment's last hash {}",
+            header.prev_hash, prev.hash
+        )));
+    }
+    match read_footer(&*file, len) {
+        Ok(footer) => {
+            let expected_count = footer.last_position.0.checked_sub(header.first_position.0 - 1);
+            if expected_count != Some(footer.count) {
+                return Err(damage(footer.index_offset.0, None, format!(
+                    "footer counts {} frames for positions {}..={}",
+                    footer.count, header.first_position, footer.last_position
+                )));
+            }
+            Ok(Some(Segment {
+                id,
+                first_position: header.first_position,
+                prev_hash: header.prev_hash,
+                file,
+                state: RwLock::new(SegmentState {
+                    sparse: footer.entries,
+                    end_offset: footer.index_offset.0,
+                    last_position: footer.last_position,
+                    last_hash: footer.last_hash,
+                    sealed: true,
+                }),
+            }))
+        }
+        Err(e) if !is_last => Err(damage(len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64), None, format!(
+            "sealed segment has no valid footer: {e}"
+        ))),
+        Err(_) => {
+            let state = scan_tail(storage, dir, id, &file, len, &header, report)?;
+            Ok(Some(Segment {
+                id,
+                first_position: header.first_position,
+                prev_hash: header.prev_hash,
+                file,
+                state: RwLock::new(state),
+            }))
+        }
+    }
+}
+
+fn read_footer(file: &dyn StorageFile, len: u64) -> std::result::Result<SegmentFooter, FormatError> {
+    let trailer_len = SEGMENT_FOOTER_TRAILER_LEN as u64;
+    if len < SEGMENT_HEADER_LEN as u64 + trailer_len {
+        return Err(FormatError::Truncated {
+            needed: SEGMENT_HEADER_LEN as u64 + trailer_len,
+            available: len,
+        });
+    }
+    let mut trailer_bytes = [0u8; SEGMENT_FOOTER_TRAILER_LEN];
+    file.read_exact_at(&mut trailer_bytes, len - trailer_len)
+        .map_err(|e| FormatError::InconsistentFooter(format!("cannot read the trailer: {e}")))?;
+    let trailer: Trailer = SegmentFooter::decode_trailer(&trailer_bytes, len)?;
+    let entries_len = usize::try_from(len - trailer_len - trailer.index_offset.0).unwrap_or(0);
+    let mut entries = vec![0u8; entries_len];
+    file.read_exact_at(&mut entries, trailer.index_offset.0)
+        .map_err(|e| FormatError::InconsistentFooter(format!("cannot read the index: {e}")))?;
+    SegmentFooter::decode(&trailer, &entries)
+}
+
+/// Scans the unsealed tail segment frame by frame and applies the tail rows of the table.
+fn scan_tail(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    file: &Arc<dyn StorageFile>,
+    len: u64,
+    header: &SegmentHeader,
+    report: &mut RecoveryReport,
+) -> Result<SegmentState, Damage> {
+    let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
+        segment: id,
+        offset,
+        position,
+        detail,
+    };
+    let start = SEGMENT_HEADER_LEN as u64;
+    report.tail_bytes_scanned = len.saturating_sub(start);
+    let mut scanner = FrameScanner::new(Arc::clone(file), id, start, len);
+    let mut committed = SegmentState {
+        sparse: Vec::new(),
+        end_offset: start,
+        last_position: Position(header.first_position.0 - 1),
+        last_hash: header.prev_hash,
+        sealed: false,
+    };
+    let mut pending_sparse: Vec<FooterEntry> = Vec::new();
+    let mut pending_first: Option<Position> = None;
+    let mut expected = header.first_position;
+    let mut prev = header.prev_hash;
+    let stop = loop {
+        let frame = match scanner.next() {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(stop)) => break stop,
+            Err(e) => return Err(damage(scanner.offset(), Some(expected), e.to_string())),
+        };
+        // Row "valid frame out of sequence": a checksum-valid frame that does not continue the
+        // log is never a torn write.
+        if frame.header.meta.position != expected {
+            return Err(damage(frame.offset, Some(expected), format!(
+                "frame holds position {} where {} was expected",
+                frame.header.meta.position, expected
+            )));
+        }
+        if let Err(e) = frame.header.check_link(&prev, frame.body) {
+            return Err(damage(frame.offset, Some(expected), e.to_string()));
+        }
+        prev = frame.header.hash;
+        let last_sparse = pending_sparse.last().or(committed.sparse.last()).map(|e| e.offset.0);
+        if last_sparse.is_none_or(|o| frame.offset >= o + SPARSE_INTERVAL_BYTES) {
+            pending_sparse.push(FooterEntry {
+                position: expected,
+                offset: journal_format::ByteOffset(frame.offset),
+            });
+        }
+        pending_first.get_or_insert(expected);
+        if frame.header.meta.flags.is_end_of_batch() {
+            committed.end_offset = scanner.offset();
+            committed.last_position = expected;
+            committed.last_hash = prev;
+            committed.sparse.append(&mut pending_sparse);
+            pending_first = None;
+        }
+        expected = expected.next();
+    };
+    let cut_at = committed.end_offset;
+    let detail = match stop {
+        Stop::End if cut_at == len => return Ok(committed),
+        Stop::End => String::from("the last batch has no end-of-batch frame"),
+        Stop::Zeroed | Stop::Damaged(_) => {
+            let at = scanner.offset();
+            let rest = read_rest(file, at, len).map_err(|e| damage(at, Some(expected), e))?;
+            let zero_tail = matches!(stop, Stop::Zeroed) && is_zeroed(&rest);
+            if zero_tail && cut_at == at {
+                // Row "zeroed space": preallocated or never written; the log ends here.
+                trim(file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+                return Ok(committed);
+            }
+            // Row "damage followed by a later write": synced data is damaged.
+            if let Some((offset, position)) = find_later_write(&rest, at, expected) {
+                return Err(damage(at, Some(expected), format!(
+                    "{} at offset {at}, but a later write starts at offset {offset} (position {position})",
+                    describe(&stop)
+                )));
+            }
+            if zero_tail {
+                String::from("the last batch has no end-of-batch frame")
+            } else {
+                describe(&stop)
+            }
+        }
+    };
+    // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
+    let cut_bytes = len - cut_at;
+    let saved_to = save_cut(storage, dir, id, file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+    trim(file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+    let positions = pending_first.map(|first| [first.0, expected.0 - 1]).filter(|[a, b]| a <= b);
+    tracing::warn!(segment = %id, offset = cut_at, bytes = cut_bytes, %detail, "cut a torn tail");
+    report.actions.push(RecoveryAction::TornTailCut {
+        segment: id.file_name(),
+        offset: cut_at,
+        bytes: cut_bytes,
+        positions,
+        detail,
+        saved_to,
+    });
+    Ok(committed)
+}
+
+fn describe(stop: &Stop) -> String {
+    match stop {
+        Stop::End => String::from("end of file"),
+        Stop::Zeroed => String::from("zeroed bytes followed by non-zero bytes"),
+        Stop::Damaged(e) => format!("damaged frame: {e}"),
+    }
+}
+
+fn read_rest(file: &Arc<dyn StorageFile>, from: u64, len: u64) -> std::result::Result<Vec<u8>, String> {
+    let mut rest = vec![0u8; usize::try_from(len - from).map_err(|e| e.to_string())?];
+    file.read_exact_at(&mut rest, from).map_err(|e| e.to_string())?;
+    Ok(rest)
+}
+
+/// Searches `rest` (the bytes from file offset `base` on) for a valid frame that starts a write
+/// and holds a position at or after `expected`: proof that the damage before it was synced.
+fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, Position)> {
+    let max_frames = rest.len() as u64 / FRAME_HEADER_LEN as u64 + 1;
+    (1..rest.len().saturating_sub(FRAME_HEADER_LEN - 1)).find_map(|i| {
+        let candidate = rest.get(i..)?;
+        let position = peek_position(candidate)?;
+        if position < expected || position.0 > expected.0.saturating_add(max_frames) {
+            return None;
+        }
+        let (header, _) = decode_frame(candidate, None).ok()?;
+        header.meta.flags.is_first_in_write().then_some((base + i as u64, position))
+    })
+}
+
+/// Copies bytes `from..len` of a segment into `quarantine/`, returning the file's path.
+fn save_cut(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    file: &Arc<dyn StorageFile>,
+    from: u64,
+    len: u64,
+) -> std::result::Result<Option<String>, String> {
+    if from >= len {
+        return Ok(None);
+    }
+    let bytes = read_rest(file, from, len)?;
+    if is_zeroed(&bytes) {
+        return Ok(None);
+    }
+    let qdir = dir.join(QUARANTINE_DIR);
+    storage.create_dir_all(&qdir).map_err(|e| e.to_string())?;
+    let name = format!("{:020}-{from:020}.torn", id.0);
+    let path = qdir.join(&name);
+    let out = storage.open(&path, OpenMode::CreateNew).map_err(|e| format!("{}: {e}", path.display()))?;
+    out.write_all_at(&bytes, 0).map_err(|e| e.to_string())?;
+    out.sync_data().map_err(|e| e.to_string())?;
+    storage.sync_dir(&qdir).map_err(|e| e.to_string())?;
+    Ok(Some(format!("{QUARANTINE_DIR}/{name}")))
+}
+
+fn trim(file: &Arc<dyn StorageFile>, to: u64, len: u64) -> std::result::Result<(), String> {
+    if to < len {
+        file.set_len(to).map_err(|e| format!("cannot truncate the tail: {e}"))?;
+        file.sync_data().map_err(|e| format!("cannot sync the truncated tail: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Salvage: moves the damaged part of segment `id` (from the damage offset) and all later
+/// segments into `quarantine/`, and returns what remains of segment `id` (if anything) as the
+/// new unsealed tail.
+fn quarantine(
+    storage: &dyn Storage,
+    dir: &Path,
+    damage: Damage,
+    id: SegmentId,
+    later: &[SegmentId],
+    prev: Head,
+) -> Result<(Option<Segment>, RecoveryAction)> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    storage
+        .create_dir_all(&qdir)
+        .map_err(Error::io(format!("creating {}", qdir.display())))?;
+    let mut files = Vec::new();
+    let mut first: Option<u64> = None;
+    let mut last: Option<u64> = None;
+    let mut readable = 0u64;
+    let mut note = |bytes: &[u8]| {
+        let (f, l, n) = readable_positions(bytes);
+        if let Some(f) = f {
+            first = Some(first.map_or(f, |x| x.min(f)));
+        }
+        if let Some(l) = l {
+            last = Some(last.map_or(l, |x| x.max(l)));
+        }
+        readable += n;
+    };
+    let path = segment_path(dir, damage.segment);
+    let cut = if damage.segment == id && damage.offset >= SEGMENT_HEADER_LEN as u64 {
+        Some(damage.offset)
+    } else {
+        None
+    };
+    let mut kept = None;
+    if storage.exists(&path) {
+        let file = storage
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(Error::io(format!("opening {}", path.display())))?;
+        let len = file.len().map_err(Error::io("reading a segment length"))?;
+        let from = cut.unwrap_or(0).min(len);
+        let bytes = read_rest(&file, from, len).map_err(|e| Error::Io {
+            context: format!("reading {}", path.display()),
+            source: std::io::Error::other(e),
+        })?;
+        note(&bytes);
+        let name = format!("{:020}-{from:020}.damaged", damage.segment.0);
+        let out = storage
+            .open(&qdir.join(&name), OpenMode::CreateNew)
+            .map_err(Error::io(format!("creating quarantine file {name}")))?;
+        out.write_all_at(&bytes, 0).map_err(Error::io("writing quarantine"))?;
+        out.sync_data().map_err(Error::io("syncing quarantine"))?;
+        files.push(format!("{QUARANTINE_DIR}/{name}"));
+        if let Some(offset) = cut {
+            file.set_len(offset).map_err(Error::io("truncating the damaged segment"))?;
+            file.sync_data().map_err(Error::io("syncing the damaged segment"))?;
+            // What remains is a valid prefix; rescan it as an unsealed tail.
+            let header_bytes = {
+                let mut b = vec![0u8; SEGMENT_HEADER_LEN];
+                file.read_exact_at(&mut b, 0).map_err(Error::io("reading a segment header"))?;
+                b
+            };
+            let header = SegmentHeader::decode(&header_bytes).map_err(|e| Error::Corruption {
+                segment: damage.segment,
+                offset: 0,
+                position: None,
+                detail: format!("segment header: {e}"),
+            })?;
+            let mut scratch = RecoveryReport::default();
+            let state = scan_tail(storage, dir, damage.segment, &file, offset, &header, &mut scratch)
+                .map_err(Damage::into_error)?;
+            debug_assert!(state.last_position.0 + 1 >= prev.position.0 + 1);
+            kept = Some(Segment {
+                id: damage.segment,
+                first_position: header.first_position,
+                prev_hash: header.prev_hash,
+                file,
+                state: RwLock::new(state),
+            });
+        } else {
+            drop(file);
+            storage.remove_file(&path).map_err(Error::io("removing a damaged segment"))?;
+        }
+    }
+    for later_id in later {
+        let from = segment_path(dir, *later_id);
+        let file = storage.open(&from, OpenMode::Read).map_err(Error::io(format!("opening {}", from.display())))?;
+        let len = file.len().map_err(Error::io("reading a segment length"))?;
+        let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
+            context: format!("reading {}", from.display()),
+            source: std::io::Error::other(e),
+        })?;
+        note(&bytes);
+        drop(file);
+        let name = format!("{:020}-{:020}.damaged", later_id.0, 0);
+        storage
+            .rename(&from, &qdir.join(&name))
+            .map_err(Error::io(format!("moving {} to quarantine", from.display())))?;
+        files.push(format!("{QUARANTINE_DIR}/{name}"));
+    }
+    storage.sync_dir(&qdir).map_err(Error::io("syncing quarantine"))?;
+    storage
+        .sync_dir(&dir.join(SEGMENTS_DIR))
+        .map_err(Error::io("syncing the segments directory"))?;
+    tracing::warn!(segment = %damage.segment, offset = damage.offset, detail = %damage.detail, "salvage moved damaged bytes to quarantine");
+    let action = RecoveryAction::Quarantined {
+        segment: damage.segment.file_name(),
+        offset: damage.offset,
+        detail: damage.detail,
+        files,
+        positions: first.zip(last).map(|(a, b)| [a, b]),
+        readable_frames: readable,
+    };
+    Ok((kept, action))
+}
+
+/// The first and last positions, and the count, of checksum-valid frames anywhere in `bytes`.
+fn readable_positions(bytes: &[u8]) -> (Option<u64>, Option<u64>, u64) {
+    let mut i = 0usize;
+    let (mut first, mut last, mut n) = (None, None, 0u64);
+    while i + FRAME_HEADER_LEN <= bytes.len() {
+        let frame = bytes.get(i..).and_then(|b| decode_frame(b, None).ok());
+        match frame {
+            Some((header, _)) => {
+                let p = header.meta.position.0;
+                first = Some(first.map_or(p, |f: u64| f.min(p)));
+                last = Some(last.map_or(p, |l: u64| l.max(p)));
+                n += 1;
+                i += usize::try_from(header.frame_len()).unwrap_or(usize::MAX);
+            }
+            None => i += 1,
+        }
+    }
+    (first, last, n)
+}

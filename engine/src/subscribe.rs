@@ -1,0 +1,87 @@
+//! Subscriptions: an async stream over the log that catches up from history and then follows
+//! live appends. It always reads from the log itself (never from a side channel of new
+//! events), tracking the next position it owes, so the switch from history to live has no gap
+//! and no duplicate, and a subscription resumes from any position.
+
+use std::collections::VecDeque;
+
+use journal_format::{Position, StoredEvent};
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::journal::Journal;
+use crate::log::Head;
+
+/// How many events one read of the log fetches.
+const SUBSCRIBE_CHUNK_EVENTS: u64 = 1024;
+
+/// A live view of the log from a position on. See [`Journal::subscribe`].
+#[derive(Debug)]
+pub struct Subscription {
+    journal: Journal,
+    head: watch::Receiver<Head>,
+    next: Position,
+    buffer: VecDeque<StoredEvent>,
+}
+
+impl Subscription {
+    pub(crate) fn new(journal: Journal, head: watch::Receiver<Head>, from: Position) -> Subscription {
+        Subscription {
+            journal,
+            head,
+            next: from,
+            buffer: VecDeque::new(),
+        }
+    }
+
+    /// The position of the next event this subscription will yield: the cursor to resume from.
+    #[must_use]
+    pub fn cursor(&self) -> Position {
+        self.buffer.front().map_or(self.next, |e| e.position)
+    }
+
+    /// The next event, waiting for one to be appended when the subscription has caught up.
+    /// `None` once the journal is closed.
+    ///
+    /// # Errors
+    /// A read error (for example corruption), after which the subscription can be resumed from
+    /// [`Subscription::cursor`].
+    pub async fn next(&mut self) -> Option<Result<StoredEvent>> {
+        loop {
+            if let Some(event) = self.buffer.pop_front() {
+                return Some(Ok(event));
+            }
+            let head = *self.head.borrow_and_update();
+            if self.next <= head.position {
+                let from = self.next;
+                let to = Position(head.position.0.min(from.0.saturating_add(SUBSCRIBE_CHUNK_EVENTS - 1)));
+                let journal = self.journal.clone();
+                let chunk = tokio::task::spawn_blocking(move || journal.read(from, Some(to), true).collect::<Result<Vec<_>>>())
+                    .await
+                    .map_err(|e| Error::InvalidInput(format!("subscription reader failed: {e}")));
+                match chunk.and_then(|c| c) {
+                    Ok(events) => {
+                        if let Some(last) = events.last() {
+                            self.next = last.position.next();
+                        }
+                        assert!(
+                            events.windows(2).all(|w| w[0].position.next() == w[1].position),
+                            "a subscription chunk must be gapless"
+                        );
+                        self.buffer.extend(events);
+                    }
+                    Err(e) => return Some(Err(e)),
+                }
+                continue;
+            }
+            if self.head.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// This subscription as a `futures_core::Stream`.
+    pub fn into_stream(self) -> impl futures_core::Stream<Item = Result<StoredEvent>> {
+        futures_util::stream::unfold(self, |mut sub| async move { sub.next().await.map(|item| (item, sub)) })
+    }
+}

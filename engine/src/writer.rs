@@ -1,0 +1,576 @@
+//! The writer thread: group commit, segment rolls and seals, and the poisoning rule.
+//!
+//! Every append goes through one thread. It takes all requests waiting in its queue, checks each
+//! (duplicates, expected stream version), frames them into one buffer, writes the buffer with a
+//! single `write` and makes it durable with a single `fdatasync`, and only then answers the
+//! requests (in durable mode). The first frame of every write carries `FIRST_IN_WRITE` and the
+//! last frame of every request carries `END_OF_BATCH`, which is how recovery tells a torn final
+//! write from damage and keeps batches atomic.
+//!
+//! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
+//! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
+//! until the journal is reopened and recovery has looked at the tail.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use journal_format::frame::encode_frame;
+use journal_format::{
+    ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
+    SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
+};
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::index::{Index, IndexEntry};
+use crate::indexer::IndexMsg;
+use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::options::{Durability, Limits};
+use crate::recovery::SEGMENTS_DIR;
+use crate::seams::Clock;
+use crate::storage::{OpenMode, Storage};
+
+/// What the journal assigned to one appended event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Appended {
+    /// The event's position (the original one for a duplicate).
+    pub position: Position,
+    /// The event id.
+    pub event_id: String,
+    /// Its chain link.
+    #[serde(serialize_with = "hex")]
+    pub hash: ChainHash,
+    /// Its version within its stream.
+    pub stream_version: u64,
+    /// `recordedAt`, nanoseconds since the Unix epoch.
+    #[serde(skip)]
+    pub recorded_at_ns: i64,
+    /// Whether the event id was already stored, so nothing new was written for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+}
+
+fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&hash.to_hex())
+}
+
+/// An event checked and encoded by the caller, ready to be framed.
+#[derive(Debug)]
+pub(crate) struct PreparedEvent {
+    pub body: Vec<u8>,
+    pub event_id: String,
+    /// The journal generated the id, so it cannot be a duplicate.
+    pub id_assigned: bool,
+    pub stream_key: String,
+    pub session: Option<String>,
+    pub task: Option<String>,
+    pub run: Option<String>,
+}
+
+/// One atomic append.
+#[derive(Debug)]
+pub(crate) struct WriteRequest {
+    pub events: Vec<PreparedEvent>,
+    pub expected_version: Option<u64>,
+    pub reply: oneshot::Sender<Result<Vec<Appended>>>,
+}
+
+/// What the writer thread is asked to do.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Write(WriteRequest),
+    /// Sync everything written so far (buffered mode) and answer.
+    Sync(oneshot::Sender<Result<()>>),
+}
+
+/// State shared by the writer, the indexer and readers.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Why the writer is poisoned, if it is.
+    pub poisoned: Mutex<Option<String>>,
+    /// Events acknowledged but not yet in the index, by event id.
+    pub unindexed: Mutex<HashMap<String, Appended>>,
+}
+
+impl Shared {
+    pub(crate) fn poisoned(&self) -> Option<String> {
+        self.poisoned.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Creates a new empty segment file after `prev` and makes it durable (file and directory).
+pub(crate) fn create_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    first_position: Position,
+    prev_hash: ChainHash,
+) -> Result<Segment> {
+    let seg_dir = dir.join(SEGMENTS_DIR);
+    let path: PathBuf = seg_dir.join(id.file_name());
+    let header = SegmentHeader {
+        segment_id: id,
+        first_position,
+        prev_hash,
+    };
+    let file = storage
+        .open(&path, OpenMode::CreateNew)
+        .map_err(Error::io(format!("creating segment {}", path.display())))?;
+    file.write_all_at(&header.encode(), 0)
+        .map_err(Error::io(format!("writing the header of {}", path.display())))?;
+    file.sync_data()
+        .map_err(Error::io(format!("syncing {}", path.display())))?;
+    storage
+        .sync_dir(&seg_dir)
+        .map_err(Error::io(format!("syncing {}", seg_dir.display())))?;
+    Ok(Segment {
+        id,
+        first_position,
+        prev_hash,
+        file,
+        state: RwLock::new(SegmentState {
+            sparse: Vec::new(),
+            end_offset: SEGMENT_HEADER_LEN as u64,
+            last_position: Position(first_position.0 - 1),
+            last_hash: prev_hash,
+            sealed: false,
+        }),
+    })
+}
+
+/// The writer's own state; only the writer thread touches it.
+pub(crate) struct Writer {
+    pub storage: Arc<dyn Storage>,
+    pub dir: PathBuf,
+    pub log: Arc<Log>,
+    pub index: Arc<Index>,
+    pub shared: Arc<Shared>,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    pub durability: Durability,
+    pub indexer: Sender<IndexMsg>,
+    pub tail: Arc<Segment>,
+    /// Stream versions of streams written since open (the index knows the older ones).
+    pub streams: HashMap<String, u64>,
+    pub last_recorded_ns: i64,
+    pub unsynced: bool,
+}
+
+/// The frames of one write being assembled.
+struct Staged {
+    buf: Vec<u8>,
+    entries: Vec<IndexEntry>,
+    sparse: Vec<FooterEntry>,
+    replies: Vec<(oneshot::Sender<Result<Vec<Appended>>>, Vec<Appended>)>,
+    ids: HashMap<String, Appended>,
+    streams: HashMap<String, u64>,
+    next_position: Position,
+    prev_hash: ChainHash,
+}
+
+impl Writer {
+    /// Runs until every sender of `rx` is gone.
+    pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        let limit = self.limits.batch_bytes_max;
+        loop {
+            let first = match self.durability {
+                Durability::Durable => match rx.recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
+                Durability::Buffered { sync_interval } => {
+                    match rx.recv_timeout(sync_interval.max(Duration::from_millis(1))) {
+                        Ok(cmd) => cmd,
+                        Err(RecvTimeoutError::Timeout) => {
+                            let _ = self.sync_if_needed();
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            };
+            let mut group = vec![first];
+            let mut bytes = 0u64;
+            while bytes < limit {
+                match rx.try_recv() {
+                    Ok(cmd) => {
+                        if let Command::Write(w) = &cmd {
+                            bytes += w.events.iter().map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64).sum::<u64>();
+                        }
+                        group.push(cmd);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(group);
+        }
+        let _ = self.sync_if_needed();
+    }
+
+    fn sync_if_needed(&mut self) -> Result<()> {
+        if !self.unsynced {
+            return Ok(());
+        }
+        let result = self.tail.file.sync_data().map_err(Error::io("syncing the tail segment"));
+        match result {
+            Ok(()) => {
+                self.unsynced = false;
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn poison(&self, cause: &Error) {
+        tracing::error!(error = %cause, "journal writer poisoned");
+        let mut poisoned = self.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        poisoned.get_or_insert_with(|| cause.to_string());
+    }
+
+    fn new_staged(&self) -> Staged {
+        let state = self.tail.snapshot();
+        Staged {
+            buf: Vec::with_capacity(64 * 1024),
+            entries: Vec::new(),
+            sparse: Vec::new(),
+            replies: Vec::new(),
+            ids: HashMap::new(),
+            streams: HashMap::new(),
+            next_position: state.last_position.next(),
+            prev_hash: state.last_hash,
+        }
+    }
+
+    fn commit_group(&mut self, group: Vec<Command>) {
+        let mut staged = self.new_staged();
+        for cmd in group {
+            let request = match cmd {
+                Command::Write(request) => request,
+                Command::Sync(reply) => {
+                    let result = self.flush(&mut staged).and_then(|()| self.sync_if_needed());
+                    staged = self.new_staged();
+                    let _ = reply.send(result);
+                    continue;
+                }
+            };
+            if let Some(cause) = self.shared.poisoned() {
+                let _ = request.reply.send(Err(Error::Poisoned(cause)));
+                continue;
+            }
+            let request_bytes: u64 = request
+                .events
+                .iter()
+                .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
+                .sum();
+            let end = self.tail.snapshot().end_offset + staged.buf.len() as u64;
+            let footer_reserve = SEGMENT_FOOTER_TRAILER_LEN as u64 + 16 * 2048;
+            if end + request_bytes + footer_reserve > self.limits.segment_bytes_max
+                && end > SEGMENT_HEADER_LEN as u64
+            {
+                let rolled = self.flush(&mut staged).and_then(|()| self.roll());
+                staged = self.new_staged();
+                if let Err(e) = rolled {
+                    let _ = request.reply.send(Err(e));
+                    continue;
+                }
+            }
+            match self.stage(&request.events, request.expected_version, &mut staged) {
+                Ok(appended) => staged.replies.push((request.reply, appended)),
+                Err(e) => {
+                    let _ = request.reply.send(Err(e));
+                }
+            }
+        }
+        let _ = self.flush(&mut staged);
+    }
+
+    /// The current version of a stream, counting what is staged.
+    fn stream_version(&self, staged: &Staged, key: &str) -> Result<u64> {
+        if let Some(v) = staged.streams.get(key).or_else(|| self.streams.get(key)) {
+            return Ok(*v);
+        }
+        self.index.stream_head(key)
+    }
+
+    /// The original of a duplicate event id, if the id is known.
+    fn original(&self, staged: &Staged, event_id: &str) -> Result<Option<Appended>> {
+        if let Some(a) = staged.ids.get(event_id) {
+            return Ok(Some(a.clone()));
+        }
+        if let Some(a) = self
+            .shared
+            .unindexed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(event_id)
+        {
+            return Ok(Some(a.clone()));
+        }
+        match self.index.event_position(event_id)? {
+            Some(position) => crate::read::appended_at(&self.log, &self.index, position, event_id).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks one request and frames its new events into `staged`. On error nothing of the
+    /// request is staged.
+    fn stage(&mut self, events: &[PreparedEvent], expected: Option<u64>, staged: &mut Staged) -> Result<Vec<Appended>> {
+        let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
+        let mut within: HashMap<&str, usize> = HashMap::new();
+        let mut new = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            let original = if event.id_assigned {
+                None
+            } else {
+                self.original(staged, &event.event_id)?
+            };
+            match original {
+                Some(mut a) => {
+                    a.duplicate = true;
+                    answers.push(Some(a));
+                }
+                None => {
+                    if let Some(first) = within.get(event.event_id.as_str()) {
+                        // A repeated id inside one batch: stored once, answered like a duplicate.
+                        answers.push(None);
+                        new.push((i, Some(*first)));
+                    } else {
+                        within.insert(&event.event_id, i);
+                        answers.push(None);
+                        new.push((i, None));
+                    }
+                }
+            }
+        }
+        if let (Some(expected), Some((first, _))) = (expected, new.first()) {
+            let key = events.get(*first).map(|e| e.stream_key.as_str()).unwrap_or_default();
+            let actual = self.stream_version(staged, key)?;
+            if actual != expected {
+                return Err(Error::Conflict {
+                    stream: key.to_string(),
+                    expected,
+                    actual,
+                });
+            }
+        }
+        let last_new = new.iter().rev().find(|(_, repeat)| repeat.is_none()).map(|(i, _)| *i);
+        let base_offset = self.tail.snapshot().end_offset;
+        let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
+        let rollback = (staged.buf.len(), staged.entries.len(), staged.sparse.len(), staged.next_position, staged.prev_hash);
+        let mut stream_updates: Vec<(String, u64)> = Vec::new();
+        for (i, repeat) in &new {
+            if repeat.is_some() {
+                continue;
+            }
+            let Some(event) = events.get(*i) else { continue };
+            let version = match stream_updates.iter().rev().find(|(k, _)| *k == event.stream_key) {
+                Some((_, v)) => v + 1,
+                None => self.stream_version(staged, &event.stream_key)? + 1,
+            };
+            let mut flags = FrameFlags::NONE;
+            if staged.buf.is_empty() {
+                flags = flags.with(FrameFlags::FIRST_IN_WRITE);
+            }
+            if Some(*i) == last_new {
+                flags = flags.with(FrameFlags::END_OF_BATCH);
+            }
+            let position = staged.next_position;
+            let offset = base_offset + staged.buf.len() as u64;
+            let meta = FrameMeta {
+                position,
+                recorded_at_ns: now,
+                stream_version: version,
+                flags,
+            };
+            let hash = match encode_frame(&mut staged.buf, &staged.prev_hash, &meta, &event.body) {
+                Ok(hash) => hash,
+                Err(e) => {
+                    let (buf, entries, sparse, next, prev) = rollback;
+                    staged.buf.truncate(buf);
+                    staged.entries.truncate(entries);
+                    staged.sparse.truncate(sparse);
+                    staged.next_position = next;
+                    staged.prev_hash = prev;
+                    return Err(Error::InvalidInput(e.to_string()));
+                }
+            };
+            let last_sparse = staged
+                .sparse
+                .last()
+                .map(|e| e.offset.0)
+                .or_else(|| self.tail.snapshot().sparse.last().map(|e| e.offset.0));
+            if last_sparse.is_none_or(|o| offset >= o + SPARSE_INTERVAL_BYTES) {
+                staged.sparse.push(FooterEntry {
+                    position,
+                    offset: ByteOffset(offset),
+                });
+            }
+            staged.prev_hash = hash;
+            staged.next_position = position.next();
+            stream_updates.push((event.stream_key.clone(), version));
+            staged.entries.push(IndexEntry {
+                position,
+                event_id: event.event_id.clone(),
+                stream_key: event.stream_key.clone(),
+                stream_version: version,
+                session: event.session.clone(),
+                task: event.task.clone(),
+                run: event.run.clone(),
+                segment: self.tail.id,
+                offset,
+            });
+            let appended = Appended {
+                position,
+                event_id: event.event_id.clone(),
+                hash,
+                stream_version: version,
+                recorded_at_ns: now,
+                duplicate: false,
+            };
+            if let Some(slot) = answers.get_mut(*i) {
+                *slot = Some(appended.clone());
+            }
+            staged.ids.insert(event.event_id.clone(), appended);
+        }
+        for (i, repeat) in &new {
+            if let Some(first) = repeat {
+                let original = answers.get(*first).cloned().flatten();
+                if let (Some(slot), Some(mut a)) = (answers.get_mut(*i), original) {
+                    a.duplicate = true;
+                    *slot = Some(a);
+                }
+            }
+        }
+        for (key, version) in stream_updates {
+            staged.streams.insert(key, version);
+        }
+        self.last_recorded_ns = now;
+        answers
+            .into_iter()
+            .map(|a| a.ok_or_else(|| Error::InvalidInput("event left unanswered".into())))
+            .collect()
+    }
+
+    /// Writes and (in durable mode) syncs the staged frames, publishes them, and answers.
+    fn flush(&mut self, staged: &mut Staged) -> Result<()> {
+        let replies = std::mem::take(&mut staged.replies);
+        if staged.buf.is_empty() {
+            for (reply, answers) in replies {
+                let _ = reply.send(Ok(answers));
+            }
+            return Ok(());
+        }
+        let state = self.tail.snapshot();
+        let write = self
+            .tail
+            .file
+            .write_all_at(&staged.buf, state.end_offset)
+            .map_err(Error::io(format!("writing segment {}", self.tail.id)));
+        let result = write.and_then(|()| match self.durability {
+            Durability::Durable => self
+                .tail
+                .file
+                .sync_data()
+                .map_err(Error::io(format!("syncing segment {}", self.tail.id))),
+            Durability::Buffered { .. } => {
+                self.unsynced = true;
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            self.poison(&e);
+            let cause = self.shared.poisoned().unwrap_or_default();
+            for (reply, _) in replies {
+                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
+            }
+            staged.buf.clear();
+            return Err(e);
+        }
+        let last_position = Position(staged.next_position.0 - 1);
+        assert!(
+            last_position > state.last_position,
+            "positions must strictly increase across commits"
+        );
+        {
+            let mut s = self.tail.state.write().unwrap_or_else(|p| p.into_inner());
+            s.end_offset += staged.buf.len() as u64;
+            s.last_position = last_position;
+            s.last_hash = staged.prev_hash;
+            s.sparse.append(&mut staged.sparse);
+        }
+        self.log.head.send_replace(Head {
+            position: last_position,
+            hash: staged.prev_hash,
+        });
+        {
+            let mut unindexed = self.shared.unindexed.lock().unwrap_or_else(|p| p.into_inner());
+            for (id, appended) in staged.ids.drain() {
+                unindexed.insert(id, appended);
+            }
+        }
+        for (key, version) in staged.streams.drain() {
+            self.streams.insert(key, version);
+        }
+        for (reply, answers) in replies {
+            let _ = reply.send(Ok(answers));
+        }
+        let entries = std::mem::take(&mut staged.entries);
+        let _ = self.indexer.send(IndexMsg::Entries {
+            entries,
+            head: (last_position, staged.prev_hash),
+        });
+        staged.buf.clear();
+        Ok(())
+    }
+
+    /// Seals the tail segment with its footer and starts the next one.
+    fn roll(&mut self) -> Result<()> {
+        let result = self.try_roll();
+        if let Err(e) = &result {
+            self.poison(e);
+        }
+        result
+    }
+
+    fn try_roll(&mut self) -> Result<()> {
+        self.sync_if_needed()?;
+        let state = self.tail.snapshot();
+        let footer = SegmentFooter {
+            last_position: state.last_position,
+            count: state.last_position.0 + 1 - self.tail.first_position.0,
+            index_offset: ByteOffset(state.end_offset),
+            last_hash: state.last_hash,
+            entries: state.sparse.clone(),
+        };
+        let file = &self.tail.file;
+        file.write_all_at(&footer.encode(), state.end_offset)
+            .map_err(Error::io(format!("sealing segment {}", self.tail.id)))?;
+        file.sync_data()
+            .map_err(Error::io(format!("syncing the seal of segment {}", self.tail.id)))?;
+        self.tail.state.write().unwrap_or_else(|p| p.into_inner()).sealed = true;
+        let next = create_segment(
+            &*self.storage,
+            &self.dir,
+            SegmentId(self.tail.id.0 + 1),
+            state.last_position.next(),
+            state.last_hash,
+        )?;
+        let next = Arc::new(next);
+        self.log
+            .segments
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::clone(&next));
+        tracing::debug!(segment = %next.id, "rolled to a new segment");
+        self.tail = next;
+        Ok(())
+    }
+}

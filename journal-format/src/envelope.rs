@@ -1,0 +1,598 @@
+//! The envelope of MODEL.md §1 (an event plus its metadata), its JSON form, and its stored
+//! MessagePack body.
+//!
+//! The stored body is the envelope encoded with `rmp_serde::to_vec_named` (structs as maps with
+//! their camelCase field names; pinned, so bytes stay stable). Checksums and the chain are
+//! computed over those stored bytes; nothing is ever re-serialized to be checked.
+//!
+//! Fields the journal assigns (`position`, `recordedAt`, `hash`, `streamVersion`) are not part of
+//! the body: they live in the frame header, and [`StoredEvent`] joins the two.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::EnvelopeError;
+use crate::strict_json;
+use crate::time_fmt;
+use crate::types::{ChainHash, Position};
+
+/// Where an imported fact comes from (MODEL.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    /// A fact as the source recorded it.
+    Observed,
+    /// Mapped from a native status.
+    Projected,
+    /// Reconstructed, e.g. from a checkpoint or final state.
+    Inferred,
+}
+
+/// Deserializes a present field as `Some(value)`, so that an explicit JSON `null` where a string
+/// or object belongs is a type error rather than a silently dropped field.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// An event with its metadata: the Agent Runtime event object plus the fields the seeds need
+/// beyond the spec (MODEL.md §1). Unknown fields are kept in [`Envelope::extra`] and round-trip.
+///
+/// # Invariants
+/// After [`Envelope::validate`] succeeds: `type`, `eventId` and every id field are non-empty,
+/// `timestamp` is RFC 3339, and no journal-assigned field name appears in `extra`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)] // The fields are the Agent Runtime fields, documented in MODEL.md §1.
+pub struct Envelope {
+    /// The event type, e.g. `tool.started` or `vendor.acme.thing`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The producer's id for this event; the journal assigns a UUID v7 when it is empty.
+    #[serde(default)]
+    pub event_id: String,
+    /// The producer's clock, RFC 3339, kept as given.
+    pub timestamp: String,
+
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub runtime_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub attempt_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub parent_task_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub root_task_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub subagent_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub artifact_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub evidence_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub process_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub job_item_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub model_request_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub queue_id: Option<String>,
+    /// A reference to a large output, e.g. `blake3:<hex>` for the journal's blob store.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub output_ref: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+    /// The producer's own counter; never the journal's.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub native_status: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+
+    // Causality and ownership (seed 000).
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub causation_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub parent_event_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub product_id: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+
+    // Provenance of imported facts.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub native_type: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub native_ns: Option<String>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// A sensor's dedupe key or a client's request id.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+
+    /// Any JSON value; an explicit `null` is kept as `Some(Value::Null)`.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub refs: Option<Map<String, Value>>,
+
+    // The spec's typed objects; their inner shape is the event vocabulary's concern.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_attempt: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_relationship: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_graph: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_progress: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_acceptance: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub worker: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub delivery_state: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub permission_decision: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub sandbox_profile: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub routing_decision: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub candidate_model_set: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub task_profile: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub limit_state: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub limit_event: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub cost_state: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub hook_run: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub execution_environment: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub job: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub job_item: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub output: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub history_boundary: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub reward: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Map<String, Value>>,
+
+    /// Fields this version does not know, kept and returned unchanged.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// The field names the journal assigns; a producer may not set them.
+pub const JOURNAL_FIELDS: [&str; 4] = ["position", "recordedAt", "hash", "streamVersion"];
+
+impl Envelope {
+    /// A new envelope with the three required fields. An empty `event_id` asks the journal to
+    /// assign a UUID v7 on append.
+    #[must_use]
+    pub fn new(
+        event_type: impl Into<String>,
+        event_id: impl Into<String>,
+        timestamp: impl Into<String>,
+    ) -> Envelope {
+        Envelope {
+            event_type: event_type.into(),
+            event_id: event_id.into(),
+            timestamp: timestamp.into(),
+            ..Envelope::default()
+        }
+    }
+
+    /// Parses one event in its JSON form. Duplicate keys (at any depth) and journal-assigned
+    /// fields are refused; a missing `eventId` is filled by `assign_id`.
+    ///
+    /// # Errors
+    /// [`EnvelopeError`] naming the problem and, where there is one, the field.
+    pub fn from_json_slice(
+        bytes: &[u8],
+        assign_id: &mut dyn FnMut() -> String,
+    ) -> Result<Envelope, EnvelopeError> {
+        let value = strict_json::parse(bytes).map_err(EnvelopeError::NotJson)?;
+        Envelope::from_json_value(value, assign_id)
+    }
+
+    /// Like [`Envelope::from_json_slice`], for an already parsed value.
+    ///
+    /// # Errors
+    /// [`EnvelopeError`] naming the problem and, where there is one, the field.
+    pub fn from_json_value(
+        value: Value,
+        assign_id: &mut dyn FnMut() -> String,
+    ) -> Result<Envelope, EnvelopeError> {
+        let Value::Object(mut object) = value else {
+            return Err(EnvelopeError::NotJson(format!(
+                "expected a JSON object, found {}",
+                json_kind(&value)
+            )));
+        };
+        for field in JOURNAL_FIELDS {
+            if object.contains_key(field) {
+                return Err(EnvelopeError::JournalField(field));
+            }
+        }
+        for (field, name) in [("type", "type"), ("timestamp", "timestamp")] {
+            if !object.contains_key(field) {
+                return Err(EnvelopeError::MissingField(name));
+            }
+        }
+        if !object.contains_key("eventId") {
+            object.insert("eventId".into(), Value::String(assign_id()));
+        }
+        let envelope: Envelope = serde_path_to_error::deserialize(Value::Object(object))
+            .map_err(|e| EnvelopeError::InvalidField {
+                field: e.path().to_string(),
+                message: e.inner().to_string(),
+            })?;
+        envelope.validate()?;
+        Ok(envelope)
+    }
+
+    /// Checks the invariants stated on the type.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn validate(&self) -> Result<(), EnvelopeError> {
+        if self.event_type.is_empty() {
+            return Err(EnvelopeError::EmptyField("type"));
+        }
+        if self.event_id.is_empty() {
+            return Err(EnvelopeError::EmptyField("eventId"));
+        }
+        time_fmt::parse_rfc3339_ns(&self.timestamp).map_err(|message| {
+            EnvelopeError::InvalidField {
+                field: "timestamp".into(),
+                message,
+            }
+        })?;
+        for (name, value) in self.id_fields() {
+            if value.is_some_and(str::is_empty) {
+                return Err(EnvelopeError::EmptyField(name));
+            }
+        }
+        for field in JOURNAL_FIELDS {
+            if self.extra.contains_key(field) {
+                return Err(EnvelopeError::JournalField(field));
+            }
+        }
+        Ok(())
+    }
+
+    /// The id fields that must not be empty when present (the spec's `minLength: 1`).
+    fn id_fields(&self) -> [(&'static str, Option<&str>); 22] {
+        [
+            ("sessionId", self.session_id.as_deref()),
+            ("threadId", self.thread_id.as_deref()),
+            ("turnId", self.turn_id.as_deref()),
+            ("taskId", self.task_id.as_deref()),
+            ("runId", self.run_id.as_deref()),
+            ("attemptId", self.attempt_id.as_deref()),
+            ("parentTaskId", self.parent_task_id.as_deref()),
+            ("rootTaskId", self.root_task_id.as_deref()),
+            ("stepId", self.step_id.as_deref()),
+            ("toolCallId", self.tool_call_id.as_deref()),
+            ("actionId", self.action_id.as_deref()),
+            ("subagentId", self.subagent_id.as_deref()),
+            ("artifactId", self.artifact_id.as_deref()),
+            ("evidenceId", self.evidence_id.as_deref()),
+            ("requestId", self.request_id.as_deref()),
+            ("processId", self.process_id.as_deref()),
+            ("channelId", self.channel_id.as_deref()),
+            ("jobId", self.job_id.as_deref()),
+            ("jobItemId", self.job_item_id.as_deref()),
+            ("outputRef", self.output_ref.as_deref()),
+            ("modelRequestId", self.model_request_id.as_deref()),
+            ("queueId", self.queue_id.as_deref()),
+        ]
+    }
+
+    /// The stream this event belongs to (MODEL.md §1): its `sessionId`, else its `taskId`, else
+    /// its `runtimeId`; `None` when it has none of them (such events share the empty stream `""`
+    /// for version numbering, see [`Envelope::stream_key`]).
+    #[must_use]
+    pub fn stream(&self) -> Option<&str> {
+        self.session_id
+            .as_deref()
+            .or(self.task_id.as_deref())
+            .or(self.runtime_id.as_deref())
+    }
+
+    /// The key under which stream versions are counted: the kind of id and the id, so that a
+    /// session and a task with the same id are different streams.
+    #[must_use]
+    pub fn stream_key(&self) -> String {
+        if let Some(id) = &self.session_id {
+            format!("session:{id}")
+        } else if let Some(id) = &self.task_id {
+            format!("task:{id}")
+        } else if let Some(id) = &self.runtime_id {
+            format!("runtime:{id}")
+        } else {
+            String::from("none:")
+        }
+    }
+
+    /// Encodes the envelope as the stored MessagePack body.
+    ///
+    /// # Errors
+    /// [`EnvelopeError::Encode`] if a value cannot be represented (not expected for values that
+    /// came from JSON).
+    pub fn to_msgpack(&self) -> Result<Vec<u8>, EnvelopeError> {
+        let mut out = Vec::with_capacity(512);
+        self.write_msgpack(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the stored MessagePack body to `out`.
+    ///
+    /// # Errors
+    /// As [`Envelope::to_msgpack`].
+    pub fn write_msgpack(&self, out: &mut Vec<u8>) -> Result<(), EnvelopeError> {
+        let mut serializer = rmp_serde::Serializer::new(out).with_struct_map();
+        self.serialize(&mut serializer)
+            .map_err(|e| EnvelopeError::Encode(e.to_string()))
+    }
+
+    /// Decodes a stored MessagePack body and checks the invariants.
+    ///
+    /// # Errors
+    /// [`EnvelopeError::Decode`] when the bytes are not a valid stored envelope.
+    pub fn from_msgpack(bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
+        let envelope: Envelope =
+            rmp_serde::from_slice(bytes).map_err(|e| EnvelopeError::Decode(e.to_string()))?;
+        envelope
+            .validate()
+            .map_err(|e| EnvelopeError::Decode(e.to_string()))?;
+        Ok(envelope)
+    }
+
+    /// The JSON form of the envelope (without the journal-assigned fields).
+    #[must_use]
+    pub fn to_json_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Every blob reference in the event: `outputRef` and string values of `refs` of the form
+    /// `blake3:<64 hex digits>`.
+    pub fn blob_refs(&self) -> impl Iterator<Item = &str> {
+        let refs = self.refs.iter().flat_map(|m| m.values()).filter_map(Value::as_str);
+        self.output_ref
+            .as_deref()
+            .into_iter()
+            .chain(refs)
+            .filter_map(|r| r.strip_prefix(BLOB_REF_PREFIX))
+            .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+}
+
+/// The prefix of a reference to the journal's blob store: `blake3:<64 hex digits>`.
+pub const BLOB_REF_PREFIX: &str = "blake3:";
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An event as the journal stores and returns it: the envelope and the fields the journal
+/// assigned when it was appended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    /// The global, gapless position.
+    pub position: Position,
+    /// The journal's clock at append, nanoseconds since the Unix epoch (UTC).
+    pub recorded_at_ns: i64,
+    /// The 1-based index of the event within its stream.
+    pub stream_version: u64,
+    /// The event's link in the hash chain.
+    pub hash: ChainHash,
+    /// The event itself.
+    pub envelope: Envelope,
+}
+
+impl StoredEvent {
+    /// The JSON form: the journal-assigned fields first, then the envelope's fields.
+    #[must_use]
+    pub fn to_json_value(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("position".into(), Value::from(self.position.0));
+        object.insert(
+            "recordedAt".into(),
+            Value::String(time_fmt::format_rfc3339_ns(self.recorded_at_ns)),
+        );
+        object.insert("hash".into(), Value::String(self.hash.to_hex()));
+        object.insert("streamVersion".into(), Value::from(self.stream_version));
+        if let Value::Object(fields) = self.envelope.to_json_value() {
+            object.extend(fields);
+        }
+        Value::Object(object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn no_id() -> String {
+        panic!("test events carry their ids")
+    }
+
+    #[test]
+    fn unknown_fields_round_trip_through_msgpack_and_json() {
+        let json = br#"{"type":"vendor.acme.thing","eventId":"e1","timestamp":"2026-05-11T10:00:00Z",
+            "sessionId":"s1","custom":{"nested":[1,2.5,"x",null,true]},"another":-7}"#;
+        let envelope = Envelope::from_json_slice(json, &mut no_id).unwrap();
+        assert_eq!(envelope.extra.len(), 2);
+        let body = envelope.to_msgpack().unwrap();
+        let back = Envelope::from_msgpack(&body).unwrap();
+        assert_eq!(back, envelope);
+        let expected: Value = serde_json::from_slice(json).unwrap();
+        assert_eq!(back.to_json_value(), expected);
+    }
+
+    #[test]
+    fn missing_event_id_is_assigned() {
+        let json = br#"{"type":"session.created","timestamp":"2026-05-11T10:00:00Z"}"#;
+        let envelope = Envelope::from_json_slice(json, &mut || "generated".into()).unwrap();
+        assert_eq!(envelope.event_id, "generated");
+    }
+
+    #[test]
+    fn bad_events_are_refused_with_the_field_named() {
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"type":"a","eventId":"e","timestamp":"nope"}"#, "timestamp"),
+            (br#"{"eventId":"e","timestamp":"2026-05-11T10:00:00Z"}"#, "type"),
+            (br#"{"type":"a","timestamp":"2026-05-11T10:00:00Z","eventId":""}"#, "eventId"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sessionId":5}"#, "sessionId"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sessionId":null}"#, "sessionId"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","taskId":""}"#, "taskId"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sequence":-1}"#, "sequence"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","position":3}"#, "position"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","provenance":"guessed"}"#, "provenance"),
+            (br#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","x":1,"x":2}"#, "duplicate key `x`"),
+            (br#"[1,2]"#, "JSON object"),
+            (b"{\"type\":\"a\xff\"}", "JSON"),
+        ];
+        for (input, needle) in cases {
+            let err = Envelope::from_json_slice(input, &mut || "id".into()).unwrap_err();
+            assert!(
+                err.to_string().contains(needle),
+                "input {:?}: error {err:?} does not name {needle}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn stream_key_prefers_session_then_task_then_runtime() {
+        let mut e = Envelope::new("a", "e", "2026-05-11T10:00:00Z");
+        assert_eq!(e.stream_key(), "none:");
+        e.runtime_id = Some("r".into());
+        assert_eq!(e.stream_key(), "runtime:r");
+        e.task_id = Some("t".into());
+        assert_eq!(e.stream_key(), "task:t");
+        e.session_id = Some("s".into());
+        assert_eq!(e.stream_key(), "session:s");
+    }
+
+    #[test]
+    fn blob_refs_come_from_output_ref_and_refs() {
+        let hex = "ab".repeat(32);
+        let mut e = Envelope::new("tool.result", "e", "2026-05-11T10:00:00Z");
+        e.output_ref = Some(format!("blake3:{hex}"));
+        let mut refs = Map::new();
+        refs.insert("log".into(), Value::String(format!("blake3:{hex}")));
+        refs.insert("other".into(), Value::String("input://x".into()));
+        e.refs = Some(refs);
+        assert_eq!(e.blob_refs().count(), 2);
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            ".{0,20}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map("[a-z]{1,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn msgpack_round_trip(
+            session in proptest::option::of("[a-z0-9]{1,12}"),
+            sequence in proptest::option::of(any::<u64>()),
+            payload in proptest::option::of(arb_json()),
+            extra in prop::collection::btree_map("x[a-z]{1,6}", arb_json(), 0..4),
+        ) {
+            let mut e = Envelope::new("tool.started", "evt", "2026-05-11T10:00:00.5+02:00");
+            e.session_id = session;
+            e.sequence = sequence;
+            e.payload = payload;
+            e.extra = extra;
+            let body = e.to_msgpack().unwrap();
+            prop_assert_eq!(Envelope::from_msgpack(&body).unwrap(), e.clone());
+            let json = serde_json::to_vec(&e.to_json_value()).unwrap();
+            prop_assert_eq!(Envelope::from_json_slice(&json, &mut no_id).unwrap(), e);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_body_decoder(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = Envelope::from_msgpack(&bytes);
+            let _ = Envelope::from_json_slice(&bytes, &mut || "id".into());
+        }
+    }
+}
