@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use journal_format::{FRAME_BODY_LEN_MAX, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN};
+use journal_format::{FRAME_BODY_LEN_MAX, SEGMENT_HEADER_LEN};
 
 use crate::error::{Error, Result};
 use crate::seams::{Clock, Entropy, SystemClock, SystemEntropy};
@@ -34,7 +34,9 @@ pub struct Limits {
     pub batch_events_max: usize,
     /// The largest atomic batch, in stored bytes (default 16 MiB).
     pub batch_bytes_max: u64,
-    /// The size at which a segment is sealed and a new one started (default 64 MiB).
+    /// The size at which a segment is sealed and a new one started (default 64 MiB): a batch
+    /// that would take a segment's frames past it goes into a new segment. The footer written
+    /// at sealing follows the frames, so a sealed file is slightly larger.
     pub segment_bytes_max: u64,
 }
 
@@ -96,7 +98,7 @@ impl Options {
         if l.batch_events_max == 0 {
             return Err(Error::InvalidInput("batch_events_max must be at least 1".into()));
         }
-        let overhead = (SEGMENT_HEADER_LEN + SEGMENT_FOOTER_TRAILER_LEN) as u64 + 1024 * 1024;
+        let overhead = SEGMENT_HEADER_LEN as u64;
         if l.segment_bytes_max < l.batch_bytes_max.saturating_add(overhead) {
             return Err(Error::InvalidInput(format!(
                 "segment_bytes_max ({}) must exceed batch_bytes_max ({}) by at least {overhead} bytes",

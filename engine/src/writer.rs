@@ -20,7 +20,7 @@ use std::time::Duration;
 use journal_format::frame::encode_frame;
 use journal_format::{
     ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
-    SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
+    SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
 use tokio::sync::oneshot;
@@ -271,8 +271,7 @@ impl Writer {
                 .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
                 .sum();
             let end = self.tail.snapshot().end_offset + staged.buf.len() as u64;
-            let footer_reserve = SEGMENT_FOOTER_TRAILER_LEN as u64 + 16 * 2048;
-            if end + request_bytes + footer_reserve > self.limits.segment_bytes_max
+            if end + request_bytes > self.limits.segment_bytes_max
                 && end > SEGMENT_HEADER_LEN as u64
             {
                 let rolled = self.flush(&mut staged).and_then(|()| self.roll());
