@@ -446,6 +446,25 @@ fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, 
     })
 }
 
+/// Creates `dir/stem.ext`, or `dir/stem.N.ext` with the first free N, so that nothing already
+/// in quarantine is ever overwritten.
+fn create_unique(
+    storage: &dyn Storage,
+    dir: &Path,
+    stem: &str,
+    ext: &str,
+) -> std::result::Result<(String, Arc<dyn StorageFile>), String> {
+    for n in 0..10_000u32 {
+        let name = if n == 0 { format!("{stem}.{ext}") } else { format!("{stem}.{n}.{ext}") };
+        match storage.open(&dir.join(&name), OpenMode::CreateNew) {
+            Ok(file) => return Ok((name, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("{}: {e}", dir.join(&name).display())),
+        }
+    }
+    Err(format!("no free quarantine file name for {stem}"))
+}
+
 /// Copies bytes `from..len` of a segment into `quarantine/`, returning the file's path.
 fn save_cut(
     storage: &dyn Storage,
@@ -464,9 +483,7 @@ fn save_cut(
     }
     let qdir = dir.join(QUARANTINE_DIR);
     storage.create_dir_all(&qdir).map_err(|e| e.to_string())?;
-    let name = format!("{:020}-{from:020}.torn", id.0);
-    let path = qdir.join(&name);
-    let out = storage.open(&path, OpenMode::CreateNew).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (name, out) = create_unique(storage, &qdir, &format!("{:020}-{from:020}", id.0), "torn")?;
     out.write_all_at(&bytes, 0).map_err(|e| e.to_string())?;
     out.sync_data().map_err(|e| e.to_string())?;
     storage.sync_dir(&qdir).map_err(|e| e.to_string())?;
@@ -528,10 +545,8 @@ fn quarantine(
             source: std::io::Error::other(e),
         })?;
         note(&bytes);
-        let name = format!("{:020}-{from:020}.damaged", damage.segment.0);
-        let out = storage
-            .open(&qdir.join(&name), OpenMode::CreateNew)
-            .map_err(Error::io(format!("creating quarantine file {name}")))?;
+        let (name, out) = create_unique(storage, &qdir, &format!("{:020}-{from:020}", damage.segment.0), "damaged")
+            .map_err(|e| Error::Io { context: String::from("creating a quarantine file"), source: std::io::Error::other(e) })?;
         out.write_all_at(&bytes, 0).map_err(Error::io("writing quarantine"))?;
         out.sync_data().map_err(Error::io("syncing quarantine"))?;
         files.push(format!("{QUARANTINE_DIR}/{name}"));
@@ -576,7 +591,9 @@ fn quarantine(
         })?;
         note(&bytes);
         drop(file);
-        let name = format!("{:020}-{:020}.damaged", later_id.0, 0);
+        let (name, placeholder) = create_unique(storage, &qdir, &format!("{:020}-{:020}", later_id.0, 0), "damaged")
+            .map_err(|e| Error::Io { context: String::from("creating a quarantine file"), source: std::io::Error::other(e) })?;
+        drop(placeholder);
         storage
             .rename(&from, &qdir.join(&name))
             .map_err(Error::io(format!("moving {} to quarantine", from.display())))?;

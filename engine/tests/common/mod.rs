@@ -1,0 +1,111 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use journal_engine::seams::Clock;
+use journal_engine::{AppendOptions, Appended, Journal, Limits, Options};
+use journal_format::{Envelope, FrameHeader, Position, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+
+/// A clock that advances one millisecond per reading, from a fixed start.
+#[derive(Debug)]
+pub struct StepClock(pub AtomicI64);
+
+impl Clock for StepClock {
+    fn now_unix_ns(&self) -> i64 {
+        self.0.fetch_add(1_000_000, Ordering::SeqCst)
+    }
+}
+
+pub fn step_clock() -> Arc<StepClock> {
+    Arc::new(StepClock(AtomicI64::new(1_778_493_600_000_000_000)))
+}
+
+/// Options with small segments (64 KiB) so tests roll segments quickly.
+pub fn small_segments() -> Options {
+    Options {
+        limits: Limits {
+            event_bytes_max: 8 * 1024,
+            batch_events_max: 1_000,
+            batch_bytes_max: 32 * 1024,
+            segment_bytes_max: 64 * 1024,
+        },
+        ..Options::default()
+    }
+}
+
+/// A realistic event: a tool call in a session, about 300 bytes stored.
+pub fn event(i: u64, session: &str) -> Envelope {
+    let types = ["turn.submitted", "model.requested", "tool.started", "tool.result", "task.progress"];
+    let mut e = Envelope::new(types[(i % 5) as usize], format!("evt-{session}-{i}"), "2026-05-11T10:00:00Z");
+    e.session_id = Some(session.to_string());
+    e.task_id = Some(format!("task-{}", i % 3));
+    e.run_id = Some(format!("run-{}", i % 2));
+    e.tool_call_id = Some(format!("call-{i}"));
+    e.sequence = Some(i);
+    e.payload = Some(serde_json::json!({
+        "toolName": "bash",
+        "arguments": {"command": format!("cargo test --package p{i}")},
+        "exitCode": i % 2,
+    }));
+    e
+}
+
+pub fn append(journal: &Journal, events: Vec<Envelope>) -> Vec<Appended> {
+    journal.append_batch_blocking(events, AppendOptions::default()).expect("append")
+}
+
+pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("segments"))
+        .expect("segments dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The (offset, header) of every frame in an unsealed segment file.
+pub fn frames(file: &Path) -> Vec<(u64, FrameHeader)> {
+    let bytes = std::fs::read(file).expect("read segment");
+    let mut out = Vec::new();
+    let mut at = SEGMENT_HEADER_LEN;
+    while at + FRAME_HEADER_LEN <= bytes.len() {
+        let Ok(h) = FrameHeader::decode(&bytes[at..]) else { break };
+        out.push((at as u64, h));
+        at += h.frame_len() as usize;
+    }
+    out
+}
+
+pub fn flip_byte(file: &Path, offset: u64) {
+    let mut bytes = std::fs::read(file).expect("read");
+    bytes[offset as usize] ^= 0x40;
+    std::fs::write(file, bytes).expect("write");
+}
+
+pub fn truncate(file: &Path, len: u64) {
+    std::fs::OpenOptions::new().write(true).open(file).expect("open").set_len(len).expect("truncate");
+}
+
+pub fn head(journal: &Journal) -> Position {
+    journal.head().position
+}
+
+/// Every event in the journal, read back.
+pub fn all_events(journal: &Journal) -> Vec<journal_format::StoredEvent> {
+    journal.read(Position(1), None, true).collect::<Result<Vec<_>, _>>().expect("read all")
+}
+
+/// The shared directory next to the workspace root; panics with a clear message when missing.
+pub fn shared_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+    assert!(
+        dir.join("spec/agentruntime/fixtures").is_dir(),
+        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        dir.display()
+    );
+    dir
+}

@@ -1,0 +1,249 @@
+//! One test per row of the recovery decision table in docs/FORMAT.md.
+
+mod common;
+
+use common::*;
+use journal_engine::{Error, Journal, Options, RecoveryAction, VerifyOptions};
+use journal_format::Position;
+
+fn open(dir: &std::path::Path) -> Result<Journal, Error> {
+    Journal::open(dir, small_segments())
+}
+
+fn verify_ok(journal: &Journal) {
+    let report = journal.verify(&VerifyOptions::default(), &mut |_, _| {}).expect("verify runs");
+    assert!(report.ok, "verify found problems: {:?}", report.problems);
+}
+
+/// A journal with `n` single-event appends (each its own write and batch).
+fn journal_with(dir: &std::path::Path, n: u64) {
+    let journal = open(dir).expect("open");
+    for i in 1..=n {
+        append(&journal, vec![event(i, "s1")]);
+    }
+    journal.close();
+}
+
+/// A journal spanning at least three segments.
+fn multi_segment(dir: &std::path::Path) {
+    let journal = open(dir).expect("open");
+    let mut i = 0;
+    while segment_files(dir).len() < 4 {
+        i += 1;
+        append(&journal, (0..20).map(|k| event(i * 100 + k, "s1")).collect());
+    }
+    journal.close();
+}
+
+#[test]
+fn row1_empty_directory_opens_as_empty_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(0));
+    assert!(journal.recovery_report().actions.is_empty());
+    assert_eq!(segment_files(dir.path()).len(), 1);
+    verify_ok(&journal);
+}
+
+#[test]
+fn row2_missing_middle_segment_refuses_to_open_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    std::fs::remove_file(&files[1]).unwrap();
+    let err = open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
+    assert!(err.to_string().contains("00000000000000000002.seg"), "{err}");
+}
+
+#[test]
+fn row3_sealed_segment_with_damaged_footer_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    let len = std::fs::metadata(&files[0]).unwrap().len();
+    flip_byte(&files[0], len - 40);
+    let err = open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::Corruption { segment, .. } if segment.0 == 1), "{err:?}");
+    assert!(err.to_string().contains("footer"), "{err}");
+}
+
+#[test]
+fn row4_damaged_segment_header_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    flip_byte(&files[1], 30); // first_position
+    let err = open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::Corruption { segment, offset: 0, .. } if segment.0 == 2), "{err:?}");
+}
+
+/// Sets up a journal whose last segment is sealed (as after a crash right after sealing, before
+/// the next segment existed); returns its head.
+fn sealed_last(dir: &std::path::Path) -> (Position, std::path::PathBuf) {
+    multi_segment(dir);
+    let (head_before, tail) = {
+        let journal = open(dir).unwrap();
+        let h = head(&journal);
+        journal.close();
+        (h, segment_files(dir).pop().unwrap())
+    };
+    let tail_frames = frames(&tail).len() as u64;
+    std::fs::remove_file(&tail).unwrap();
+    (Position(head_before.0 - tail_frames), tail)
+}
+
+#[test]
+fn row5_incomplete_last_segment_is_removed_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected_head, tail) = sealed_last(dir.path());
+    // A crash while creating the next segment: the file exists, its header never reached the disk.
+    std::fs::write(&tail, [0u8; 40]).unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), expected_head);
+    assert!(journal
+        .recovery_report()
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::IncompleteSegmentRemoved { bytes: 40, .. })));
+    append(&journal, vec![event(1, "s9")]);
+    verify_ok(&journal);
+}
+
+#[test]
+fn row6_sealed_last_segment_gets_a_new_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected_head, tail) = sealed_last(dir.path());
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), expected_head);
+    assert!(tail.exists(), "a new, empty tail segment was created");
+    assert_eq!(frames(&tail).len(), 0);
+    append(&journal, vec![event(1, "s2")]);
+    verify_ok(&journal);
+}
+
+#[test]
+fn row7_zeroed_tail_is_a_clean_end() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 3);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let len = std::fs::metadata(&file).unwrap().len();
+    truncate(&file, len + 4096); // preallocated, never written
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(3));
+    assert!(journal.recovery_report().actions.is_empty(), "{:?}", journal.recovery_report());
+    append(&journal, vec![event(4, "s1")]);
+    verify_ok(&journal);
+}
+
+#[test]
+fn row8_unfinished_batch_is_cut_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let journal = open(dir.path()).unwrap();
+        append(&journal, vec![event(1, "s1")]);
+        append(&journal, (2..=4).map(|i| event(i, "s1")).collect());
+        journal.close();
+    }
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    assert_eq!(f.len(), 4);
+    // The last frame of the batch (the one with END_OF_BATCH) never reached the disk.
+    truncate(&file, f[3].0);
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(1), "the batch is atomic: none of it survives");
+    let cut = journal.recovery_report().actions.iter().find_map(|a| match a {
+        RecoveryAction::TornTailCut { positions, offset, .. } => Some((*positions, *offset)),
+        _ => None,
+    });
+    assert_eq!(cut, Some((Some([2, 3]), f[1].0)));
+    verify_ok(&journal);
+}
+
+#[test]
+fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    let (last_offset, last) = f[4];
+    truncate(&file, last_offset + last.frame_len() - 7);
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(4));
+    let action = journal.recovery_report().actions.first().cloned();
+    match action {
+        Some(RecoveryAction::TornTailCut { offset, saved_to: Some(saved), .. }) => {
+            assert_eq!(offset, last_offset);
+            assert!(dir.path().join(saved).exists());
+        }
+        other => panic!("expected a torn tail cut, got {other:?}"),
+    }
+    verify_ok(&journal);
+    // Garbage after the last frame (a torn write of a new frame) is cut too.
+    journal.close();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.extend_from_slice(&[0xAB; 100]);
+    std::fs::write(&file, bytes).unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(4));
+    assert_eq!(journal.recovery_report().actions.len(), 1);
+}
+
+#[test]
+fn row10_damage_before_a_later_write_refuses_to_open_then_salvage_quarantines() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    let (offset2, _) = f[1];
+    flip_byte(&file, offset2 + 80); // inside frame 2's body
+    let err = open(dir.path()).unwrap_err();
+    match &err {
+        Error::Corruption { segment, offset, position, .. } => {
+            assert_eq!(segment.0, 1);
+            assert_eq!(*offset, offset2);
+            assert_eq!(*position, Some(Position(2)));
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    let journal = Journal::open(dir.path(), Options { salvage: true, ..small_segments() }).unwrap();
+    assert_eq!(head(&journal), Position(1));
+    let q = journal.recovery_report().actions.iter().find_map(|a| match a {
+        RecoveryAction::Quarantined { positions, readable_frames, files, .. } => Some((*positions, *readable_frames, files.clone())),
+        _ => None,
+    });
+    let (positions, readable, files) = q.expect("a quarantine action");
+    assert_eq!(positions, Some([3, 5]), "frames 3..=5 are readable in quarantine");
+    assert_eq!(readable, 3);
+    assert!(dir.path().join(&files[0]).exists());
+    verify_ok(&journal);
+}
+
+#[test]
+fn row11_valid_frame_out_of_sequence_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 3);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    // Append a copy of frame 1 after frame 3: checksums valid, position wrong.
+    let bytes = std::fs::read(&file).unwrap();
+    let (o1, h1) = f[0];
+    let copy = bytes[o1 as usize..(o1 + h1.frame_len()) as usize].to_vec();
+    let mut damaged = bytes.clone();
+    damaged.extend_from_slice(&copy);
+    std::fs::write(&file, damaged).unwrap();
+    let err = open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("position 1 where 4 was expected"), "{err}");
+}
+
+#[test]
+fn reopen_after_clean_close_reports_nothing_and_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let journal = open(dir.path()).unwrap();
+    assert!(journal.recovery_report().actions.is_empty(), "{:?}", journal.recovery_report());
+    let events = all_events(&journal);
+    assert_eq!(events.len() as u64, head(&journal).0);
+    assert!(events.windows(2).all(|w| w[0].position.next() == w[1].position));
+    verify_ok(&journal);
+}
