@@ -45,7 +45,7 @@ impl Default for VerifyOptions {
 /// One problem found, with its place.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Problem {
-    /// What kind of problem: `segment_header`, `frame`, `position_sequence`, `chain`,
+    /// What kind of problem: `segment_header`, `frame`, `truncated`, `position_sequence`, `chain`,
     /// `unfinished_batch`, `footer`, `decode`, `index_missing`, `index_extra`,
     /// `unexpected_segment`, `blob_missing`, `blob_mismatch`, `digest_mismatch`,
     /// `digest_beyond_head`.
@@ -168,7 +168,18 @@ impl Journal {
             let mut batch_open = false;
             let mut count = 0u64;
             let mut last_hash = prev;
-            let mut scanner = FrameScanner::new(std::sync::Arc::clone(&segment.file), id, SEGMENT_HEADER_LEN as u64, state.end_offset);
+            let file_len = segment.file.len().map_err(Error::io(format!("reading the length of {id}")))?;
+            if file_len < state.end_offset {
+                walk.problem("truncated", Some(id), Some(file_len), None, format!(
+                    "the segment is {file_len} bytes long but its frames end at {}", state.end_offset
+                ));
+            }
+            let mut scanner = FrameScanner::new(
+                std::sync::Arc::clone(&segment.file),
+                id,
+                SEGMENT_HEADER_LEN as u64,
+                state.end_offset.min(file_len),
+            );
             loop {
                 let offset = scanner.offset();
                 let frame = match scanner.next()? {
@@ -250,6 +261,11 @@ impl Journal {
                 if events % 4096 == 0 {
                     progress(done, total);
                 }
+            }
+            if expected <= state.last_position && prev.is_some() {
+                walk.problem("truncated", Some(id), Some(scanner.offset()), Some(expected), format!(
+                    "the segment's frames end before position {}, its last", state.last_position
+                ));
             }
             if batch_open {
                 walk.problem("unfinished_batch", Some(id), Some(state.end_offset), Some(Position(expected.0 - 1)), String::from(
