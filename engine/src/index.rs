@@ -103,27 +103,33 @@ impl Index {
     fn try_open(path: &Path) -> Result<Index> {
         let db = Database::builder().create(path)?;
         let index = Index { db };
-        let txn = index.db.begin_write()?;
-        {
-            let mut meta = txn.open_table(META)?;
-            let layout = meta.get(LAYOUT_KEY)?.map(|v| v.value().to_vec());
-            match layout {
-                None => {
-                    meta.insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
-                }
-                Some(bytes) if bytes == LAYOUT_VERSION.to_le_bytes() => {}
-                Some(_) => return Err(Error::Index("index layout version differs".into())),
+        // Opening an index that is already set up writes nothing, so a read-only command
+        // leaves the journal directory byte-for-byte unchanged.
+        let layout = {
+            let txn = index.db.begin_read()?;
+            match txn.open_table(META) {
+                Ok(meta) => meta.get(LAYOUT_KEY)?.map(|v| v.value().to_vec()),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(e.into()),
             }
-            txn.open_table(EVENT_IDS)?;
-            txn.open_table(LOCATIONS)?;
-            txn.open_table(STREAMS)?;
-            txn.open_table(STREAM_HEADS)?;
-            txn.open_table(BY_SESSION)?;
-            txn.open_table(BY_TASK)?;
-            txn.open_table(BY_RUN)?;
+        };
+        match layout {
+            Some(bytes) if bytes == LAYOUT_VERSION.to_le_bytes() => Ok(index),
+            Some(_) => Err(Error::Index("index layout version differs".into())),
+            None => {
+                let txn = index.db.begin_write()?;
+                txn.open_table(META)?.insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
+                txn.open_table(EVENT_IDS)?;
+                txn.open_table(LOCATIONS)?;
+                txn.open_table(STREAMS)?;
+                txn.open_table(STREAM_HEADS)?;
+                txn.open_table(BY_SESSION)?;
+                txn.open_table(BY_TASK)?;
+                txn.open_table(BY_RUN)?;
+                txn.commit()?;
+                Ok(index)
+            }
         }
-        txn.commit()?;
-        Ok(index)
     }
 
     /// The last position the index reflects and its chain link.
@@ -147,9 +153,7 @@ impl Index {
     pub(crate) fn clear(&self) -> Result<()> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        for table in [EVENT_IDS] {
-            txn.delete_table(table)?;
-        }
+        txn.delete_table(EVENT_IDS)?;
         txn.delete_table(LOCATIONS)?;
         txn.delete_table(STREAMS)?;
         txn.delete_table(STREAM_HEADS)?;

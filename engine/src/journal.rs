@@ -188,12 +188,12 @@ impl Journal {
         let (indexed, _) = index.indexed()?;
         if indexed < head.position {
             catch_up(&log, &index, indexed.next(), head.position)?;
+            index.persist()?;
             report.actions.push(RecoveryAction::IndexCaughtUp {
                 from: indexed.next().0,
                 to: head.position.0,
             });
         }
-        index.persist()?;
 
         let shared = Arc::new(Shared::default());
         let progress = Arc::new(IndexProgress::new(head.position));
