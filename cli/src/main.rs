@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use journal_engine::{AppendOptions, Error, Filter, Journal, Options, VerifyOptions};
+use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
+use journal_engine::{AppendOptions, Error, Filter, Journal, Limits, Options, VerifyOptions};
 use journal_format::{ChainHash, Envelope, Position, StoredEvent};
 use serde_json::json;
 
@@ -202,10 +203,20 @@ fn open(cli: &Cli) -> Result<Journal, Failure> {
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
+    if let Command::Append(args) = &cli.command {
+        if !args.stream {
+            // Check the whole input before opening anything, so bad input leaves the journal
+            // directory byte-for-byte unchanged.
+            let events = parse_input(args)?;
+            let journal = open(&cli)?;
+            let code = append_all(&journal, args, events).await?;
+            journal.close();
+            return Ok(code);
+        }
+    }
     let journal = open(&cli)?;
     let code = match &cli.command {
-        Command::Append(args) if args.stream => append_stream(&journal, args).await?,
-        Command::Append(args) => append_all(&journal, args).await?,
+        Command::Append(args) => append_stream(&journal, args).await?,
         Command::Read(args) => {
             read(&journal, args.filter.filter())?;
             0
@@ -252,13 +263,42 @@ fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
 }
 
 /// Parses one input line; blank lines are skipped (`None`). A missing `eventId` gets a UUID v7.
-fn parse_line(journal: &Journal, line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
+fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    Envelope::from_json_slice(line, &mut || journal.new_event_id())
+    Envelope::from_json_slice(line, &mut || uuid_v7(&SystemClock, &SystemEntropy))
         .map(Some)
         .map_err(|e| fail(format!("line {number}: {e}")))
+}
+
+/// Reads and checks the whole input: every line parses, and the batch fits the limits.
+fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
+    let mut reader = input(args.file.as_ref())?;
+    let mut events = Vec::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        number += 1;
+        if let Some(event) = parse_line(&line, number)? {
+            events.push(event);
+        }
+    }
+    Limits::default().check_batch(&events).map_err(|e| match e {
+        Error::EventTooLarge { index, event_id, size, limit } => fail(format!(
+            "event #{} ({event_id}) is {size} bytes stored, over the event size limit of {limit}",
+            index + 1
+        )),
+        Error::LimitExceeded { what, actual, limit } => fail(format!(
+            "the input's {what} is {actual}, over the limit of {limit}; use --stream to append it in several batches"
+        )),
+        other => Failure::from(other),
+    })?;
+    Ok(events)
 }
 
 fn ack_line(a: &journal_engine::Appended) -> String {
@@ -274,22 +314,8 @@ fn ack_line(a: &journal_engine::Appended) -> String {
     v.to_string()
 }
 
-/// Reads the whole input, checks every line, and appends it as one atomic batch.
-async fn append_all(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let mut reader = input(args.file.as_ref())?;
-    let mut events = Vec::new();
-    let mut line = Vec::new();
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        number += 1;
-        if let Some(event) = parse_line(journal, &line, number)? {
-            events.push(event);
-        }
-    }
+/// Appends the checked input as one atomic batch.
+async fn append_all(journal: &Journal, args: &AppendArgs, events: Vec<Envelope>) -> Result<u8, Failure> {
     let options = AppendOptions {
         expected_stream_version: args.expected_version,
     };
@@ -342,7 +368,7 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
         let mut bad = None;
         for line in lines {
             number += 1;
-            match line.map_err(Failure::from).and_then(|l| parse_line(journal, &l, number)) {
+            match line.map_err(Failure::from).and_then(|l| parse_line(&l, number)) {
                 Ok(Some(event)) => batch.push(event),
                 Ok(None) => {}
                 Err(f) => {

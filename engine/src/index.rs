@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use journal_format::{ChainHash, Position, SegmentId};
-use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition};
 
 use crate::error::{Error, Result};
 

@@ -285,7 +285,6 @@ impl Journal {
             });
         }
         let mut prepared = Vec::with_capacity(events.len());
-        let mut total = 0u64;
         for (i, mut event) in events.into_iter().enumerate() {
             let index = Some(i);
             let id_assigned = event.event_id.is_empty();
@@ -294,15 +293,6 @@ impl Journal {
             }
             event.validate().map_err(|source| Error::InvalidEvent { index, source })?;
             let body = event.to_msgpack().map_err(|source| Error::InvalidEvent { index, source })?;
-            if body.len() as u64 > u64::from(limits.event_bytes_max) {
-                return Err(Error::EventTooLarge {
-                    index: i,
-                    event_id: event.event_id,
-                    size: body.len() as u64,
-                    limit: u64::from(limits.event_bytes_max),
-                });
-            }
-            total += body.len() as u64 + journal_format::FRAME_HEADER_LEN as u64;
             let stream_key = event.stream_key();
             prepared.push(PreparedEvent {
                 body,
@@ -314,13 +304,8 @@ impl Journal {
                 run: event.run_id,
             });
         }
-        if total > limits.batch_bytes_max {
-            return Err(Error::LimitExceeded {
-                what: "batch size (stored bytes)",
-                actual: total,
-                limit: limits.batch_bytes_max,
-            });
-        }
+        let sizes: Vec<(&str, u64)> = prepared.iter().map(|e| (e.event_id.as_str(), e.body.len() as u64)).collect();
+        limits.check_sizes(&sizes)?;
         if options.expected_stream_version.is_some() {
             if let Some(first) = prepared.first() {
                 if let Some(other) = prepared.iter().find(|e| e.stream_key != first.stream_key) {

@@ -51,6 +51,55 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Checks a batch against the limits without a journal, as an append would: the number of
+    /// events, each event's stored size, and the batch's stored size. Lets a caller refuse bad
+    /// input before opening anything.
+    ///
+    /// # Errors
+    /// [`Error::LimitExceeded`], [`Error::EventTooLarge`] or [`Error::InvalidEvent`].
+    pub fn check_batch(&self, events: &[journal_format::Envelope]) -> Result<()> {
+        let sizes = events.iter().enumerate().map(|(i, e)| {
+            e.validate().map_err(|source| Error::InvalidEvent { index: Some(i), source })?;
+            let body = e.to_msgpack().map_err(|source| Error::InvalidEvent { index: Some(i), source })?;
+            Ok((e.event_id.as_str(), body.len() as u64))
+        });
+        let sizes: Vec<(&str, u64)> = sizes.collect::<Result<_>>()?;
+        self.check_sizes(&sizes)
+    }
+
+    /// The limit checks on `(event id, stored body size)` pairs.
+    pub(crate) fn check_sizes(&self, sizes: &[(&str, u64)]) -> Result<()> {
+        if sizes.len() > self.batch_events_max {
+            return Err(Error::LimitExceeded {
+                what: "batch length (events)",
+                actual: sizes.len() as u64,
+                limit: self.batch_events_max as u64,
+            });
+        }
+        let mut total = 0u64;
+        for (index, (event_id, size)) in sizes.iter().enumerate() {
+            if *size > u64::from(self.event_bytes_max) {
+                return Err(Error::EventTooLarge {
+                    index,
+                    event_id: (*event_id).to_string(),
+                    size: *size,
+                    limit: u64::from(self.event_bytes_max),
+                });
+            }
+            total += size + journal_format::FRAME_HEADER_LEN as u64;
+        }
+        if total > self.batch_bytes_max {
+            return Err(Error::LimitExceeded {
+                what: "batch size (stored bytes)",
+                actual: total,
+                limit: self.batch_bytes_max,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// How [`crate::Journal::open`] behaves.
 #[derive(Clone, Debug)]
 pub struct Options {

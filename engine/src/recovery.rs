@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use journal_format::frame::{decode_frame, is_zeroed, peek_position};
 use journal_format::segment::Trailer;
 use journal_format::{
-    FooterEntry, FormatError, Position, SegmentFooter, SegmentHeader, SegmentId,
+    FooterEntry, FormatError, FrameHeader, Position, SegmentFooter, SegmentHeader, SegmentId,
     FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
@@ -393,6 +393,15 @@ fn scan_tail(
                     describe(&stop)
                 )));
             }
+            // Row "damage that no torn write explains": a complete frame with wrong bytes and
+            // no sign of unwritten space is bit rot or tampering in the last write, which was
+            // acknowledged; it is never cut away.
+            if !zero_tail && !torn_evidence(&rest, at) {
+                return Err(damage(at, Some(expected), format!(
+                    "{} at offset {at}: the frame is complete, so this is not a torn write",
+                    describe(&stop)
+                )));
+            }
             if zero_tail {
                 String::from("the last batch has no end-of-batch frame")
             } else {
@@ -429,6 +438,39 @@ fn read_rest(file: &Arc<dyn StorageFile>, from: u64, len: u64) -> std::result::R
     let mut rest = vec![0u8; usize::try_from(len - from).map_err(|e| e.to_string())?];
     file.read_exact_at(&mut rest, from).map_err(|e| e.to_string())?;
     Ok(rest)
+}
+
+/// The size of the unit in which a disk persists writes; an all-zero, aligned run of this many
+/// bytes inside a damaged frame is unwritten space, not bit rot.
+const SECTOR_BYTES: u64 = 512;
+
+/// Whether the damaged bytes at the start of `rest` (file offset `base`) look like a write that
+/// did not complete: the file ends inside the frame, or the frame holds unwritten (zero) space,
+/// either from some point to the end of the file or as a whole aligned sector. A complete frame
+/// whose bytes are merely wrong shows neither.
+fn torn_evidence(rest: &[u8], base: u64) -> bool {
+    let extent = match FrameHeader::decode(rest) {
+        Ok(header) => header.frame_len(),
+        Err(FormatError::Truncated { .. }) => return true,
+        Err(_) => FRAME_HEADER_LEN as u64,
+    };
+    if extent > rest.len() as u64 {
+        return true;
+    }
+    let zeros_from = rest.iter().rposition(|b| *b != 0).map_or(0, |i| i as u64 + 1);
+    if zeros_from < extent && zeros_from < rest.len() as u64 {
+        return true;
+    }
+    let mut sector = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+    while sector < base + extent {
+        let from = usize::try_from(sector - base).unwrap_or(usize::MAX);
+        let to = usize::try_from(sector - base + SECTOR_BYTES).unwrap_or(usize::MAX).min(rest.len());
+        if rest.get(from..to).is_some_and(|s| !s.is_empty() && is_zeroed(s)) {
+            return true;
+        }
+        sector += SECTOR_BYTES;
+    }
+    false
 }
 
 /// Searches `rest` (the bytes from file offset `base` on) for a valid frame that starts a write

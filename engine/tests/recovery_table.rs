@@ -179,14 +179,48 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
         other => panic!("expected a torn tail cut, got {other:?}"),
     }
     verify_ok(&journal);
-    // Garbage after the last frame (a torn write of a new frame) is cut too.
+    // A write whose later sector landed while an earlier one did not (reordered unsynced
+    // writes): a zeroed sector inside the frame, real bytes after it. Cut too.
+    append(&journal, vec![event(5, "s1")]);
+    let mut big = event(6, "s1");
+    big.payload = Some(serde_json::json!({"output": "y".repeat(3000)}));
+    append(&journal, vec![big]);
     journal.close();
+    let f = frames(&file);
+    let (o6, h6) = f[5];
+    let mut bytes = std::fs::read(&file).unwrap();
+    let sector = (o6 as usize / 512 + 2) * 512;
+    assert!(sector + 512 < (o6 + h6.frame_len()) as usize);
+    bytes[sector..sector + 512].fill(0);
+    std::fs::write(&file, bytes).unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(5));
+    assert!(journal.recovery_report().actions.iter().any(|a| matches!(a, RecoveryAction::TornTailCut { .. })));
+    verify_ok(&journal);
+}
+
+#[test]
+fn row12_a_complete_last_frame_with_wrong_bytes_is_corruption_not_a_torn_write() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let (o5, h5) = frames(&file)[4];
+    // Bit rot in the last, acknowledged frame: every byte present, one of them wrong.
+    flip_byte(&file, o5 + h5.frame_len() - 3);
+    let err = open(dir.path()).unwrap_err();
+    match &err {
+        Error::Corruption { offset, position, .. } => {
+            assert_eq!((*offset, *position), (o5, Some(Position(5))));
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    assert!(err.to_string().contains("not a torn write"), "{err}");
+    // Garbage after the last frame that no torn write explains is refused the same way.
+    flip_byte(&file, o5 + h5.frame_len() - 3);
     let mut bytes = std::fs::read(&file).unwrap();
     bytes.extend_from_slice(&[0xAB; 100]);
     std::fs::write(&file, bytes).unwrap();
-    let journal = open(dir.path()).unwrap();
-    assert_eq!(head(&journal), Position(4));
-    assert_eq!(journal.recovery_report().actions.len(), 1);
+    assert!(open(dir.path()).unwrap_err().is_corruption());
 }
 
 #[test]
