@@ -1,1 +1,124 @@
-fn main(){}
+//! Criterion benchmarks of the journal's hot paths: frame encode/decode, chain hashing,
+//! envelope encoding, durable appends at batch sizes 1, 100 and 1000, sequential reads verified
+//! and unverified, and index lookups by event id.
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use journal_benches::workload_event;
+use journal_engine::{AppendOptions, Journal, Options};
+use journal_format::frame::{decode_frame, encode_frame};
+use journal_format::{ChainHash, Envelope, FrameFlags, FrameMeta, Position};
+
+fn frames(c: &mut Criterion) {
+    let body = workload_event(7).to_msgpack().expect("encodes");
+    let meta = FrameMeta {
+        position: Position(7),
+        recorded_at_ns: 1,
+        stream_version: 1,
+        flags: FrameFlags::END_OF_BATCH,
+    };
+    let mut group = c.benchmark_group("frame");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function("encode", |b| {
+        let mut out = Vec::with_capacity(1024);
+        b.iter(|| {
+            out.clear();
+            encode_frame(&mut out, &ChainHash::GENESIS, &meta, &body).expect("encodes")
+        });
+    });
+    let mut frame = Vec::new();
+    encode_frame(&mut frame, &ChainHash::GENESIS, &meta, &body).expect("encodes");
+    group.bench_function("decode_checksums", |b| {
+        b.iter(|| decode_frame(&frame, None).expect("decodes").0.hash)
+    });
+    group.bench_function("decode_checksums_and_chain", |b| {
+        b.iter(|| {
+            decode_frame(&frame, Some(&ChainHash::GENESIS))
+                .expect("decodes")
+                .0
+                .hash
+        })
+    });
+    group.bench_function("chain_link_blake3", |b| b.iter(|| blake3::hash(&body)));
+    group.finish();
+
+    let event = workload_event(7);
+    let mut group = c.benchmark_group("envelope");
+    group.bench_function("to_msgpack", |b| {
+        b.iter(|| event.to_msgpack().expect("encodes"))
+    });
+    group.bench_function("from_msgpack", |b| {
+        b.iter(|| Envelope::from_msgpack(&body).expect("decodes"))
+    });
+    group.finish();
+}
+
+fn appends(c: &mut Criterion) {
+    let mut group = c.benchmark_group("append_durable");
+    group.sample_size(10);
+    for batch in [1u64, 100, 1000] {
+        group.throughput(Throughput::Elements(batch));
+        group.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, &batch| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let journal = Journal::open(dir.path(), Options::default()).expect("opens");
+            let mut next = 0u64;
+            b.iter_batched(
+                || {
+                    let events: Vec<_> = (next..next + batch).map(workload_event).collect();
+                    next += batch;
+                    events
+                },
+                |events| {
+                    journal
+                        .append_batch_blocking(events, AppendOptions::default())
+                        .expect("appends")
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+fn reads(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = Journal::open(dir.path(), Options::default()).expect("opens");
+    let n = 20_000u64;
+    for start in (0..n).step_by(1000) {
+        journal
+            .append_batch_blocking(
+                (start..start + 1000).map(workload_event).collect(),
+                AppendOptions::default(),
+            )
+            .expect("appends");
+    }
+    let mut group = c.benchmark_group("read_sequential");
+    group.throughput(Throughput::Elements(n));
+    group.sample_size(10);
+    for verified in [false, true] {
+        group.bench_function(if verified { "verified" } else { "unverified" }, |b| {
+            b.iter(|| {
+                journal
+                    .read(Position(1), None, verified)
+                    .map(|e| e.expect("reads").position.0)
+                    .sum::<u64>()
+            });
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("index");
+    let mut i = 0u64;
+    group.bench_function("get_by_event_id", |b| {
+        b.iter(|| {
+            i = (i + 7919) % n;
+            journal
+                .get(&format!("evt-{i:012}"))
+                .expect("reads")
+                .expect("present")
+                .position
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, frames, appends, reads);
+criterion_main!(benches);

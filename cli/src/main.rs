@@ -16,10 +16,19 @@ use serde_json::json;
 
 /// The journal engine's command line.
 #[derive(Parser, Debug)]
-#[command(name = "journal", version, about = "An event-sourced, hash-chained journal for agent runtimes.")]
+#[command(
+    name = "journal",
+    version,
+    about = "An event-sourced, hash-chained journal for agent runtimes."
+)]
 struct Cli {
     /// The journal directory.
-    #[arg(long, global = true, env = "JOURNAL_DIR", default_value = "./journal-data")]
+    #[arg(
+        long,
+        global = true,
+        env = "JOURNAL_DIR",
+        default_value = "./journal-data"
+    )]
     dir: PathBuf,
     /// Open even if damage is found, moving the damaged part to quarantine/ (reported).
     #[arg(long, global = true)]
@@ -171,7 +180,11 @@ fn fail(message: impl Into<String>) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("journal: cannot start the runtime: {e}");
@@ -225,16 +238,23 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Verify(args) => verify(&journal, args)?,
         Command::Digest => {
             let head = journal.head();
-            println!("{}", json!({"position": head.position.0, "hash": head.hash.to_hex()}));
+            println!(
+                "{}",
+                json!({"position": head.position.0, "hash": head.hash.to_hex()})
+            );
             0
         }
         Command::Status => {
             let status = journal.status()?;
-            println!("{}", serde_json::to_string(&status).map_err(|e| fail(e.to_string()))?);
+            println!(
+                "{}",
+                serde_json::to_string(&status).map_err(|e| fail(e.to_string()))?
+            );
             0
         }
         Command::Blob(BlobCommand::Put { file }) => {
-            let bytes = std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
+            let bytes =
+                std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
             let reference = journal.blobs().put(&bytes)?;
             println!("{}", json!({"ref": reference, "bytes": bytes.len()}));
             0
@@ -315,14 +335,24 @@ fn ack_line(a: &journal_engine::Appended) -> String {
 }
 
 /// Appends the checked input as one atomic batch.
-async fn append_all(journal: &Journal, args: &AppendArgs, events: Vec<Envelope>) -> Result<u8, Failure> {
+async fn append_all(
+    journal: &Journal,
+    args: &AppendArgs,
+    events: Vec<Envelope>,
+) -> Result<u8, Failure> {
     let options = AppendOptions {
         expected_stream_version: args.expected_version,
     };
-    let appended = journal.append_batch(events, options).await.map_err(|e| match e {
-        Error::InvalidEvent { index: Some(i), source } => fail(format!("event #{} of the input: {source}", i + 1)),
-        other => Failure::from(other),
-    })?;
+    let appended = journal
+        .append_batch(events, options)
+        .await
+        .map_err(|e| match e {
+            Error::InvalidEvent {
+                index: Some(i),
+                source,
+            } => fail(format!("event #{} of the input: {source}", i + 1)),
+            other => Failure::from(other),
+        })?;
     let mut out = BufWriter::new(io::stdout().lock());
     for a in &appended {
         writeln!(out, "{}", ack_line(a))?;
@@ -368,7 +398,10 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
         let mut bad = None;
         for line in lines {
             number += 1;
-            match line.map_err(Failure::from).and_then(|l| parse_line(&l, number)) {
+            match line
+                .map_err(Failure::from)
+                .and_then(|l| parse_line(&l, number))
+            {
                 Ok(Some(event)) => batch.push(event),
                 Ok(None) => {}
                 Err(f) => {
@@ -377,7 +410,9 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
                 }
             }
         }
-        let appended = journal.append_batch(batch, AppendOptions::default()).await?;
+        let appended = journal
+            .append_batch(batch, AppendOptions::default())
+            .await?;
         let mut text = String::new();
         for a in &appended {
             text.push_str(&ack_line(a));
@@ -410,7 +445,9 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
     let mut filter = args.filter.filter();
     let head = journal.head().position;
     if filter.from.is_none() {
-        filter.from = Some(Position(head.0.saturating_sub(args.lines.saturating_sub(1)).max(1)));
+        filter.from = Some(Position(
+            head.0.saturating_sub(args.lines.saturating_sub(1)).max(1),
+        ));
     }
     let from = filter.from.unwrap_or(Position(1));
     if !args.follow {
@@ -422,13 +459,27 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
     filter.limit = None;
     let mut stdout = io::stdout().lock();
     while remaining > 0 {
-        let Some(event) = subscription.next().await else { break };
+        let Some(event) = subscription.next().await else {
+            break;
+        };
         let event = event?;
         let e = &event.envelope;
-        let keep = filter.session.as_ref().is_none_or(|s| e.session_id.as_ref() == Some(s))
-            && filter.task.as_ref().is_none_or(|t| e.task_id.as_ref() == Some(t))
-            && filter.run.as_ref().is_none_or(|r| e.run_id.as_ref() == Some(r))
-            && filter.type_prefix.as_ref().is_none_or(|p| e.event_type.starts_with(p.as_str()));
+        let keep = filter
+            .session
+            .as_ref()
+            .is_none_or(|s| e.session_id.as_ref() == Some(s))
+            && filter
+                .task
+                .as_ref()
+                .is_none_or(|t| e.task_id.as_ref() == Some(t))
+            && filter
+                .run
+                .as_ref()
+                .is_none_or(|r| e.run_id.as_ref() == Some(r))
+            && filter
+                .type_prefix
+                .as_ref()
+                .is_none_or(|p| e.event_type.starts_with(p.as_str()));
         if filter.to.is_some_and(|to| event.position > to) {
             break;
         }
@@ -442,13 +493,18 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
 }
 
 fn parse_digest(text: &str) -> Result<(Position, ChainHash), Failure> {
-    let (position, hash) = text
-        .split_once(':')
-        .ok_or_else(|| Failure { code: 2, message: format!("--digest takes POSITION:HASH, got {text:?}") })?;
-    let position = position
-        .parse::<u64>()
-        .map_err(|e| Failure { code: 2, message: format!("--digest position {position:?}: {e}") })?;
-    let hash = ChainHash::from_hex(hash).map_err(|e| Failure { code: 2, message: format!("--digest hash: {e}") })?;
+    let (position, hash) = text.split_once(':').ok_or_else(|| Failure {
+        code: 2,
+        message: format!("--digest takes POSITION:HASH, got {text:?}"),
+    })?;
+    let position = position.parse::<u64>().map_err(|e| Failure {
+        code: 2,
+        message: format!("--digest position {position:?}: {e}"),
+    })?;
+    let hash = ChainHash::from_hex(hash).map_err(|e| Failure {
+        code: 2,
+        message: format!("--digest hash: {e}"),
+    })?;
     Ok((Position(position), hash))
 }
 
@@ -456,7 +512,9 @@ fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
     let digest = args.digest.as_deref().map(parse_digest).transpose()?;
     let bar = if io::stderr().is_terminal() {
         let bar = ProgressBar::new(0);
-        if let Ok(style) = ProgressStyle::with_template("verify {bar:40} {bytes}/{total_bytes} {eta}") {
+        if let Ok(style) =
+            ProgressStyle::with_template("verify {bar:40} {bytes}/{total_bytes} {eta}")
+        {
             bar.set_style(style);
         }
         bar
@@ -472,6 +530,9 @@ fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    println!("{}", serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?
+    );
     Ok(if report.ok { 0 } else { 3 })
 }

@@ -16,7 +16,12 @@ fn journal(dir: &Path) -> Command {
 }
 
 fn line(i: u64) -> String {
-    let event_type = ["turn.submitted", "model.requested", "tool.started", "tool.result"][(i % 4) as usize];
+    let event_type = [
+        "turn.submitted",
+        "model.requested",
+        "tool.started",
+        "tool.result",
+    ][(i % 4) as usize];
     json!({
         "type": event_type,
         "eventId": format!("evt-{i}"),
@@ -39,7 +44,10 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                out.insert(path.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&path).unwrap());
+                out.insert(
+                    path.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&path).unwrap(),
+                );
             }
         }
     }
@@ -48,15 +56,32 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Asserts two directory snapshots are byte-for-byte equal, naming the first file that differs.
 fn assert_same(after: &BTreeMap<String, Vec<u8>>, before: &BTreeMap<String, Vec<u8>>) {
-    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "the same files");
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "the same files"
+    );
     for (name, bytes) in after {
-        assert!(bytes == &before[name], "{name} changed: the journal must be byte-for-byte unchanged");
+        assert!(
+            bytes == &before[name],
+            "{name} changed: the journal must be byte-for-byte unchanged"
+        );
     }
 }
 
 fn run(cmd: &mut Command, stdin: &str) -> (i32, String, String) {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -68,11 +93,15 @@ fn run(cmd: &mut Command, stdin: &str) -> (i32, String, String) {
 #[test]
 fn a_bad_line_in_a_large_input_writes_nothing_and_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, _) = run(journal(dir.path()).arg("append"), &(0..10).map(line).collect::<Vec<_>>().join("\n"));
+    let (code, _, _) = run(
+        journal(dir.path()).arg("append"),
+        &(0..10).map(line).collect::<Vec<_>>().join("\n"),
+    );
     assert_eq!(code, 0);
     let before = snapshot(dir.path());
     let mut lines: Vec<String> = (100..5100).map(line).collect();
-    lines[2499] = r#"{"type":"tool.started","eventId":"x","timestamp":"2026-13-45T99:00:00Z"}"#.to_string();
+    lines[2499] =
+        r#"{"type":"tool.started","eventId":"x","timestamp":"2026-13-45T99:00:00Z"}"#.to_string();
     let input = dir.path().join("input.jsonl");
     std::fs::write(&input, lines.join("\n")).unwrap();
     let before_with_input = {
@@ -80,17 +109,35 @@ fn a_bad_line_in_a_large_input_writes_nothing_and_names_the_line() {
         b.insert("input.jsonl".into(), std::fs::read(&input).unwrap());
         b
     };
-    let out = journal(dir.path()).arg("append").arg(&input).output().unwrap();
+    let out = journal(dir.path())
+        .arg("append")
+        .arg(&input)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("line 2500") && stderr.contains("timestamp"), "{stderr}");
+    assert!(
+        stderr.contains("line 2500") && stderr.contains("timestamp"),
+        "{stderr}"
+    );
     assert_same(&snapshot(dir.path()), &before_with_input);
     // Not JSON at all, and invalid UTF-8, are refused the same way.
-    let (code, _, stderr) = run(journal(dir.path()).arg("append"), &format!("{}\nnot json\n", line(1)));
+    let (code, _, stderr) = run(
+        journal(dir.path()).arg("append"),
+        &format!("{}\nnot json\n", line(1)),
+    );
     assert_eq!(code, 1);
     assert!(stderr.contains("line 2"), "{stderr}");
-    std::fs::write(&input, b"{\"type\":\"a\xff\",\"timestamp\":\"2026-05-11T10:00:00Z\"}\n").unwrap();
-    let out = journal(dir.path()).arg("append").arg(&input).output().unwrap();
+    std::fs::write(
+        &input,
+        b"{\"type\":\"a\xff\",\"timestamp\":\"2026-05-11T10:00:00Z\"}\n",
+    )
+    .unwrap();
+    let out = journal(dir.path())
+        .arg("append")
+        .arg(&input)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1"));
 }
@@ -101,33 +148,79 @@ fn append_read_verify_digest_and_exit_codes() {
     let input: String = (0..50).map(line).collect::<Vec<_>>().join("\n");
     let (code, stdout, _) = run(journal(dir.path()).arg("append"), &input);
     assert_eq!(code, 0);
-    let acks: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let acks: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(acks.len(), 50);
     assert_eq!(acks[49]["position"], 50);
     // Appending the same input again stores nothing new.
     let (_, stdout, _) = run(journal(dir.path()).arg("append"), &input);
     assert!(stdout.lines().all(|l| l.contains("\"duplicate\":true")));
-    let out = journal(dir.path()).args(["read", "--session", "sess-3", "--type", "tool."]).output().unwrap();
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = journal(dir.path())
+        .args(["read", "--session", "sess-3", "--type", "tool."])
+        .output()
+        .unwrap();
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(!events.is_empty());
     for e in &events {
         assert_eq!(e["sessionId"], "sess-3");
         assert!(e["type"].as_str().unwrap().starts_with("tool."));
-        assert!(e["position"].is_u64() && e["recordedAt"].is_string() && e["hash"].is_string() && e["streamVersion"].is_u64());
+        assert!(
+            e["position"].is_u64()
+                && e["recordedAt"].is_string()
+                && e["hash"].is_string()
+                && e["streamVersion"].is_u64()
+        );
     }
-    let digest: Value = serde_json::from_slice(&journal(dir.path()).arg("digest").output().unwrap().stdout).unwrap();
-    let arg = format!("{}:{}", digest["position"], digest["hash"].as_str().unwrap());
-    let out = journal(dir.path()).args(["verify", "--digest", &arg]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let digest: Value =
+        serde_json::from_slice(&journal(dir.path()).arg("digest").output().unwrap().stdout)
+            .unwrap();
+    let arg = format!(
+        "{}:{}",
+        digest["position"],
+        digest["hash"].as_str().unwrap()
+    );
+    let out = journal(dir.path())
+        .args(["verify", "--digest", &arg])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], true);
     assert_eq!(report["events"], 50);
-    let status: Value = serde_json::from_slice(&journal(dir.path()).arg("status").output().unwrap().stdout).unwrap();
+    let status: Value =
+        serde_json::from_slice(&journal(dir.path()).arg("status").output().unwrap().stdout)
+            .unwrap();
     assert_eq!(status["headPosition"], 50);
     assert_eq!(status["indexLag"], 0);
     // Usage errors exit 2.
-    assert_eq!(journal(dir.path()).args(["verify", "--digest", "nonsense"]).output().unwrap().status.code(), Some(2));
-    assert_eq!(journal(dir.path()).arg("frobnicate").output().unwrap().status.code(), Some(2));
+    assert_eq!(
+        journal(dir.path())
+            .args(["verify", "--digest", "nonsense"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        journal(dir.path())
+            .arg("frobnicate")
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
     // Damage in the middle of the log: open refuses with exit 3, naming the place.
     let seg = dir.path().join("segments/00000000000000000001.seg");
     let mut bytes = std::fs::read(&seg).unwrap();
@@ -136,7 +229,10 @@ fn append_read_verify_digest_and_exit_codes() {
     let out = journal(dir.path()).arg("verify").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("00000000000000000001.seg") && stderr.contains("offset"), "{stderr}");
+    assert!(
+        stderr.contains("00000000000000000001.seg") && stderr.contains("offset"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -146,15 +242,25 @@ fn stream_mode_acknowledges_each_event_once_durable_and_stops_at_a_bad_line() {
     input.push(line(5)); // a duplicate
     input.push("{broken".into());
     input.push(line(99));
-    let (code, stdout, stderr) = run(journal(dir.path()).args(["append", "--stream"]), &input.join("\n"));
+    let (code, stdout, stderr) = run(
+        journal(dir.path()).args(["append", "--stream"]),
+        &input.join("\n"),
+    );
     assert_eq!(code, 1);
     assert!(stderr.contains("line 32"), "{stderr}");
-    let acks: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let acks: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(acks.len(), 31);
     assert_eq!(acks[30]["duplicate"], true);
     assert_eq!(acks[30]["position"], 6);
     let out = journal(dir.path()).arg("read").output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 30, "everything acknowledged before the bad line stays");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        30,
+        "everything acknowledged before the bad line stays"
+    );
 }
 
 /// A small deterministic generator, so each iteration's kill point is reproducible.
@@ -170,7 +276,10 @@ impl XorShift {
 
 #[test]
 fn sigkill_at_random_moments_never_loses_an_acknowledged_event() {
-    let iterations: u64 = std::env::var("KILL_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let iterations: u64 = std::env::var("KILL_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
     let dir = tempfile::tempdir().unwrap();
     let mut acked: BTreeMap<u64, (String, String)> = BTreeMap::new();
     let mut next_line = 0u64;
@@ -210,7 +319,13 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_event() {
             match rx.recv_timeout(Duration::from_secs(20)) {
                 Ok(l) => {
                     let v: Value = serde_json::from_str(&l).unwrap();
-                    acked.insert(v["position"].as_u64().unwrap(), (v["eventId"].as_str().unwrap().into(), v["hash"].as_str().unwrap().into()));
+                    acked.insert(
+                        v["position"].as_u64().unwrap(),
+                        (
+                            v["eventId"].as_str().unwrap().into(),
+                            v["hash"].as_str().unwrap().into(),
+                        ),
+                    );
                     got += 1;
                 }
                 Err(_) => break,
@@ -222,24 +337,61 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_event() {
         // Acknowledgements printed before the kill landed count too.
         reader.join().unwrap();
         while let Ok(l) = rx.try_recv() {
-            let Ok(v) = serde_json::from_str::<Value>(&l) else { continue };
-            acked.insert(v["position"].as_u64().unwrap(), (v["eventId"].as_str().unwrap().into(), v["hash"].as_str().unwrap().into()));
+            let Ok(v) = serde_json::from_str::<Value>(&l) else {
+                continue;
+            };
+            acked.insert(
+                v["position"].as_u64().unwrap(),
+                (
+                    v["eventId"].as_str().unwrap().into(),
+                    v["hash"].as_str().unwrap().into(),
+                ),
+            );
         }
         let _ = feeder.join();
 
         let out = journal(dir.path()).arg("read").output().unwrap();
-        assert!(out.status.success(), "iteration {iteration}: read failed: {}", String::from_utf8_lossy(&out.stderr));
-        let stored: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(
+            out.status.success(),
+            "iteration {iteration}: read failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stored: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         for (k, e) in stored.iter().enumerate() {
-            assert_eq!(e["position"].as_u64(), Some(k as u64 + 1), "iteration {iteration}: positions are gapless");
+            assert_eq!(
+                e["position"].as_u64(),
+                Some(k as u64 + 1),
+                "iteration {iteration}: positions are gapless"
+            );
         }
         for (position, (id, hash)) in &acked {
-            let e = stored.get(*position as usize - 1).unwrap_or_else(|| panic!("iteration {iteration}: acknowledged position {position} lost"));
-            assert_eq!(e["eventId"].as_str(), Some(id.as_str()), "iteration {iteration}");
-            assert_eq!(e["hash"].as_str(), Some(hash.as_str()), "iteration {iteration}");
+            let e = stored.get(*position as usize - 1).unwrap_or_else(|| {
+                panic!("iteration {iteration}: acknowledged position {position} lost")
+            });
+            assert_eq!(
+                e["eventId"].as_str(),
+                Some(id.as_str()),
+                "iteration {iteration}"
+            );
+            assert_eq!(
+                e["hash"].as_str(),
+                Some(hash.as_str()),
+                "iteration {iteration}"
+            );
         }
         let out = journal(dir.path()).arg("verify").output().unwrap();
-        assert!(out.status.success(), "iteration {iteration}: verify: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "iteration {iteration}: verify: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
-    assert!(acked.len() > 100, "the test acknowledged {} events in all", acked.len());
+    assert!(
+        acked.len() > 100,
+        "the test acknowledged {} events in all",
+        acked.len()
+    );
 }

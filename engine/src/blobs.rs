@@ -69,19 +69,25 @@ impl BlobStore {
         if self.storage.exists(&path) {
             return Ok(format!("{BLOB_REF_PREFIX}{hex}"));
         }
-        let shard = path.parent().map(Path::to_path_buf).unwrap_or_else(|| self.dir.clone());
+        let shard = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.dir.clone());
         self.storage
             .create_dir_all(&shard)
             .map_err(Error::io(format!("creating {}", shard.display())))?;
         let tmp = shard.join(format!("{hex}.tmp"));
         if self.storage.exists(&tmp) {
-            self.storage.remove_file(&tmp).map_err(Error::io("removing a stale blob temp file"))?;
+            self.storage
+                .remove_file(&tmp)
+                .map_err(Error::io("removing a stale blob temp file"))?;
         }
         let file = self
             .storage
             .open(&tmp, OpenMode::CreateNew)
             .map_err(Error::io(format!("creating {}", tmp.display())))?;
-        file.write_all_at(bytes, 0).map_err(Error::io("writing a blob"))?;
+        file.write_all_at(bytes, 0)
+            .map_err(Error::io("writing a blob"))?;
         file.sync_data().map_err(Error::io("syncing a blob"))?;
         drop(file);
         self.storage
@@ -128,7 +134,8 @@ impl BlobStore {
             });
         }
         let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
-        file.read_exact_at(&mut bytes, 0).map_err(Error::io("reading a blob"))?;
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(Error::io("reading a blob"))?;
         Ok(bytes)
     }
 
@@ -159,9 +166,17 @@ impl BlobStore {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for shard in self.storage.list_dir(&self.dir).map_err(Error::io("listing blobs"))? {
+        for shard in self
+            .storage
+            .list_dir(&self.dir)
+            .map_err(Error::io("listing blobs"))?
+        {
             let shard_dir = self.dir.join(&shard);
-            for name in self.storage.list_dir(&shard_dir).map_err(Error::io("listing blobs"))? {
+            for name in self
+                .storage
+                .list_dir(&shard_dir)
+                .map_err(Error::io("listing blobs"))?
+            {
                 if name.len() == 64 && !name.ends_with(".tmp") {
                     out.push(name);
                 }

@@ -56,7 +56,9 @@ pub enum Error {
         limit: u64,
     },
     /// One event of a request is larger than the event size limit; nothing was written.
-    #[error("event #{index} ({event_id}) is {size} bytes stored, over the event size limit of {limit}")]
+    #[error(
+        "event #{index} ({event_id}) is {size} bytes stored, over the event size limit of {limit}"
+    )]
     EventTooLarge {
         /// The event's 0-based index in its batch.
         index: usize,

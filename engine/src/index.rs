@@ -10,7 +10,9 @@
 use std::path::Path;
 
 use journal_format::{ChainHash, Position, SegmentId};
-use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, TableDefinition,
+};
 
 use crate::error::{Error, Result};
 
@@ -118,7 +120,8 @@ impl Index {
             Some(_) => Err(Error::Index("index layout version differs".into())),
             None => {
                 let txn = index.db.begin_write()?;
-                txn.open_table(META)?.insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
+                txn.open_table(META)?
+                    .insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
                 txn.open_table(EVENT_IDS)?;
                 txn.open_table(LOCATIONS)?;
                 txn.open_table(STREAMS)?;
@@ -168,10 +171,21 @@ impl Index {
     /// Adds `entries` (in position order, continuing from the indexed head) and records `head`
     /// as the indexed head, in one transaction. Non-durable commits are fine: the index is
     /// caught up from the log after a crash.
-    pub(crate) fn apply(&self, entries: &[IndexEntry], head: (Position, ChainHash), durable: bool) -> Result<()> {
-        debug_assert!(entries.windows(2).all(|w| w[0].position < w[1].position));
+    pub(crate) fn apply(
+        &self,
+        entries: &[IndexEntry],
+        head: (Position, ChainHash),
+        durable: bool,
+    ) -> Result<()> {
+        debug_assert!(entries
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.position < b.position)));
         let mut txn = self.db.begin_write()?;
-        txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })?;
         {
             let mut ids = txn.open_table(EVENT_IDS)?;
             let mut locations = txn.open_table(LOCATIONS)?;
@@ -199,7 +213,8 @@ impl Index {
             let mut record = Vec::with_capacity(40);
             record.extend_from_slice(&head.0 .0.to_le_bytes());
             record.extend_from_slice(&head.1 .0);
-            txn.open_table(META)?.insert(INDEXED_KEY, record.as_slice())?;
+            txn.open_table(META)?
+                .insert(INDEXED_KEY, record.as_slice())?;
         }
         txn.commit()?;
         Ok(())
@@ -235,7 +250,13 @@ impl Index {
     }
 
     /// Up to `limit` positions of events with the given secondary id, from `from` on.
-    pub(crate) fn positions_by(&self, by: By, id: &str, from: Position, limit: usize) -> Result<Vec<Position>> {
+    pub(crate) fn positions_by(
+        &self,
+        by: By,
+        id: &str,
+        from: Position,
+        limit: usize,
+    ) -> Result<Vec<Position>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(by.table())?;
         let mut out = Vec::new();
@@ -247,11 +268,19 @@ impl Index {
     }
 
     /// Up to `limit` positions of a stream's events, from stream version `from_version` on.
-    pub(crate) fn stream_positions(&self, stream_key: &str, from_version: u64, limit: usize) -> Result<Vec<Position>> {
+    pub(crate) fn stream_positions(
+        &self,
+        stream_key: &str,
+        from_version: u64,
+        limit: usize,
+    ) -> Result<Vec<Position>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(STREAMS)?;
         let mut out = Vec::new();
-        for item in table.range((stream_key, from_version)..=(stream_key, u64::MAX))?.take(limit) {
+        for item in table
+            .range((stream_key, from_version)..=(stream_key, u64::MAX))?
+            .take(limit)
+        {
             let (_, value) = item?;
             out.push(Position(value.value()));
         }
@@ -304,7 +333,12 @@ impl IndexChecker {
         if self.locations.get(e.position.0)?.map(|v| v.value()) != Some((e.segment.0, e.offset)) {
             missing.push("location");
         }
-        if self.streams.get((e.stream_key.as_str(), e.stream_version))?.map(|v| v.value()) != Some(e.position.0) {
+        if self
+            .streams
+            .get((e.stream_key.as_str(), e.stream_version))?
+            .map(|v| v.value())
+            != Some(e.position.0)
+        {
             missing.push("stream version");
         }
         for (table, id, name) in [

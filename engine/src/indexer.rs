@@ -66,7 +66,9 @@ impl IndexProgress {
             .wait_timeout_while(guard, timeout, |(p, err)| *p < position && err.is_none())
             .unwrap_or_else(|p| p.into_inner());
         if let Some(err) = &guard.1 {
-            return Err(Error::Index(format!("the indexer failed: {err}; reopen the journal to rebuild")));
+            return Err(Error::Index(format!(
+                "the indexer failed: {err}; reopen the journal to rebuild"
+            )));
         }
         if result.timed_out() && guard.0 < position {
             return Err(Error::Index(format!(
@@ -79,7 +81,12 @@ impl IndexProgress {
 }
 
 /// Runs until the writer drops its sender.
-pub(crate) fn run(index: Arc<Index>, shared: Arc<Shared>, progress: Arc<IndexProgress>, rx: Receiver<IndexMsg>) {
+pub(crate) fn run(
+    index: Arc<Index>,
+    shared: Arc<Shared>,
+    progress: Arc<IndexProgress>,
+    rx: Receiver<IndexMsg>,
+) {
     let mut dirty = false;
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
@@ -96,10 +103,16 @@ pub(crate) fn run(index: Arc<Index>, shared: Arc<Shared>, progress: Arc<IndexPro
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let IndexMsg::Entries { mut entries, mut head } = msg;
+        let IndexMsg::Entries {
+            mut entries,
+            mut head,
+        } = msg;
         while entries.len() < APPLY_ENTRIES_MAX {
             match rx.try_recv() {
-                Ok(IndexMsg::Entries { entries: more, head: h }) => {
+                Ok(IndexMsg::Entries {
+                    entries: more,
+                    head: h,
+                }) => {
                     entries.extend(more);
                     head = h;
                 }

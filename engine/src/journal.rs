@@ -62,11 +62,16 @@ pub struct Filter {
 impl Filter {
     fn matches(&self, event: &StoredEvent) -> bool {
         let e = &event.envelope;
-        let eq = |want: &Option<String>, have: &Option<String>| want.as_ref().is_none_or(|w| have.as_ref() == Some(w));
+        let eq = |want: &Option<String>, have: &Option<String>| {
+            want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
+        };
         eq(&self.session, &e.session_id)
             && eq(&self.task, &e.task_id)
             && eq(&self.run, &e.run_id)
-            && self.type_prefix.as_ref().is_none_or(|p| e.event_type.starts_with(p.as_str()))
+            && self
+                .type_prefix
+                .as_ref()
+                .is_none_or(|p| e.event_type.starts_with(p.as_str()))
             && self.to.is_none_or(|to| event.position <= to)
     }
 }
@@ -163,7 +168,13 @@ impl Journal {
         let needs_tail = segments.last().is_none_or(|s| s.snapshot().sealed);
         if needs_tail {
             let id = journal_format::SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
-            segments.push(Arc::new(writer::create_segment(&*storage, &dir, id, head.position.next(), head.hash)?));
+            segments.push(Arc::new(writer::create_segment(
+                &*storage,
+                &dir,
+                id,
+                head.position.next(),
+                head.hash,
+            )?));
         }
         let tail = segments.last().cloned().ok_or(Error::Closed)?;
         let log = Arc::new(Log::new(segments, head));
@@ -199,7 +210,11 @@ impl Journal {
         let progress = Arc::new(IndexProgress::new(head.position));
         let (index_tx, index_rx) = mpsc::channel();
         let indexer = {
-            let (index, shared, progress) = (Arc::clone(&index), Arc::clone(&shared), Arc::clone(&progress));
+            let (index, shared, progress) = (
+                Arc::clone(&index),
+                Arc::clone(&shared),
+                Arc::clone(&progress),
+            );
             std::thread::Builder::new()
                 .name("journal-indexer".into())
                 .spawn(move || indexer::run(index, shared, progress, index_rx))
@@ -275,7 +290,11 @@ impl Journal {
     }
 
     /// Checks and encodes a batch for the writer.
-    fn prepare(&self, events: Vec<Envelope>, options: &AppendOptions) -> Result<Vec<PreparedEvent>> {
+    fn prepare(
+        &self,
+        events: Vec<Envelope>,
+        options: &AppendOptions,
+    ) -> Result<Vec<PreparedEvent>> {
         let limits = &self.inner.options.limits;
         if events.len() > limits.batch_events_max {
             return Err(Error::LimitExceeded {
@@ -291,8 +310,12 @@ impl Journal {
             if id_assigned {
                 event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
             }
-            event.validate().map_err(|source| Error::InvalidEvent { index, source })?;
-            let body = event.to_msgpack().map_err(|source| Error::InvalidEvent { index, source })?;
+            event
+                .validate()
+                .map_err(|source| Error::InvalidEvent { index, source })?;
+            let body = event
+                .to_msgpack()
+                .map_err(|source| Error::InvalidEvent { index, source })?;
             let stream_key = event.stream_key();
             prepared.push(PreparedEvent {
                 body,
@@ -304,7 +327,10 @@ impl Journal {
                 run: event.run_id,
             });
         }
-        let sizes: Vec<(&str, u64)> = prepared.iter().map(|e| (e.event_id.as_str(), e.body.len() as u64)).collect();
+        let sizes: Vec<(&str, u64)> = prepared
+            .iter()
+            .map(|e| (e.event_id.as_str(), e.body.len() as u64))
+            .collect();
         limits.check_sizes(&sizes)?;
         if options.expected_stream_version.is_some() {
             if let Some(first) = prepared.first() {
@@ -321,10 +347,17 @@ impl Journal {
 
     fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
-        tx.as_ref().ok_or(Error::Closed)?.send(cmd).map_err(|_| Error::Closed)
+        tx.as_ref()
+            .ok_or(Error::Closed)?
+            .send(cmd)
+            .map_err(|_| Error::Closed)
     }
 
-    fn submit(&self, events: Vec<Envelope>, options: &AppendOptions) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
+    fn submit(
+        &self,
+        events: Vec<Envelope>,
+        options: &AppendOptions,
+    ) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
         if let Some(cause) = self.inner.shared.poisoned() {
             return Err(Error::Poisoned(cause));
         }
@@ -346,8 +379,12 @@ impl Journal {
     /// # Errors
     /// As [`Journal::append_batch`].
     pub async fn append(&self, event: Envelope) -> Result<Appended> {
-        let mut appended = self.append_batch(vec![event], AppendOptions::default()).await?;
-        appended.pop().ok_or_else(|| Error::InvalidInput("no answer for the event".into()))
+        let mut appended = self
+            .append_batch(vec![event], AppendOptions::default())
+            .await?;
+        appended
+            .pop()
+            .ok_or_else(|| Error::InvalidInput("no answer for the event".into()))
     }
 
     /// Appends a batch atomically: all of it becomes durable, or none of it. Events without an
@@ -359,7 +396,11 @@ impl Journal {
     /// [`Error::InvalidEvent`], [`Error::EventTooLarge`] or [`Error::LimitExceeded`] for bad
     /// input, [`Error::Conflict`] when the expected stream version differs, [`Error::Poisoned`]
     /// after an I/O failure, [`Error::Closed`]. On any error nothing of the batch is written.
-    pub async fn append_batch(&self, events: Vec<Envelope>, options: AppendOptions) -> Result<Vec<Appended>> {
+    pub async fn append_batch(
+        &self,
+        events: Vec<Envelope>,
+        options: AppendOptions,
+    ) -> Result<Vec<Appended>> {
         match self.submit(events, &options)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.await.map_err(|_| Error::Closed)?,
@@ -373,7 +414,11 @@ impl Journal {
     ///
     /// # Panics
     /// When called from inside an async runtime (use `append_batch` there).
-    pub fn append_batch_blocking(&self, events: Vec<Envelope>, options: AppendOptions) -> Result<Vec<Appended>> {
+    pub fn append_batch_blocking(
+        &self,
+        events: Vec<Envelope>,
+        options: AppendOptions,
+    ) -> Result<Vec<Appended>> {
         match self.submit(events, &options)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.blocking_recv().map_err(|_| Error::Closed)?,
@@ -400,7 +445,9 @@ impl Journal {
     }
 
     fn wait_for_index(&self) -> Result<()> {
-        self.inner.progress.wait_for(self.head().position, INDEX_WAIT)
+        self.inner
+            .progress
+            .wait_for(self.head().position, INDEX_WAIT)
     }
 
     /// The event with this id.
@@ -432,7 +479,9 @@ impl Journal {
     /// [`Error::InvalidInput`] past the head, [`Error::Corruption`] when the frame is damaged.
     pub fn get_position(&self, position: Position) -> Result<StoredEvent> {
         if position == Position::ZERO || position > self.head().position {
-            return Err(Error::InvalidInput(format!("position {position} is not in the log")));
+            return Err(Error::InvalidInput(format!(
+                "position {position} is not in the log"
+            )));
         }
         let mut found = None;
         read::for_each_frame(&self.inner.log, position, position, false, &mut |raw| {
@@ -496,7 +545,10 @@ impl Journal {
         let mut out = Vec::new();
         let mut version = from_version.max(1);
         loop {
-            let page = self.inner.index.stream_positions(stream_key, version, 1024)?;
+            let page = self
+                .inner
+                .index
+                .stream_positions(stream_key, version, 1024)?;
             if page.is_empty() {
                 return Ok(out);
             }
@@ -512,7 +564,11 @@ impl Journal {
     /// the last event seen.
     #[must_use]
     pub fn subscribe(&self, from: Position) -> crate::subscribe::Subscription {
-        crate::subscribe::Subscription::new(self.clone(), self.inner.log.head.subscribe(), from.max(Position(1)))
+        crate::subscribe::Subscription::new(
+            self.clone(),
+            self.inner.log.head.subscribe(),
+            from.max(Position(1)),
+        )
     }
 
     /// The journal's status.
@@ -524,7 +580,10 @@ impl Journal {
         let mut log_bytes = 0;
         let segments = self.inner.log.segments();
         for s in &segments {
-            log_bytes += s.file.len().map_err(Error::io("reading a segment length"))?;
+            log_bytes += s
+                .file
+                .len()
+                .map_err(Error::io("reading a segment length"))?;
         }
         let indexed = self.inner.progress.position();
         Ok(Status {
@@ -583,7 +642,13 @@ impl Query {
     fn next_candidate(&mut self) -> Option<Result<StoredEvent>> {
         match &mut self.source {
             Source::Scan(iter) => iter.next(),
-            Source::Index { by, id, next, head, page } => {
+            Source::Index {
+                by,
+                id,
+                next,
+                head,
+                page,
+            } => {
                 if page.is_empty() {
                     if *next > *head {
                         return None;
@@ -595,7 +660,11 @@ impl Query {
                 }
                 let p = page.pop_front()?;
                 *next = p.next();
-                Some(read::read_position(&self.journal.inner.log, &self.journal.inner.index, p))
+                Some(read::read_position(
+                    &self.journal.inner.log,
+                    &self.journal.inner.index,
+                    p,
+                ))
             }
         }
     }
@@ -645,7 +714,9 @@ fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<St
             "the index's head hash {hash} differs from the log's {} at position {indexed}",
             event.hash
         ))),
-        Err(e) => Ok(Some(format!("the index's head at position {indexed} cannot be read: {e}"))),
+        Err(e) => Ok(Some(format!(
+            "the index's head at position {indexed} cannot be read: {e}"
+        ))),
     }
 }
 
@@ -670,7 +741,11 @@ fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()
 }
 
 /// The index entry of a stored event at a location.
-pub(crate) fn index_entry(event: &StoredEvent, segment: journal_format::SegmentId, offset: u64) -> IndexEntry {
+pub(crate) fn index_entry(
+    event: &StoredEvent,
+    segment: journal_format::SegmentId,
+    offset: u64,
+) -> IndexEntry {
     let e = &event.envelope;
     IndexEntry {
         position: event.position,

@@ -47,12 +47,20 @@ pub(crate) struct Segment {
 
 impl Segment {
     pub(crate) fn snapshot(&self) -> SegmentState {
-        self.state.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+        self.state
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// Where to start scanning for `position`: the offset of the nearest indexed frame at or
     /// before it, and that frame's position.
-    pub(crate) fn seek_hint(state: &SegmentState, first_offset: u64, first: Position, position: Position) -> (u64, Position) {
+    pub(crate) fn seek_hint(
+        state: &SegmentState,
+        first_offset: u64,
+        first: Position,
+        position: Position,
+    ) -> (u64, Position) {
         let i = state.sparse.partition_point(|e| e.position <= position);
         match i.checked_sub(1).and_then(|i| state.sparse.get(i)) {
             Some(e) => (e.offset.0, e.position),
@@ -81,7 +89,10 @@ impl Log {
     }
 
     pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
-        self.segments.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+        self.segments
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// The segment holding `position`, if any.

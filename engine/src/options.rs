@@ -60,8 +60,14 @@ impl Limits {
     /// [`Error::LimitExceeded`], [`Error::EventTooLarge`] or [`Error::InvalidEvent`].
     pub fn check_batch(&self, events: &[journal_format::Envelope]) -> Result<()> {
         let sizes = events.iter().enumerate().map(|(i, e)| {
-            e.validate().map_err(|source| Error::InvalidEvent { index: Some(i), source })?;
-            let body = e.to_msgpack().map_err(|source| Error::InvalidEvent { index: Some(i), source })?;
+            e.validate().map_err(|source| Error::InvalidEvent {
+                index: Some(i),
+                source,
+            })?;
+            let body = e.to_msgpack().map_err(|source| Error::InvalidEvent {
+                index: Some(i),
+                source,
+            })?;
             Ok((e.event_id.as_str(), body.len() as u64))
         });
         let sizes: Vec<(&str, u64)> = sizes.collect::<Result<_>>()?;
@@ -145,7 +151,9 @@ impl Options {
             )));
         }
         if l.batch_events_max == 0 {
-            return Err(Error::InvalidInput("batch_events_max must be at least 1".into()));
+            return Err(Error::InvalidInput(
+                "batch_events_max must be at least 1".into(),
+            ));
         }
         let overhead = SEGMENT_HEADER_LEN as u64;
         if l.segment_bytes_max < l.batch_bytes_max.saturating_add(overhead) {

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use journal_format::{ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use journal_format::{
+    ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
+};
 
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -43,12 +46,24 @@ pub(crate) struct Cursor {
 impl Cursor {
     /// A cursor at `position` (which must exist). `prev` is the chain link of the frame before
     /// it, when the caller knows it; otherwise the first link read is not checked.
-    pub(crate) fn open(log: &Log, position: Position, prev: Option<ChainHash>, verify_chain: bool) -> Result<Cursor> {
+    pub(crate) fn open(
+        log: &Log,
+        position: Position,
+        prev: Option<ChainHash>,
+        verify_chain: bool,
+    ) -> Result<Cursor> {
         let Some(segment) = log.segment_of(position) else {
-            return Err(Error::InvalidInput(format!("position {position} is not in the log")));
+            return Err(Error::InvalidInput(format!(
+                "position {position} is not in the log"
+            )));
         };
         let state = segment.snapshot();
-        let (start, expected) = Segment::seek_hint(&state, SEGMENT_HEADER_LEN as u64, segment.first_position, position);
+        let (start, expected) = Segment::seek_hint(
+            &state,
+            SEGMENT_HEADER_LEN as u64,
+            segment.first_position,
+            position,
+        );
         let prev = if start == SEGMENT_HEADER_LEN as u64 {
             Some(segment.prev_hash)
         } else if expected == position {
@@ -56,7 +71,12 @@ impl Cursor {
         } else {
             None
         };
-        let scanner = FrameScanner::new(Arc::clone(&segment.file), segment.id, start, state.end_offset);
+        let scanner = FrameScanner::new(
+            Arc::clone(&segment.file),
+            segment.id,
+            start,
+            state.end_offset,
+        );
         Ok(Cursor {
             segment,
             last_position: state.last_position,
@@ -78,15 +98,30 @@ impl Cursor {
         let frame = match self.scanner.next()? {
             Ok(frame) => frame,
             Err(Stop::End) => {
-                return Err(corruption(id, offset, expected, "segment ends before its last position".into()))
+                return Err(corruption(
+                    id,
+                    offset,
+                    expected,
+                    "segment ends before its last position".into(),
+                ))
             }
             Err(Stop::Zeroed) => {
-                return Err(corruption(id, offset, expected, "zeroed bytes where a frame belongs".into()))
+                return Err(corruption(
+                    id,
+                    offset,
+                    expected,
+                    "zeroed bytes where a frame belongs".into(),
+                ))
             }
             Err(Stop::Damaged(e)) => return Err(corruption(id, offset, expected, e.to_string())),
         };
         if frame.header.meta.position != expected {
-            return Err(corruption(id, frame.offset, expected, format!("frame holds position {}", frame.header.meta.position)));
+            return Err(corruption(
+                id,
+                frame.offset,
+                expected,
+                format!("frame holds position {}", frame.header.meta.position),
+            ));
         }
         if self.verify_chain {
             if let Some(prev) = &self.prev {
@@ -139,7 +174,9 @@ pub(crate) fn for_each_frame(
             }
         }
         if next == opened_at {
-            return Err(Error::InvalidInput(format!("position {next} is not in the log")));
+            return Err(Error::InvalidInput(format!(
+                "position {next} is not in the log"
+            )));
         }
         prev = cursor.prev();
     }
@@ -164,17 +201,27 @@ pub(crate) fn decode(raw: &RawFrame<'_>) -> Result<StoredEvent> {
 }
 
 /// Reads the frame at a known location and checks that it holds `position`.
-pub(crate) fn read_at(log: &Log, segment: SegmentId, offset: u64, position: Position) -> Result<StoredEvent> {
+pub(crate) fn read_at(
+    log: &Log,
+    segment: SegmentId,
+    offset: u64,
+    position: Position,
+) -> Result<StoredEvent> {
     let seg = log
         .segments()
         .into_iter()
         .find(|s| s.id == segment)
-        .ok_or_else(|| Error::Index(format!("index points at segment {segment}, which the log lacks")))?;
+        .ok_or_else(|| {
+            Error::Index(format!(
+                "index points at segment {segment}, which the log lacks"
+            ))
+        })?;
     let mut header_bytes = [0u8; FRAME_HEADER_LEN];
     seg.file
         .read_exact_at(&mut header_bytes, offset)
         .map_err(Error::io(format!("reading segment {segment} at {offset}")))?;
-    let header = FrameHeader::decode(&header_bytes).map_err(|e| corruption(segment, offset, position, e.to_string()))?;
+    let header = FrameHeader::decode(&header_bytes)
+        .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
     let mut body = vec![0u8; header.body_len() as usize];
     seg.file
         .read_exact_at(&mut body, offset + FRAME_HEADER_LEN as u64)
@@ -206,13 +253,20 @@ pub(crate) fn read_position(log: &Log, index: &Index, position: Position) -> Res
                 found = Some(decode(&raw)?);
                 Ok(false)
             })?;
-            found.ok_or_else(|| Error::InvalidInput(format!("position {position} is not in the log")))
+            found.ok_or_else(|| {
+                Error::InvalidInput(format!("position {position} is not in the log"))
+            })
         }
     }
 }
 
 /// What was assigned to the event at `position` (for answering a duplicate).
-pub(crate) fn appended_at(log: &Log, index: &Index, position: Position, event_id: &str) -> Result<Appended> {
+pub(crate) fn appended_at(
+    log: &Log,
+    index: &Index,
+    position: Position,
+    event_id: &str,
+) -> Result<Appended> {
     let event = read_position(log, index, position)?;
     Ok(Appended {
         position,
@@ -238,7 +292,12 @@ pub struct EventIter {
 }
 
 impl EventIter {
-    pub(crate) fn new(log: Arc<Log>, from: Position, to: Position, verify_chain: bool) -> EventIter {
+    pub(crate) fn new(
+        log: Arc<Log>,
+        from: Position,
+        to: Position,
+        verify_chain: bool,
+    ) -> EventIter {
         EventIter {
             log,
             next: from.max(Position(1)),
@@ -257,7 +316,12 @@ impl EventIter {
                 return Ok(None);
             }
             if self.cursor.is_none() {
-                self.cursor = Some(Cursor::open(&self.log, self.next, self.prev, self.verify_chain)?);
+                self.cursor = Some(Cursor::open(
+                    &self.log,
+                    self.next,
+                    self.prev,
+                    self.verify_chain,
+                )?);
                 self.opened_at = self.next;
             }
             let Some(cursor) = self.cursor.as_mut() else {

@@ -136,7 +136,10 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Resul
     let names = storage
         .list_dir(&seg_dir)
         .map_err(Error::io(format!("listing {}", seg_dir.display())))?;
-    let ids: Vec<SegmentId> = names.iter().filter_map(|n| SegmentId::from_file_name(n)).collect();
+    let ids: Vec<SegmentId> = names
+        .iter()
+        .filter_map(|n| SegmentId::from_file_name(n))
+        .collect();
     let mut report = RecoveryReport {
         segments: ids.len(),
         ..RecoveryReport::default()
@@ -153,7 +156,10 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Resul
                 segment: expected_id,
                 offset: 0,
                 position: Some(head.position.next()),
-                detail: format!("segment file {} is missing (found {} next)", expected_id, id),
+                detail: format!(
+                    "segment file {} is missing (found {} next)",
+                    expected_id, id
+                ),
             })
         };
         match result {
@@ -168,7 +174,7 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Resul
             Ok(None) => {}
             Err(damage) if salvage => {
                 let later: Vec<SegmentId> = ids.iter().copied().skip(i + 1).collect();
-                let (kept, action) = quarantine(storage, dir, damage, id, &later, head)?;
+                let (kept, action) = quarantine(storage, dir, damage, id, &later)?;
                 if let Some(segment) = kept {
                     let state = segment.snapshot();
                     head = Head {
@@ -208,11 +214,18 @@ fn open_segment(
         detail,
     };
     let io = |what: &str, e: std::io::Error| damage(0, None, format!("cannot {what}: {e}"));
-    let mode = if is_last { OpenMode::ReadWrite } else { OpenMode::Read };
-    let file = storage.open(&path, mode).map_err(|e| io("open the segment", e))?;
+    let mode = if is_last {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::Read
+    };
+    let file = storage
+        .open(&path, mode)
+        .map_err(|e| io("open the segment", e))?;
     let len = file.len().map_err(|e| io("read the segment length", e))?;
     let mut header_bytes = vec![0u8; SEGMENT_HEADER_LEN.min(usize::try_from(len).unwrap_or(0))];
-    file.read_exact_at(&mut header_bytes, 0).map_err(|e| io("read the segment header", e))?;
+    file.read_exact_at(&mut header_bytes, 0)
+        .map_err(|e| io("read the segment header", e))?;
     let header = match SegmentHeader::decode(&header_bytes) {
         Ok(header) => header,
         Err(e) => {
@@ -224,11 +237,15 @@ fn open_segment(
                 && (is_zeroed(&all) || len < SEGMENT_HEADER_LEN as u64);
             if is_last && zero {
                 drop(file);
-                storage.remove_file(&path).map_err(|e| io("remove the incomplete segment", e))?;
-                report.actions.push(RecoveryAction::IncompleteSegmentRemoved {
-                    segment: id.file_name(),
-                    bytes: len,
-                });
+                storage
+                    .remove_file(&path)
+                    .map_err(|e| io("remove the incomplete segment", e))?;
+                report
+                    .actions
+                    .push(RecoveryAction::IncompleteSegmentRemoved {
+                        segment: id.file_name(),
+                        bytes: len,
+                    });
                 return Ok(None);
             }
             return Err(damage(0, None, format!("segment header: {e}")));
@@ -236,28 +253,50 @@ fn open_segment(
     };
     let expected_first = prev.position.next();
     if header.segment_id != id {
-        return Err(damage(0, None, format!("header names segment {} but the file is {}", header.segment_id.0, id)));
+        return Err(damage(
+            0,
+            None,
+            format!(
+                "header names segment {} but the file is {}",
+                header.segment_id.0, id
+            ),
+        ));
     }
     if header.first_position != expected_first {
-        return Err(damage(0, Some(expected_first), format!(
-            "segment starts at position {} but the previous segment ends at {}",
-            header.first_position, prev.position
-        )));
+        return Err(damage(
+            0,
+            Some(expected_first),
+            format!(
+                "segment starts at position {} but the previous segment ends at {}",
+                header.first_position, prev.position
+            ),
+        ));
     }
     if header.prev_hash != prev.hash {
-        return Err(damage(0, Some(expected_first), format!(
-            "segment's previous-hash {} does not match the previous segment's last hash {}",
-            header.prev_hash, prev.hash
-        )));
+        return Err(damage(
+            0,
+            Some(expected_first),
+            format!(
+                "segment's previous-hash {} does not match the previous segment's last hash {}",
+                header.prev_hash, prev.hash
+            ),
+        ));
     }
     match read_footer(&*file, len) {
         Ok(footer) => {
-            let expected_count = footer.last_position.0.checked_sub(header.first_position.0 - 1);
+            let expected_count = footer
+                .last_position
+                .0
+                .checked_sub(header.first_position.0 - 1);
             if expected_count != Some(footer.count) {
-                return Err(damage(footer.index_offset.0, None, format!(
-                    "footer counts {} frames for positions {}..={}",
-                    footer.count, header.first_position, footer.last_position
-                )));
+                return Err(damage(
+                    footer.index_offset.0,
+                    None,
+                    format!(
+                        "footer counts {} frames for positions {}..={}",
+                        footer.count, header.first_position, footer.last_position
+                    ),
+                ));
             }
             Ok(Some(Segment {
                 id,
@@ -273,9 +312,11 @@ fn open_segment(
                 }),
             }))
         }
-        Err(e) if !is_last => Err(damage(len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64), None, format!(
-            "sealed segment has no valid footer: {e}"
-        ))),
+        Err(e) if !is_last => Err(damage(
+            len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64),
+            None,
+            format!("sealed segment has no valid footer: {e}"),
+        )),
         Err(_) => {
             let state = scan_tail(storage, dir, id, &file, len, &header, report)?;
             Ok(Some(Segment {
@@ -289,7 +330,10 @@ fn open_segment(
     }
 }
 
-fn read_footer(file: &dyn StorageFile, len: u64) -> std::result::Result<SegmentFooter, FormatError> {
+fn read_footer(
+    file: &dyn StorageFile,
+    len: u64,
+) -> std::result::Result<SegmentFooter, FormatError> {
     let trailer_len = SEGMENT_FOOTER_TRAILER_LEN as u64;
     if len < SEGMENT_HEADER_LEN as u64 + trailer_len {
         return Err(FormatError::Truncated {
@@ -347,16 +391,23 @@ fn scan_tail(
         // Row "valid frame out of sequence": a checksum-valid frame that does not continue the
         // log is never a torn write.
         if frame.header.meta.position != expected {
-            return Err(damage(frame.offset, Some(expected), format!(
-                "frame holds position {} where {} was expected",
-                frame.header.meta.position, expected
-            )));
+            return Err(damage(
+                frame.offset,
+                Some(expected),
+                format!(
+                    "frame holds position {} where {} was expected",
+                    frame.header.meta.position, expected
+                ),
+            ));
         }
         if let Err(e) = frame.header.check_link(&prev, frame.body) {
             return Err(damage(frame.offset, Some(expected), e.to_string()));
         }
         prev = frame.header.hash;
-        let last_sparse = pending_sparse.last().or(committed.sparse.last()).map(|e| e.offset.0);
+        let last_sparse = pending_sparse
+            .last()
+            .or(committed.sparse.last())
+            .map(|e| e.offset.0);
         if last_sparse.is_none_or(|o| frame.offset >= o + SPARSE_INTERVAL_BYTES) {
             pending_sparse.push(FooterEntry {
                 position: expected,
@@ -397,10 +448,14 @@ fn scan_tail(
             // no sign of unwritten space is bit rot or tampering in the last write, which was
             // acknowledged; it is never cut away.
             if !zero_tail && !torn_evidence(&rest, at) {
-                return Err(damage(at, Some(expected), format!(
-                    "{} at offset {at}: the frame is complete, so this is not a torn write",
-                    describe(&stop)
-                )));
+                return Err(damage(
+                    at,
+                    Some(expected),
+                    format!(
+                        "{} at offset {at}: the frame is complete, so this is not a torn write",
+                        describe(&stop)
+                    ),
+                ));
             }
             if zero_tail {
                 String::from("the last batch has no end-of-batch frame")
@@ -411,9 +466,12 @@ fn scan_tail(
     };
     // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
     let cut_bytes = len - cut_at;
-    let saved_to = save_cut(storage, dir, id, file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+    let saved_to =
+        save_cut(storage, dir, id, file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
     trim(file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
-    let positions = pending_first.map(|first| [first.0, expected.0 - 1]).filter(|[a, b]| a <= b);
+    let positions = pending_first
+        .map(|first| [first.0, expected.0 - 1])
+        .filter(|[a, b]| a <= b);
     tracing::warn!(segment = %id, offset = cut_at, bytes = cut_bytes, %detail, "cut a torn tail");
     report.actions.push(RecoveryAction::TornTailCut {
         segment: id.file_name(),
@@ -434,9 +492,14 @@ fn describe(stop: &Stop) -> String {
     }
 }
 
-fn read_rest(file: &Arc<dyn StorageFile>, from: u64, len: u64) -> std::result::Result<Vec<u8>, String> {
+fn read_rest(
+    file: &Arc<dyn StorageFile>,
+    from: u64,
+    len: u64,
+) -> std::result::Result<Vec<u8>, String> {
     let mut rest = vec![0u8; usize::try_from(len - from).map_err(|e| e.to_string())?];
-    file.read_exact_at(&mut rest, from).map_err(|e| e.to_string())?;
+    file.read_exact_at(&mut rest, from)
+        .map_err(|e| e.to_string())?;
     Ok(rest)
 }
 
@@ -457,15 +520,23 @@ fn torn_evidence(rest: &[u8], base: u64) -> bool {
     if extent > rest.len() as u64 {
         return true;
     }
-    let zeros_from = rest.iter().rposition(|b| *b != 0).map_or(0, |i| i as u64 + 1);
+    let zeros_from = rest
+        .iter()
+        .rposition(|b| *b != 0)
+        .map_or(0, |i| i as u64 + 1);
     if zeros_from < extent && zeros_from < rest.len() as u64 {
         return true;
     }
     let mut sector = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
     while sector < base + extent {
         let from = usize::try_from(sector - base).unwrap_or(usize::MAX);
-        let to = usize::try_from(sector - base + SECTOR_BYTES).unwrap_or(usize::MAX).min(rest.len());
-        if rest.get(from..to).is_some_and(|s| !s.is_empty() && is_zeroed(s)) {
+        let to = usize::try_from(sector - base + SECTOR_BYTES)
+            .unwrap_or(usize::MAX)
+            .min(rest.len());
+        if rest
+            .get(from..to)
+            .is_some_and(|s| !s.is_empty() && is_zeroed(s))
+        {
             return true;
         }
         sector += SECTOR_BYTES;
@@ -484,7 +555,11 @@ fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, 
             return None;
         }
         let (header, _) = decode_frame(candidate, None).ok()?;
-        header.meta.flags.is_first_in_write().then_some((base + i as u64, position))
+        header
+            .meta
+            .flags
+            .is_first_in_write()
+            .then_some((base + i as u64, position))
     })
 }
 
@@ -497,7 +572,11 @@ fn create_unique(
     ext: &str,
 ) -> std::result::Result<(String, Arc<dyn StorageFile>), String> {
     for n in 0..10_000u32 {
-        let name = if n == 0 { format!("{stem}.{ext}") } else { format!("{stem}.{n}.{ext}") };
+        let name = if n == 0 {
+            format!("{stem}.{ext}")
+        } else {
+            format!("{stem}.{n}.{ext}")
+        };
         match storage.open(&dir.join(&name), OpenMode::CreateNew) {
             Ok(file) => return Ok((name, file)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -534,8 +613,10 @@ fn save_cut(
 
 fn trim(file: &Arc<dyn StorageFile>, to: u64, len: u64) -> std::result::Result<(), String> {
     if to < len {
-        file.set_len(to).map_err(|e| format!("cannot truncate the tail: {e}"))?;
-        file.sync_data().map_err(|e| format!("cannot sync the truncated tail: {e}"))?;
+        file.set_len(to)
+            .map_err(|e| format!("cannot truncate the tail: {e}"))?;
+        file.sync_data()
+            .map_err(|e| format!("cannot sync the truncated tail: {e}"))?;
     }
     Ok(())
 }
@@ -549,7 +630,6 @@ fn quarantine(
     damage: Damage,
     id: SegmentId,
     later: &[SegmentId],
-    prev: Head,
 ) -> Result<(Option<Segment>, RecoveryAction)> {
     let qdir = dir.join(QUARANTINE_DIR);
     storage
@@ -587,18 +667,30 @@ fn quarantine(
             source: std::io::Error::other(e),
         })?;
         note(&bytes);
-        let (name, out) = create_unique(storage, &qdir, &format!("{:020}-{from:020}", damage.segment.0), "damaged")
-            .map_err(|e| Error::Io { context: String::from("creating a quarantine file"), source: std::io::Error::other(e) })?;
-        out.write_all_at(&bytes, 0).map_err(Error::io("writing quarantine"))?;
+        let (name, out) = create_unique(
+            storage,
+            &qdir,
+            &format!("{:020}-{from:020}", damage.segment.0),
+            "damaged",
+        )
+        .map_err(|e| Error::Io {
+            context: String::from("creating a quarantine file"),
+            source: std::io::Error::other(e),
+        })?;
+        out.write_all_at(&bytes, 0)
+            .map_err(Error::io("writing quarantine"))?;
         out.sync_data().map_err(Error::io("syncing quarantine"))?;
         files.push(format!("{QUARANTINE_DIR}/{name}"));
         if let Some(offset) = cut {
-            file.set_len(offset).map_err(Error::io("truncating the damaged segment"))?;
-            file.sync_data().map_err(Error::io("syncing the damaged segment"))?;
+            file.set_len(offset)
+                .map_err(Error::io("truncating the damaged segment"))?;
+            file.sync_data()
+                .map_err(Error::io("syncing the damaged segment"))?;
             // What remains is a valid prefix; rescan it as an unsealed tail.
             let header_bytes = {
                 let mut b = vec![0u8; SEGMENT_HEADER_LEN];
-                file.read_exact_at(&mut b, 0).map_err(Error::io("reading a segment header"))?;
+                file.read_exact_at(&mut b, 0)
+                    .map_err(Error::io("reading a segment header"))?;
                 b
             };
             let header = SegmentHeader::decode(&header_bytes).map_err(|e| Error::Corruption {
@@ -608,9 +700,16 @@ fn quarantine(
                 detail: format!("segment header: {e}"),
             })?;
             let mut scratch = RecoveryReport::default();
-            let state = scan_tail(storage, dir, damage.segment, &file, offset, &header, &mut scratch)
-                .map_err(Damage::into_error)?;
-            debug_assert!(state.last_position.0 + 1 >= prev.position.0 + 1);
+            let state = scan_tail(
+                storage,
+                dir,
+                damage.segment,
+                &file,
+                offset,
+                &header,
+                &mut scratch,
+            )
+            .map_err(Damage::into_error)?;
             kept = Some(Segment {
                 id: damage.segment,
                 first_position: header.first_position,
@@ -620,12 +719,16 @@ fn quarantine(
             });
         } else {
             drop(file);
-            storage.remove_file(&path).map_err(Error::io("removing a damaged segment"))?;
+            storage
+                .remove_file(&path)
+                .map_err(Error::io("removing a damaged segment"))?;
         }
     }
     for later_id in later {
         let from = segment_path(dir, *later_id);
-        let file = storage.open(&from, OpenMode::Read).map_err(Error::io(format!("opening {}", from.display())))?;
+        let file = storage
+            .open(&from, OpenMode::Read)
+            .map_err(Error::io(format!("opening {}", from.display())))?;
         let len = file.len().map_err(Error::io("reading a segment length"))?;
         let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
             context: format!("reading {}", from.display()),
@@ -633,15 +736,28 @@ fn quarantine(
         })?;
         note(&bytes);
         drop(file);
-        let (name, placeholder) = create_unique(storage, &qdir, &format!("{:020}-{:020}", later_id.0, 0), "damaged")
-            .map_err(|e| Error::Io { context: String::from("creating a quarantine file"), source: std::io::Error::other(e) })?;
+        let (name, placeholder) = create_unique(
+            storage,
+            &qdir,
+            &format!("{:020}-{:020}", later_id.0, 0),
+            "damaged",
+        )
+        .map_err(|e| Error::Io {
+            context: String::from("creating a quarantine file"),
+            source: std::io::Error::other(e),
+        })?;
         drop(placeholder);
         storage
             .rename(&from, &qdir.join(&name))
-            .map_err(Error::io(format!("moving {} to quarantine", from.display())))?;
+            .map_err(Error::io(format!(
+                "moving {} to quarantine",
+                from.display()
+            )))?;
         files.push(format!("{QUARANTINE_DIR}/{name}"));
     }
-    storage.sync_dir(&qdir).map_err(Error::io("syncing quarantine"))?;
+    storage
+        .sync_dir(&qdir)
+        .map_err(Error::io("syncing quarantine"))?;
     storage
         .sync_dir(&dir.join(SEGMENTS_DIR))
         .map_err(Error::io("syncing the segments directory"))?;

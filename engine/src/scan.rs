@@ -46,7 +46,12 @@ pub(crate) struct FrameScanner {
 }
 
 impl FrameScanner {
-    pub(crate) fn new(file: Arc<dyn StorageFile>, segment: SegmentId, offset: u64, end: u64) -> Self {
+    pub(crate) fn new(
+        file: Arc<dyn StorageFile>,
+        segment: SegmentId,
+        offset: u64,
+        end: u64,
+    ) -> Self {
         FrameScanner {
             file,
             segment,
@@ -72,11 +77,16 @@ impl FrameScanner {
             self.buf.resize(read_len, 0);
             self.file
                 .read_exact_at(&mut self.buf, offset)
-                .map_err(Error::io(format!("reading segment {} at {offset}", self.segment)))?;
+                .map_err(Error::io(format!(
+                    "reading segment {} at {offset}",
+                    self.segment
+                )))?;
             self.buf_start = offset;
         }
         let start = usize::try_from(offset - self.buf_start).unwrap_or(usize::MAX);
-        let stop = usize::try_from(len).unwrap_or(usize::MAX).saturating_add(start);
+        let stop = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .saturating_add(start);
         self.buf
             .get(start..stop)
             .ok_or_else(|| Error::InvalidInput("scanner buffer out of range".into()))

@@ -42,6 +42,13 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// # Errors
     /// The operating system's error.
     fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    ///
+    /// # Errors
+    /// The operating system's error.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Truncates or extends the file.
     ///
     /// # Errors

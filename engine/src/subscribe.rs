@@ -25,7 +25,11 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    pub(crate) fn new(journal: Journal, head: watch::Receiver<Head>, from: Position) -> Subscription {
+    pub(crate) fn new(
+        journal: Journal,
+        head: watch::Receiver<Head>,
+        from: Position,
+    ) -> Subscription {
         Subscription {
             journal,
             head,
@@ -54,18 +58,28 @@ impl Subscription {
             let head = *self.head.borrow_and_update();
             if self.next <= head.position {
                 let from = self.next;
-                let to = Position(head.position.0.min(from.0.saturating_add(SUBSCRIBE_CHUNK_EVENTS - 1)));
+                let to = Position(
+                    head.position
+                        .0
+                        .min(from.0.saturating_add(SUBSCRIBE_CHUNK_EVENTS - 1)),
+                );
                 let journal = self.journal.clone();
-                let chunk = tokio::task::spawn_blocking(move || journal.read(from, Some(to), true).collect::<Result<Vec<_>>>())
-                    .await
-                    .map_err(|e| Error::InvalidInput(format!("subscription reader failed: {e}")));
+                let chunk = tokio::task::spawn_blocking(move || {
+                    journal
+                        .read(from, Some(to), true)
+                        .collect::<Result<Vec<_>>>()
+                })
+                .await
+                .map_err(|e| Error::InvalidInput(format!("subscription reader failed: {e}")));
                 match chunk.and_then(|c| c) {
                     Ok(events) => {
                         if let Some(last) = events.last() {
                             self.next = last.position.next();
                         }
                         assert!(
-                            events.windows(2).all(|w| w[0].position.next() == w[1].position),
+                            events
+                                .windows(2)
+                                .all(|w| matches!(w, [a, b] if a.position.next() == b.position)),
                             "a subscription chunk must be gapless"
                         );
                         self.buffer.extend(events);
@@ -82,6 +96,8 @@ impl Subscription {
 
     /// This subscription as a `futures_core::Stream`.
     pub fn into_stream(self) -> impl futures_core::Stream<Item = Result<StoredEvent>> {
-        futures_util::stream::unfold(self, |mut sub| async move { sub.next().await.map(|item| (item, sub)) })
+        futures_util::stream::unfold(self, |mut sub| async move {
+            sub.next().await.map(|item| (item, sub))
+        })
     }
 }

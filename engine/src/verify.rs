@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use journal_format::{
-    ChainHash, Envelope, Position, SegmentFooter, SegmentHeader, SegmentId, SEGMENT_FOOTER_TRAILER_LEN,
-    SEGMENT_HEADER_LEN,
+    ChainHash, Envelope, Position, SegmentFooter, SegmentHeader, SegmentId,
+    SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
 
@@ -92,7 +92,14 @@ struct Walk {
 }
 
 impl Walk {
-    fn problem(&mut self, kind: &'static str, segment: Option<SegmentId>, offset: Option<u64>, position: Option<Position>, detail: String) {
+    fn problem(
+        &mut self,
+        kind: &'static str,
+        segment: Option<SegmentId>,
+        offset: Option<u64>,
+        position: Option<Position>,
+        detail: String,
+    ) {
         self.problems.push(Problem {
             kind,
             segment: segment.map(SegmentId::file_name),
@@ -109,7 +116,11 @@ impl Journal {
     ///
     /// # Errors
     /// Only for failures to read at all (I/O); damage is reported in the [`VerifyReport`].
-    pub fn verify(&self, options: &VerifyOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
+    pub fn verify(
+        &self,
+        options: &VerifyOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<VerifyReport> {
         let log = self.log();
         let head: Head = log.head();
         let segments = log.segments();
@@ -121,7 +132,9 @@ impl Journal {
         } else {
             None
         };
-        let mut walk = Walk { problems: Vec::new() };
+        let mut walk = Walk {
+            problems: Vec::new(),
+        };
         let mut done = 0u64;
         let mut events = 0u64;
         let mut expected = Position(1);
@@ -142,12 +155,25 @@ impl Journal {
             match SegmentHeader::decode(&header_bytes) {
                 Ok(h) => {
                     if h.segment_id != id {
-                        walk.problem("segment_header", Some(id), Some(0), None, format!("header names segment {}", h.segment_id.0));
+                        walk.problem(
+                            "segment_header",
+                            Some(id),
+                            Some(0),
+                            None,
+                            format!("header names segment {}", h.segment_id.0),
+                        );
                     }
                     if h.first_position != expected {
-                        walk.problem("segment_header", Some(id), Some(0), Some(expected), format!(
-                            "segment starts at position {}, expected {expected}", h.first_position
-                        ));
+                        walk.problem(
+                            "segment_header",
+                            Some(id),
+                            Some(0),
+                            Some(expected),
+                            format!(
+                                "segment starts at position {}, expected {expected}",
+                                h.first_position
+                            ),
+                        );
                         expected = h.first_position;
                     }
                     match prev {
@@ -159,20 +185,40 @@ impl Journal {
                     prev = Some(h.prev_hash);
                 }
                 Err(e) => {
-                    walk.problem("segment_header", Some(id), Some(0), Some(expected), e.to_string());
+                    walk.problem(
+                        "segment_header",
+                        Some(id),
+                        Some(0),
+                        Some(expected),
+                        e.to_string(),
+                    );
                     prev = None;
                 }
             }
-            let entries: BTreeMap<u64, Position> = state.sparse.iter().map(|e| (e.offset.0, e.position)).collect();
+            let entries: BTreeMap<u64, Position> = state
+                .sparse
+                .iter()
+                .map(|e| (e.offset.0, e.position))
+                .collect();
             let mut entries_seen = 0usize;
             let mut batch_open = false;
             let mut count = 0u64;
             let mut last_hash = prev;
-            let file_len = segment.file.len().map_err(Error::io(format!("reading the length of {id}")))?;
+            let file_len = segment
+                .file
+                .len()
+                .map_err(Error::io(format!("reading the length of {id}")))?;
             if file_len < state.end_offset {
-                walk.problem("truncated", Some(id), Some(file_len), None, format!(
-                    "the segment is {file_len} bytes long but its frames end at {}", state.end_offset
-                ));
+                walk.problem(
+                    "truncated",
+                    Some(id),
+                    Some(file_len),
+                    None,
+                    format!(
+                        "the segment is {file_len} bytes long but its frames end at {}",
+                        state.end_offset
+                    ),
+                );
             }
             let mut scanner = FrameScanner::new(
                 std::sync::Arc::clone(&segment.file),
@@ -197,13 +243,23 @@ impl Journal {
                 };
                 let position = frame.header.meta.position;
                 if position != expected {
-                    walk.problem("position_sequence", Some(id), Some(frame.offset), Some(expected), format!(
-                        "frame holds position {position}"
-                    ));
+                    walk.problem(
+                        "position_sequence",
+                        Some(id),
+                        Some(frame.offset),
+                        Some(expected),
+                        format!("frame holds position {position}"),
+                    );
                 }
                 if let Some(p) = &prev {
                     if let Err(e) = frame.header.check_link(p, frame.body) {
-                        walk.problem("chain", Some(id), Some(frame.offset), Some(position), e.to_string());
+                        walk.problem(
+                            "chain",
+                            Some(id),
+                            Some(frame.offset),
+                            Some(position),
+                            e.to_string(),
+                        );
                     }
                 }
                 prev = Some(frame.header.hash);
@@ -211,9 +267,13 @@ impl Journal {
                 if let Some(p) = entries.get(&frame.offset) {
                     entries_seen += 1;
                     if *p != position {
-                        walk.problem("footer", Some(id), Some(frame.offset), Some(position), format!(
-                            "sparse index says position {p} starts here"
-                        ));
+                        walk.problem(
+                            "footer",
+                            Some(id),
+                            Some(frame.offset),
+                            Some(position),
+                            format!("sparse index says position {p} starts here"),
+                        );
                     }
                 }
                 batch_open = !frame.header.meta.flags.is_end_of_batch();
@@ -231,7 +291,9 @@ impl Journal {
                 match Envelope::from_msgpack(frame.body) {
                     Ok(envelope) => {
                         for hex in envelope.blob_refs() {
-                            blob_refs.entry(hex.to_ascii_lowercase()).or_insert(position);
+                            blob_refs
+                                .entry(hex.to_ascii_lowercase())
+                                .or_insert(position);
                         }
                         with_session += u64::from(envelope.session_id.is_some());
                         with_task += u64::from(envelope.task_id.is_some());
@@ -244,43 +306,88 @@ impl Journal {
                                 hash: frame.header.hash,
                                 envelope,
                             };
-                            let missing = checker.missing(&index_entry(&stored, id, frame.offset))?;
+                            let missing =
+                                checker.missing(&index_entry(&stored, id, frame.offset))?;
                             if !missing.is_empty() {
-                                walk.problem("index_missing", Some(id), Some(frame.offset), Some(position), format!(
-                                    "the index lacks or differs in: {}", missing.join(", ")
-                                ));
+                                walk.problem(
+                                    "index_missing",
+                                    Some(id),
+                                    Some(frame.offset),
+                                    Some(position),
+                                    format!(
+                                        "the index lacks or differs in: {}",
+                                        missing.join(", ")
+                                    ),
+                                );
                             }
                         }
                     }
-                    Err(e) => walk.problem("decode", Some(id), Some(frame.offset), Some(position), e.to_string()),
+                    Err(e) => walk.problem(
+                        "decode",
+                        Some(id),
+                        Some(frame.offset),
+                        Some(position),
+                        e.to_string(),
+                    ),
                 }
                 count += 1;
                 events += 1;
                 expected = position.next();
                 done += frame.header.frame_len();
-                if events % 4096 == 0 {
+                if events.is_multiple_of(4096) {
                     progress(done, total);
                 }
             }
             if expected <= state.last_position && prev.is_some() {
-                walk.problem("truncated", Some(id), Some(scanner.offset()), Some(expected), format!(
-                    "the segment's frames end before position {}, its last", state.last_position
-                ));
+                walk.problem(
+                    "truncated",
+                    Some(id),
+                    Some(scanner.offset()),
+                    Some(expected),
+                    format!(
+                        "the segment's frames end before position {}, its last",
+                        state.last_position
+                    ),
+                );
             }
             if batch_open {
-                walk.problem("unfinished_batch", Some(id), Some(state.end_offset), Some(Position(expected.0 - 1)), String::from(
-                    "the segment's last frame does not end a batch",
-                ));
+                walk.problem(
+                    "unfinished_batch",
+                    Some(id),
+                    Some(state.end_offset),
+                    Some(Position(expected.0 - 1)),
+                    String::from("the segment's last frame does not end a batch"),
+                );
             }
             if entries_seen != entries.len() {
-                walk.problem("footer", Some(id), None, None, format!(
-                    "{} sparse index entries point at no frame", entries.len() - entries_seen
-                ));
+                walk.problem(
+                    "footer",
+                    Some(id),
+                    None,
+                    None,
+                    format!(
+                        "{} sparse index entries point at no frame",
+                        entries.len() - entries_seen
+                    ),
+                );
             }
             if state.sealed {
-                check_footer(&mut walk, segment, count, Position(expected.0 - 1), last_hash)?;
+                check_footer(
+                    &mut walk,
+                    segment,
+                    count,
+                    Position(expected.0 - 1),
+                    last_hash,
+                )?;
             }
-            done = done.max(states.iter().take_while(|s| !std::ptr::eq(*s, state)).map(|s| s.end_offset).sum::<u64>() + state.end_offset);
+            done = done.max(
+                states
+                    .iter()
+                    .take_while(|s| !std::ptr::eq(*s, state))
+                    .map(|s| s.end_offset)
+                    .sum::<u64>()
+                    + state.end_offset,
+            );
             progress(done, total);
         }
 
@@ -295,9 +402,13 @@ impl Journal {
             for entry in listing.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".seg") && !names.contains(&name) {
-                    walk.problem("unexpected_segment", SegmentId::from_file_name(&name), None, None, format!(
-                        "segment file {name} is not part of the log"
-                    ));
+                    walk.problem(
+                        "unexpected_segment",
+                        SegmentId::from_file_name(&name),
+                        None,
+                        None,
+                        format!("segment file {name} is not part of the log"),
+                    );
                 }
             }
         }
@@ -321,9 +432,13 @@ impl Journal {
             ];
             for (what, have, want) in expectations {
                 if have > want {
-                    walk.problem("index_extra", None, None, None, format!(
-                        "the index holds {have} {what} for {want} in the log"
-                    ));
+                    walk.problem(
+                        "index_extra",
+                        None,
+                        None,
+                        None,
+                        format!("the index holds {have} {what} for {want} in the log"),
+                    );
                 }
             }
         }
@@ -332,16 +447,32 @@ impl Journal {
             for (hex, position) in &blob_refs {
                 match blobs.check(hex)? {
                     BlobCheck::Ok => {}
-                    BlobCheck::Missing => walk.problem("blob_missing", None, None, Some(*position), format!("blob {hex} is referenced but not stored")),
-                    BlobCheck::Mismatch { actual } => walk.problem("blob_mismatch", None, None, Some(*position), format!(
-                        "blob {hex} holds bytes hashing to {actual}"
-                    )),
+                    BlobCheck::Missing => walk.problem(
+                        "blob_missing",
+                        None,
+                        None,
+                        Some(*position),
+                        format!("blob {hex} is referenced but not stored"),
+                    ),
+                    BlobCheck::Mismatch { actual } => walk.problem(
+                        "blob_mismatch",
+                        None,
+                        None,
+                        Some(*position),
+                        format!("blob {hex} holds bytes hashing to {actual}"),
+                    ),
                 }
             }
             for hex in blobs.list()? {
                 if !blob_refs.contains_key(&hex) {
                     if let BlobCheck::Mismatch { actual } = blobs.check(&hex)? {
-                        walk.problem("blob_mismatch", None, None, None, format!("blob {hex} holds bytes hashing to {actual}"));
+                        walk.problem(
+                            "blob_mismatch",
+                            None,
+                            None,
+                            None,
+                            format!("blob {hex} holds bytes hashing to {actual}"),
+                        );
                     }
                 }
             }
@@ -368,7 +499,10 @@ fn check_footer(
     last_hash: Option<ChainHash>,
 ) -> Result<()> {
     let id = segment.id;
-    let len = segment.file.len().map_err(Error::io("reading a segment length"))?;
+    let len = segment
+        .file
+        .len()
+        .map_err(Error::io("reading a segment length"))?;
     let trailer_at = len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64);
     let mut trailer = [0u8; SEGMENT_FOOTER_TRAILER_LEN];
     segment

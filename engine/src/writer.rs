@@ -77,7 +77,7 @@ pub(crate) struct PreparedEvent {
 pub(crate) struct WriteRequest {
     pub events: Vec<PreparedEvent>,
     pub expected_version: Option<u64>,
-    pub reply: oneshot::Sender<Result<Vec<Appended>>>,
+    pub reply: Reply,
 }
 
 /// What the writer thread is asked to do.
@@ -99,7 +99,10 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn poisoned(&self) -> Option<String> {
-        self.poisoned.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -122,7 +125,10 @@ pub(crate) fn create_segment(
         .open(&path, OpenMode::CreateNew)
         .map_err(Error::io(format!("creating segment {}", path.display())))?;
     file.write_all_at(&header.encode(), 0)
-        .map_err(Error::io(format!("writing the header of {}", path.display())))?;
+        .map_err(Error::io(format!(
+            "writing the header of {}",
+            path.display()
+        )))?;
     file.sync_data()
         .map_err(Error::io(format!("syncing {}", path.display())))?;
     storage
@@ -161,12 +167,15 @@ pub(crate) struct Writer {
     pub unsynced: bool,
 }
 
+/// Where a request's answer goes.
+type Reply = oneshot::Sender<Result<Vec<Appended>>>;
+
 /// The frames of one write being assembled.
 struct Staged {
     buf: Vec<u8>,
     entries: Vec<IndexEntry>,
     sparse: Vec<FooterEntry>,
-    replies: Vec<(oneshot::Sender<Result<Vec<Appended>>>, Vec<Appended>)>,
+    replies: Vec<(Reply, Vec<Appended>)>,
     ids: HashMap<String, Appended>,
     streams: HashMap<String, u64>,
     next_position: Position,
@@ -200,7 +209,11 @@ impl Writer {
                 match rx.try_recv() {
                     Ok(cmd) => {
                         if let Command::Write(w) = &cmd {
-                            bytes += w.events.iter().map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64).sum::<u64>();
+                            bytes += w
+                                .events
+                                .iter()
+                                .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
+                                .sum::<u64>();
                         }
                         group.push(cmd);
                     }
@@ -216,7 +229,11 @@ impl Writer {
         if !self.unsynced {
             return Ok(());
         }
-        let result = self.tail.file.sync_data().map_err(Error::io("syncing the tail segment"));
+        let result = self
+            .tail
+            .file
+            .sync_data()
+            .map_err(Error::io("syncing the tail segment"));
         match result {
             Ok(()) => {
                 self.unsynced = false;
@@ -231,7 +248,11 @@ impl Writer {
 
     fn poison(&self, cause: &Error) {
         tracing::error!(error = %cause, "journal writer poisoned");
-        let mut poisoned = self.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut poisoned = self
+            .shared
+            .poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         poisoned.get_or_insert_with(|| cause.to_string());
     }
 
@@ -314,14 +335,21 @@ impl Writer {
             return Ok(Some(a.clone()));
         }
         match self.index.event_position(event_id)? {
-            Some(position) => crate::read::appended_at(&self.log, &self.index, position, event_id).map(Some),
+            Some(position) => {
+                crate::read::appended_at(&self.log, &self.index, position, event_id).map(Some)
+            }
             None => Ok(None),
         }
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
     /// request is staged.
-    fn stage(&mut self, events: &[PreparedEvent], expected: Option<u64>, staged: &mut Staged) -> Result<Vec<Appended>> {
+    fn stage(
+        &mut self,
+        events: &[PreparedEvent],
+        expected: Option<u64>,
+        staged: &mut Staged,
+    ) -> Result<Vec<Appended>> {
         let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
         let mut within: HashMap<&str, usize> = HashMap::new();
         let mut new = Vec::new();
@@ -350,7 +378,10 @@ impl Writer {
             }
         }
         if let (Some(expected), Some((first, _))) = (expected, new.first()) {
-            let key = events.get(*first).map(|e| e.stream_key.as_str()).unwrap_or_default();
+            let key = events
+                .get(*first)
+                .map(|e| e.stream_key.as_str())
+                .unwrap_or_default();
             let actual = self.stream_version(staged, key)?;
             if actual != expected {
                 return Err(Error::Conflict {
@@ -360,17 +391,33 @@ impl Writer {
                 });
             }
         }
-        let last_new = new.iter().rev().find(|(_, repeat)| repeat.is_none()).map(|(i, _)| *i);
+        let last_new = new
+            .iter()
+            .rev()
+            .find(|(_, repeat)| repeat.is_none())
+            .map(|(i, _)| *i);
         let base_offset = self.tail.snapshot().end_offset;
         let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
-        let rollback = (staged.buf.len(), staged.entries.len(), staged.sparse.len(), staged.next_position, staged.prev_hash);
+        let rollback = (
+            staged.buf.len(),
+            staged.entries.len(),
+            staged.sparse.len(),
+            staged.next_position,
+            staged.prev_hash,
+        );
         let mut stream_updates: Vec<(String, u64)> = Vec::new();
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
             }
-            let Some(event) = events.get(*i) else { continue };
-            let version = match stream_updates.iter().rev().find(|(k, _)| *k == event.stream_key) {
+            let Some(event) = events.get(*i) else {
+                continue;
+            };
+            let version = match stream_updates
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == event.stream_key)
+            {
                 Some((_, v)) => v + 1,
                 None => self.stream_version(staged, &event.stream_key)? + 1,
             };
@@ -510,7 +557,11 @@ impl Writer {
             hash: staged.prev_hash,
         });
         {
-            let mut unindexed = self.shared.unindexed.lock().unwrap_or_else(|p| p.into_inner());
+            let mut unindexed = self
+                .shared
+                .unindexed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             for (id, appended) in staged.ids.drain() {
                 unindexed.insert(id, appended);
             }
@@ -552,9 +603,15 @@ impl Writer {
         let file = &self.tail.file;
         file.write_all_at(&footer.encode(), state.end_offset)
             .map_err(Error::io(format!("sealing segment {}", self.tail.id)))?;
-        file.sync_data()
-            .map_err(Error::io(format!("syncing the seal of segment {}", self.tail.id)))?;
-        self.tail.state.write().unwrap_or_else(|p| p.into_inner()).sealed = true;
+        file.sync_data().map_err(Error::io(format!(
+            "syncing the seal of segment {}",
+            self.tail.id
+        )))?;
+        self.tail
+            .state
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .sealed = true;
         let next = create_segment(
             &*self.storage,
             &self.dir,

@@ -12,15 +12,34 @@ use journal_format::{Envelope, Position};
 #[test]
 fn appended_events_get_position_recorded_at_hash_and_stream_version() {
     let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(dir.path(), Options { clock: step_clock(), ..Options::default() }).unwrap();
-    let a = append(&journal, vec![event(1, "s1"), event(2, "s1"), event(3, "s2")]);
-    assert_eq!(a.iter().map(|a| a.position.0).collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(a.iter().map(|a| a.stream_version).collect::<Vec<_>>(), [1, 2, 1]);
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            clock: step_clock(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let a = append(
+        &journal,
+        vec![event(1, "s1"), event(2, "s1"), event(3, "s2")],
+    );
+    assert_eq!(
+        a.iter().map(|a| a.position.0).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        a.iter().map(|a| a.stream_version).collect::<Vec<_>>(),
+        [1, 2, 1]
+    );
     let stored = all_events(&journal);
     for (a, s) in a.iter().zip(&stored) {
         assert_eq!(a.hash, s.hash);
         assert_eq!(a.recorded_at_ns, s.recorded_at_ns);
-        assert_eq!(s.envelope, event(s.position.0, if s.position.0 == 3 { "s2" } else { "s1" }));
+        assert_eq!(
+            s.envelope,
+            event(s.position.0, if s.position.0 == 3 { "s2" } else { "s1" })
+        );
     }
     let json = stored[0].to_json_value();
     assert_eq!(json["recordedAt"], "2026-05-11T10:00:00Z");
@@ -32,7 +51,10 @@ fn appended_events_get_position_recorded_at_hash_and_stream_version() {
 fn an_event_without_event_id_gets_a_uuid_v7() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
-    let a = append(&journal, vec![Envelope::new("session.created", "", "2026-05-11T10:00:00Z")]);
+    let a = append(
+        &journal,
+        vec![Envelope::new("session.created", "", "2026-05-11T10:00:00Z")],
+    );
     let id = uuid::Uuid::parse_str(&a[0].event_id).expect("a UUID");
     assert_eq!(id.get_version_num(), 7);
     assert!(journal.get(&a[0].event_id).unwrap().is_some());
@@ -44,8 +66,15 @@ fn duplicate_event_ids_are_stored_once_and_answered_with_the_original() {
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let first = append(&journal, vec![event(1, "s1"), event(2, "s1")]);
     // Right away (the original may not be indexed yet), within a batch, and after a reopen.
-    let again = append(&journal, vec![event(2, "s1"), event(3, "s1"), event(3, "s1")]);
-    assert!(again[0].duplicate && again[0].position == first[1].position && again[0].hash == first[1].hash);
+    let again = append(
+        &journal,
+        vec![event(2, "s1"), event(3, "s1"), event(3, "s1")],
+    );
+    assert!(
+        again[0].duplicate
+            && again[0].position == first[1].position
+            && again[0].hash == first[1].hash
+    );
     assert!(!again[1].duplicate);
     assert!(again[2].duplicate && again[2].position == again[1].position);
     journal.close();
@@ -62,12 +91,24 @@ fn duplicate_event_ids_are_stored_once_and_answered_with_the_original() {
 fn expected_stream_version_conflict_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
-    let expect = |v| AppendOptions { expected_stream_version: Some(v) };
-    journal.append_batch_blocking(vec![event(1, "s1")], expect(0)).unwrap();
-    journal.append_batch_blocking(vec![event(2, "s1"), event(3, "s1")], expect(1)).unwrap();
-    let err = journal.append_batch_blocking(vec![event(4, "s1")], expect(1)).unwrap_err();
+    let expect = |v| AppendOptions {
+        expected_stream_version: Some(v),
+    };
+    journal
+        .append_batch_blocking(vec![event(1, "s1")], expect(0))
+        .unwrap();
+    journal
+        .append_batch_blocking(vec![event(2, "s1"), event(3, "s1")], expect(1))
+        .unwrap();
+    let err = journal
+        .append_batch_blocking(vec![event(4, "s1")], expect(1))
+        .unwrap_err();
     match err {
-        Error::Conflict { stream, expected, actual } => {
+        Error::Conflict {
+            stream,
+            expected,
+            actual,
+        } => {
             assert_eq!((stream.as_str(), expected, actual), ("session:s1", 1, 3));
         }
         other => panic!("expected a conflict, got {other:?}"),
@@ -75,7 +116,9 @@ fn expected_stream_version_conflict_is_refused_and_writes_nothing() {
     assert_eq!(head(&journal), Position(3));
     assert_eq!(journal.stream_version("session:s1").unwrap(), 3);
     // A batch spanning two streams cannot carry one expected version.
-    let err = journal.append_batch_blocking(vec![event(5, "s1"), event(6, "s2")], expect(3)).unwrap_err();
+    let err = journal
+        .append_batch_blocking(vec![event(5, "s1"), event(6, "s2")], expect(3))
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
 }
 
@@ -87,8 +130,13 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
     let before = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
     let mut bad = event(3, "s1");
     bad.timestamp = "yesterday".into();
-    let err = journal.append_batch_blocking(vec![event(2, "s1"), bad], AppendOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::InvalidEvent { index: Some(1), .. }), "{err:?}");
+    let err = journal
+        .append_batch_blocking(vec![event(2, "s1"), bad], AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidEvent { index: Some(1), .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("timestamp"), "{err}");
     let after = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
@@ -100,9 +148,13 @@ fn limits_are_named_with_size_and_limit() {
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let mut big = event(1, "s1");
     big.payload = Some(serde_json::json!({"output": "x".repeat(9 * 1024)}));
-    let err = journal.append_batch_blocking(vec![event(0, "s1"), big], AppendOptions::default()).unwrap_err();
+    let err = journal
+        .append_batch_blocking(vec![event(0, "s1"), big], AppendOptions::default())
+        .unwrap_err();
     match &err {
-        Error::EventTooLarge { index, size, limit, .. } => {
+        Error::EventTooLarge {
+            index, size, limit, ..
+        } => {
             assert_eq!(*index, 1);
             assert!(*size > 9 * 1024);
             assert_eq!(*limit, 8 * 1024);
@@ -115,11 +167,15 @@ fn limits_are_named_with_size_and_limit() {
     at_limit.extra.insert("pad".into(), serde_json::json!(""));
     let padded = at_limit.to_msgpack().unwrap().len();
     let fill = 8 * 1024 - padded;
-    at_limit.extra.insert("pad".into(), serde_json::json!("p".repeat(fill)));
+    at_limit
+        .extra
+        .insert("pad".into(), serde_json::json!("p".repeat(fill)));
     let mut len = at_limit.to_msgpack().unwrap().len();
     while len > 8 * 1024 {
         let pad = at_limit.extra["pad"].as_str().unwrap().to_string();
-        at_limit.extra.insert("pad".into(), serde_json::json!(pad[1..].to_string()));
+        at_limit
+            .extra
+            .insert("pad".into(), serde_json::json!(pad[1..].to_string()));
         len = at_limit.to_msgpack().unwrap().len();
     }
     assert!(base < len);
@@ -130,11 +186,35 @@ fn limits_are_named_with_size_and_limit() {
         over.extra.insert("pad".into(), serde_json::json!(pad));
     }
     assert_eq!(over.to_msgpack().unwrap().len(), 8 * 1024 + 1);
-    let err = journal.append_batch_blocking(vec![over], AppendOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::EventTooLarge { size: 8193, limit: 8192, .. }), "{err:?}");
+    let err = journal
+        .append_batch_blocking(vec![over], AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::EventTooLarge {
+                size: 8193,
+                limit: 8192,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let too_many: Vec<_> = (0..1001).map(|i| event(i, "s1")).collect();
-    let err = journal.append_batch_blocking(too_many, AppendOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::LimitExceeded { actual: 1001, limit: 1000, .. }), "{err:?}");
+    let err = journal
+        .append_batch_blocking(too_many, AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LimitExceeded {
+                actual: 1001,
+                limit: 1000,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(head(&journal), Position(0));
 }
 
@@ -152,11 +232,18 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
             for i in 0..per_producer {
                 let session = format!("s{}", p % 4);
                 let events = if i % 10 == 0 {
-                    (0..5).map(|k| event(p * 100_000 + i * 10 + k, &session)).collect()
+                    (0..5)
+                        .map(|k| event(p * 100_000 + i * 10 + k, &session))
+                        .collect()
                 } else {
                     vec![event(p * 100_000 + i * 10, &session)]
                 };
-                out.extend(journal.append_batch(events, AppendOptions::default()).await.unwrap());
+                out.extend(
+                    journal
+                        .append_batch(events, AppendOptions::default())
+                        .await
+                        .unwrap(),
+                );
             }
             out
         }));
@@ -167,8 +254,15 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
     }
     let mut positions: Vec<u64> = acked.iter().map(|a| a.position.0).collect();
     positions.sort_unstable();
-    assert_eq!(positions, (1..=positions.len() as u64).collect::<Vec<_>>(), "gapless, no position twice");
-    assert!(segment_files(dir.path()).len() > 3, "the workload rolled segments");
+    assert_eq!(
+        positions,
+        (1..=positions.len() as u64).collect::<Vec<_>>(),
+        "gapless, no position twice"
+    );
+    assert!(
+        segment_files(dir.path()).len() > 3,
+        "the workload rolled segments"
+    );
     let stored = tokio::task::spawn_blocking({
         let journal = journal.clone();
         move || all_events(&journal)
@@ -179,7 +273,10 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
     for e in &stored {
         let v = versions.entry(e.envelope.stream_key()).or_default();
         *v += 1;
-        assert_eq!(e.stream_version, *v, "stream versions count each stream's events in log order");
+        assert_eq!(
+            e.stream_version, *v,
+            "stream versions count each stream's events in log order"
+        );
     }
     // Expected-version races: exactly one of two writers expecting the same version wins.
     let version = journal.stream_version("session:s0").unwrap();
@@ -188,7 +285,12 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
             let journal = journal.clone();
             tokio::spawn(async move {
                 journal
-                    .append_batch(vec![event(9_000_000 + k, "s0")], AppendOptions { expected_stream_version: Some(version) })
+                    .append_batch(
+                        vec![event(9_000_000 + k, "s0")],
+                        AppendOptions {
+                            expected_stream_version: Some(version),
+                        },
+                    )
                     .await
             })
         })

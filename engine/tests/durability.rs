@@ -87,22 +87,48 @@ fn a_failed_sync_poisons_the_writer_until_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FlakyDisk::default());
     let fail = Arc::clone(&disk.fail);
-    let journal = Journal::open(dir.path(), Options { storage: disk, ..Options::default() }).unwrap();
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            storage: disk,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     append(&journal, vec![event(1, "s1")]);
     fail.store(true, Ordering::SeqCst);
-    let err = journal.append_batch_blocking(vec![event(2, "s1")], AppendOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::Poisoned(ref cause) if cause.contains("syncing")), "{err:?}");
+    let err = journal
+        .append_batch_blocking(vec![event(2, "s1")], AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Poisoned(ref cause) if cause.contains("syncing")),
+        "{err:?}"
+    );
     fail.store(false, Ordering::SeqCst);
-    let err = journal.append_batch_blocking(vec![event(3, "s1")], AppendOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::Poisoned(_)), "still poisoned after the disk recovers: {err:?}");
+    let err = journal
+        .append_batch_blocking(vec![event(3, "s1")], AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Poisoned(_)),
+        "still poisoned after the disk recovers: {err:?}"
+    );
     assert!(journal.status().unwrap().poisoned.is_some());
-    assert_eq!(journal.head().position, Position(1), "the failed append was never acknowledged");
+    assert_eq!(
+        journal.head().position,
+        Position(1),
+        "the failed append was never acknowledged"
+    );
     journal.close();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     // The unsynced bytes may or may not be on disk; either way the log is a valid prefix.
     assert!(journal.head().position >= Position(1));
     append(&journal, vec![event(4, "s1")]);
-    assert!(journal.verify(&Default::default(), &mut |_, _| {}).unwrap().ok);
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,14 +136,24 @@ async fn group_commit_shares_syncs_among_concurrent_appenders() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FlakyDisk::default());
     let syncs = Arc::clone(&disk.syncs);
-    let journal = Journal::open(dir.path(), Options { storage: disk, ..Options::default() }).unwrap();
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            storage: disk,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let before = syncs.load(Ordering::SeqCst);
     let tasks: Vec<_> = (0..64u64)
         .map(|p| {
             let journal = journal.clone();
             tokio::spawn(async move {
                 for i in 0..20 {
-                    journal.append(event(p * 1000 + i, &format!("s{p}"))).await.unwrap();
+                    journal
+                        .append(event(p * 1000 + i, &format!("s{p}")))
+                        .await
+                        .unwrap();
                 }
             })
         })
@@ -127,7 +163,10 @@ async fn group_commit_shares_syncs_among_concurrent_appenders() {
     }
     let used = syncs.load(Ordering::SeqCst) - before;
     assert_eq!(journal.head().position, Position(1280));
-    assert!(used < 1280, "1280 durable appends took {used} syncs: group commit must share them");
+    assert!(
+        used < 1280,
+        "1280 durable appends took {used} syncs: group commit must share them"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +176,9 @@ async fn buffered_mode_acknowledges_before_sync_and_syncs_on_request() {
     let syncs = Arc::clone(&disk.syncs);
     let options = Options {
         storage: disk,
-        durability: Durability::Buffered { sync_interval: Duration::from_secs(3600) },
+        durability: Durability::Buffered {
+            sync_interval: Duration::from_secs(3600),
+        },
         ..Options::default()
     };
     let journal = Journal::open(dir.path(), options).unwrap();
@@ -145,7 +186,11 @@ async fn buffered_mode_acknowledges_before_sync_and_syncs_on_request() {
     for i in 0..50 {
         journal.append(event(i, "s1")).await.unwrap();
     }
-    assert_eq!(syncs.load(Ordering::SeqCst), before, "no sync on the append path in buffered mode");
+    assert_eq!(
+        syncs.load(Ordering::SeqCst),
+        before,
+        "no sync on the append path in buffered mode"
+    );
     journal.sync().await.unwrap();
     assert_eq!(syncs.load(Ordering::SeqCst), before + 1);
     drop(journal);
@@ -168,7 +213,10 @@ fn agent_runtime_fixtures_round_trip_through_the_journal() {
     for entry in std::fs::read_dir(&fixtures).unwrap() {
         let path = entry.unwrap().path();
         if path.to_string_lossy().ends_with("-event.json") {
-            originals.push(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap()).unwrap());
+            originals.push(
+                serde_json::from_slice::<serde_json::Value>(&std::fs::read(&path).unwrap())
+                    .unwrap(),
+            );
         }
     }
     originals.sort_by_key(|v| v["eventId"].as_str().unwrap().to_string());
@@ -177,7 +225,9 @@ fn agent_runtime_fixtures_round_trip_through_the_journal() {
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let events = originals
         .iter()
-        .map(|v| journal_format::Envelope::from_json_value(v.clone(), &mut || unreachable!()).unwrap())
+        .map(|v| {
+            journal_format::Envelope::from_json_value(v.clone(), &mut || unreachable!()).unwrap()
+        })
         .collect();
     append(&journal, events);
     journal.close();
@@ -188,6 +238,9 @@ fn agent_runtime_fixtures_round_trip_through_the_journal() {
         for field in ["position", "recordedAt", "hash", "streamVersion"] {
             assert!(object.remove(field).is_some());
         }
-        assert_eq!(&json, original, "the fixture comes back exactly as appended");
+        assert_eq!(
+            &json, original,
+            "the fixture comes back exactly as appended"
+        );
     }
 }

@@ -11,7 +11,10 @@ fn setup(dir: &std::path::Path) -> Journal {
     let journal = Journal::open(dir, small_segments()).unwrap();
     for batch in 0..30u64 {
         let session = format!("s{}", batch % 3);
-        append(&journal, (0..10).map(|k| event(batch * 10 + k, &session)).collect());
+        append(
+            &journal,
+            (0..10).map(|k| event(batch * 10 + k, &session)).collect(),
+        );
     }
     journal
 }
@@ -28,27 +31,82 @@ fn reads_by_every_key_agree_with_a_full_scan() {
     assert_eq!(all.len(), 300);
     assert!(segment_files(dir.path()).len() > 1);
     let expect = |pred: &dyn Fn(&journal_format::StoredEvent) -> bool| -> Vec<u64> {
-        all.iter().filter(|e| pred(e)).map(|e| e.position.0).collect()
+        all.iter()
+            .filter(|e| pred(e))
+            .map(|e| e.position.0)
+            .collect()
     };
     let q = |f: Filter| positions(journal.query(f).unwrap());
-    assert_eq!(q(Filter { session: Some("s1".into()), ..Filter::default() }), expect(&|e| e.envelope.session_id.as_deref() == Some("s1")));
-    assert_eq!(q(Filter { task: Some("task-2".into()), ..Filter::default() }), expect(&|e| e.envelope.task_id.as_deref() == Some("task-2")));
-    assert_eq!(q(Filter { run: Some("run-1".into()), ..Filter::default() }), expect(&|e| e.envelope.run_id.as_deref() == Some("run-1")));
-    assert_eq!(q(Filter { type_prefix: Some("tool.".into()), ..Filter::default() }), expect(&|e| e.envelope.event_type.starts_with("tool.")));
     assert_eq!(
-        q(Filter { session: Some("s2".into()), type_prefix: Some("tool.r".into()), from: Some(Position(50)), to: Some(Position(250)), limit: Some(7), ..Filter::default() }),
-        expect(&|e| e.envelope.session_id.as_deref() == Some("s2") && e.envelope.event_type == "tool.result" && (50..=250).contains(&e.position.0)).into_iter().take(7).collect::<Vec<_>>()
+        q(Filter {
+            session: Some("s1".into()),
+            ..Filter::default()
+        }),
+        expect(&|e| e.envelope.session_id.as_deref() == Some("s1"))
     );
-    assert_eq!(positions(journal.query(Filter { from: Some(Position(295)), ..Filter::default() }).unwrap()), (295..=300).collect::<Vec<_>>());
+    assert_eq!(
+        q(Filter {
+            task: Some("task-2".into()),
+            ..Filter::default()
+        }),
+        expect(&|e| e.envelope.task_id.as_deref() == Some("task-2"))
+    );
+    assert_eq!(
+        q(Filter {
+            run: Some("run-1".into()),
+            ..Filter::default()
+        }),
+        expect(&|e| e.envelope.run_id.as_deref() == Some("run-1"))
+    );
+    assert_eq!(
+        q(Filter {
+            type_prefix: Some("tool.".into()),
+            ..Filter::default()
+        }),
+        expect(&|e| e.envelope.event_type.starts_with("tool."))
+    );
+    assert_eq!(
+        q(Filter {
+            session: Some("s2".into()),
+            type_prefix: Some("tool.r".into()),
+            from: Some(Position(50)),
+            to: Some(Position(250)),
+            limit: Some(7),
+            ..Filter::default()
+        }),
+        expect(&|e| e.envelope.session_id.as_deref() == Some("s2")
+            && e.envelope.event_type == "tool.result"
+            && (50..=250).contains(&e.position.0))
+        .into_iter()
+        .take(7)
+        .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        positions(
+            journal
+                .query(Filter {
+                    from: Some(Position(295)),
+                    ..Filter::default()
+                })
+                .unwrap()
+        ),
+        (295..=300).collect::<Vec<_>>()
+    );
     let by_id = journal.get("evt-s1-15").unwrap().unwrap();
     assert_eq!(by_id.envelope.event_id, "evt-s1-15");
     assert!(journal.get("no-such-id").unwrap().is_none());
     let stream = journal.read_stream("session:s0", 5).unwrap();
     assert_eq!(stream.first().unwrap().stream_version, 5);
-    assert_eq!(stream.len() as u64, journal.stream_version("session:s0").unwrap() - 4);
+    assert_eq!(
+        stream.len() as u64,
+        journal.stream_version("session:s0").unwrap() - 4
+    );
     // Range reads across segment boundaries, from any position.
     for from in [1u64, 17, 150, 299, 300] {
-        let got: Vec<u64> = journal.read(Position(from), Some(Position(from + 40)), true).map(|e| e.unwrap().position.0).collect();
+        let got: Vec<u64> = journal
+            .read(Position(from), Some(Position(from + 40)), true)
+            .map(|e| e.unwrap().position.0)
+            .collect();
         assert_eq!(got, (from..=(from + 40).min(300)).collect::<Vec<_>>());
     }
 }
@@ -59,9 +117,29 @@ fn a_missing_index_is_rebuilt_from_the_log() {
     setup(dir.path()).close();
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    assert!(journal.recovery_report().actions.iter().any(|a| matches!(a, RecoveryAction::IndexRebuilt { .. })));
-    assert_eq!(positions(journal.query(Filter { session: Some("s0".into()), ..Filter::default() }).unwrap()).len(), 100);
-    assert!(journal.verify(&Default::default(), &mut |_, _| {}).unwrap().ok);
+    assert!(journal
+        .recovery_report()
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::IndexRebuilt { .. })));
+    assert_eq!(
+        positions(
+            journal
+                .query(Filter {
+                    session: Some("s0".into()),
+                    ..Filter::default()
+                })
+                .unwrap()
+        )
+        .len(),
+        100
+    );
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }
 
 #[test]
@@ -77,13 +155,35 @@ fn an_index_ahead_of_the_log_is_rebuilt_never_trusted() {
     std::fs::write(dir.path().join("index.redb"), index).unwrap();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let actions = &journal.recovery_report().actions;
-    assert!(actions.iter().any(|a| matches!(a, RecoveryAction::TornTailCut { .. })), "{actions:?}");
-    assert!(actions.iter().any(|a| matches!(a, RecoveryAction::IndexRebuilt { reason } if reason.contains("ahead"))), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, RecoveryAction::TornTailCut { .. })),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(
+            |a| matches!(a, RecoveryAction::IndexRebuilt { reason } if reason.contains("ahead"))
+        ),
+        "{actions:?}"
+    );
     let head = journal.head().position.0;
     assert!(head < 300);
-    let ids: Vec<u64> = positions(journal.query(Filter { session: Some("s0".into()), ..Filter::default() }).unwrap());
+    let ids: Vec<u64> = positions(
+        journal
+            .query(Filter {
+                session: Some("s0".into()),
+                ..Filter::default()
+            })
+            .unwrap(),
+    );
     assert!(ids.iter().all(|p| *p <= head));
-    assert!(journal.verify(&Default::default(), &mut |_, _| {}).unwrap().ok);
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }
 
 #[test]
@@ -98,13 +198,22 @@ fn a_lagging_index_catches_up_on_open() {
     journal.close();
     std::fs::write(dir.path().join("index.redb"), old_index).unwrap();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    assert!(journal
-        .recovery_report()
-        .actions
-        .iter()
-        .any(|a| matches!(a, RecoveryAction::IndexCaughtUp { from: 11, to: 50 })), "{:?}", journal.recovery_report());
+    assert!(
+        journal
+            .recovery_report()
+            .actions
+            .iter()
+            .any(|a| matches!(a, RecoveryAction::IndexCaughtUp { from: 11, to: 50 })),
+        "{:?}",
+        journal.recovery_report()
+    );
     assert_eq!(journal.stream_version("session:s0").unwrap(), 50);
-    assert!(journal.verify(&Default::default(), &mut |_, _| {}).unwrap().ok);
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,20 +221,36 @@ async fn subscribe_catches_up_then_follows_live_with_no_gap_or_duplicate() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     for b in 0..20u64 {
-        journal.append_batch((0..10).map(|k| event(b * 10 + k, "s0")).collect(), Default::default()).await.unwrap();
+        journal
+            .append_batch(
+                (0..10).map(|k| event(b * 10 + k, "s0")).collect(),
+                Default::default(),
+            )
+            .await
+            .unwrap();
     }
     let mut sub = journal.subscribe(Position(5));
     let writer = {
         let journal = journal.clone();
         tokio::spawn(async move {
             for b in 20..60u64 {
-                journal.append_batch((0..10).map(|k| event(b * 10 + k, "s1")).collect(), Default::default()).await.unwrap();
+                journal
+                    .append_batch(
+                        (0..10).map(|k| event(b * 10 + k, "s1")).collect(),
+                        Default::default(),
+                    )
+                    .await
+                    .unwrap();
             }
         })
     };
     let mut seen = Vec::new();
     while seen.len() < 596 {
-        let e = tokio::time::timeout(std::time::Duration::from_secs(10), sub.next()).await.expect("no stall").unwrap().unwrap();
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), sub.next())
+            .await
+            .expect("no stall")
+            .unwrap()
+            .unwrap();
         seen.push(e.position.0);
     }
     writer.await.unwrap();

@@ -11,7 +11,9 @@ fn open(dir: &std::path::Path) -> Result<Journal, Error> {
 }
 
 fn verify_ok(journal: &Journal) {
-    let report = journal.verify(&VerifyOptions::default(), &mut |_, _| {}).expect("verify runs");
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .expect("verify runs");
     assert!(report.ok, "verify found problems: {:?}", report.problems);
 }
 
@@ -30,7 +32,10 @@ fn multi_segment(dir: &std::path::Path) {
     let mut i = 0;
     while segment_files(dir).len() < 4 {
         i += 1;
-        append(&journal, (0..20).map(|k| event(i * 100 + k, "s1")).collect());
+        append(
+            &journal,
+            (0..20).map(|k| event(i * 100 + k, "s1")).collect(),
+        );
     }
     journal.close();
 }
@@ -53,7 +58,10 @@ fn row2_missing_middle_segment_refuses_to_open_naming_it() {
     std::fs::remove_file(&files[1]).unwrap();
     let err = open(dir.path()).unwrap_err();
     assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
-    assert!(err.to_string().contains("00000000000000000002.seg"), "{err}");
+    assert!(
+        err.to_string().contains("00000000000000000002.seg"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -64,7 +72,10 @@ fn row3_sealed_segment_with_damaged_footer_refuses_to_open() {
     let len = std::fs::metadata(&files[0]).unwrap().len();
     flip_byte(&files[0], len - 40);
     let err = open(dir.path()).unwrap_err();
-    assert!(matches!(err, Error::Corruption { segment, .. } if segment.0 == 1), "{err:?}");
+    assert!(
+        matches!(err, Error::Corruption { segment, .. } if segment.0 == 1),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("footer"), "{err}");
 }
 
@@ -75,7 +86,10 @@ fn row4_damaged_segment_header_refuses_to_open() {
     let files = segment_files(dir.path());
     flip_byte(&files[1], 30); // first_position
     let err = open(dir.path()).unwrap_err();
-    assert!(matches!(err, Error::Corruption { segment, offset: 0, .. } if segment.0 == 2), "{err:?}");
+    assert!(
+        matches!(err, Error::Corruption { segment, offset: 0, .. } if segment.0 == 2),
+        "{err:?}"
+    );
 }
 
 /// Sets up a journal whose last segment is sealed (as after a crash right after sealing, before
@@ -101,11 +115,10 @@ fn row5_incomplete_last_segment_is_removed_and_reported() {
     std::fs::write(&tail, [0u8; 40]).unwrap();
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), expected_head);
-    assert!(journal
-        .recovery_report()
-        .actions
-        .iter()
-        .any(|a| matches!(a, RecoveryAction::IncompleteSegmentRemoved { bytes: 40, .. })));
+    assert!(journal.recovery_report().actions.iter().any(|a| matches!(
+        a,
+        RecoveryAction::IncompleteSegmentRemoved { bytes: 40, .. }
+    )));
     append(&journal, vec![event(1, "s9")]);
     verify_ok(&journal);
 }
@@ -131,7 +144,11 @@ fn row7_zeroed_tail_is_a_clean_end() {
     truncate(&file, len + 4096); // preallocated, never written
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(3));
-    assert!(journal.recovery_report().actions.is_empty(), "{:?}", journal.recovery_report());
+    assert!(
+        journal.recovery_report().actions.is_empty(),
+        "{:?}",
+        journal.recovery_report()
+    );
     append(&journal, vec![event(4, "s1")]);
     verify_ok(&journal);
 }
@@ -151,11 +168,21 @@ fn row8_unfinished_batch_is_cut_whole() {
     // The last frame of the batch (the one with END_OF_BATCH) never reached the disk.
     truncate(&file, f[3].0);
     let journal = open(dir.path()).unwrap();
-    assert_eq!(head(&journal), Position(1), "the batch is atomic: none of it survives");
-    let cut = journal.recovery_report().actions.iter().find_map(|a| match a {
-        RecoveryAction::TornTailCut { positions, offset, .. } => Some((*positions, *offset)),
-        _ => None,
-    });
+    assert_eq!(
+        head(&journal),
+        Position(1),
+        "the batch is atomic: none of it survives"
+    );
+    let cut = journal
+        .recovery_report()
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            RecoveryAction::TornTailCut {
+                positions, offset, ..
+            } => Some((*positions, *offset)),
+            _ => None,
+        });
     assert_eq!(cut, Some((Some([2, 3]), f[1].0)));
     verify_ok(&journal);
 }
@@ -172,7 +199,11 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
     assert_eq!(head(&journal), Position(4));
     let action = journal.recovery_report().actions.first().cloned();
     match action {
-        Some(RecoveryAction::TornTailCut { offset, saved_to: Some(saved), .. }) => {
+        Some(RecoveryAction::TornTailCut {
+            offset,
+            saved_to: Some(saved),
+            ..
+        }) => {
             assert_eq!(offset, last_offset);
             assert!(dir.path().join(saved).exists());
         }
@@ -195,7 +226,11 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
     std::fs::write(&file, bytes).unwrap();
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(5));
-    assert!(journal.recovery_report().actions.iter().any(|a| matches!(a, RecoveryAction::TornTailCut { .. })));
+    assert!(journal
+        .recovery_report()
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::TornTailCut { .. })));
     verify_ok(&journal);
 }
 
@@ -209,7 +244,9 @@ fn row12_a_complete_last_frame_with_wrong_bytes_is_corruption_not_a_torn_write()
     flip_byte(&file, o5 + h5.frame_len() - 3);
     let err = open(dir.path()).unwrap_err();
     match &err {
-        Error::Corruption { offset, position, .. } => {
+        Error::Corruption {
+            offset, position, ..
+        } => {
             assert_eq!((*offset, *position), (o5, Some(Position(5))));
         }
         other => panic!("expected corruption, got {other:?}"),
@@ -233,21 +270,46 @@ fn row10_damage_before_a_later_write_refuses_to_open_then_salvage_quarantines() 
     flip_byte(&file, offset2 + 80); // inside frame 2's body
     let err = open(dir.path()).unwrap_err();
     match &err {
-        Error::Corruption { segment, offset, position, .. } => {
+        Error::Corruption {
+            segment,
+            offset,
+            position,
+            ..
+        } => {
             assert_eq!(segment.0, 1);
             assert_eq!(*offset, offset2);
             assert_eq!(*position, Some(Position(2)));
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    let journal = Journal::open(dir.path(), Options { salvage: true, ..small_segments() }).unwrap();
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            salvage: true,
+            ..small_segments()
+        },
+    )
+    .unwrap();
     assert_eq!(head(&journal), Position(1));
-    let q = journal.recovery_report().actions.iter().find_map(|a| match a {
-        RecoveryAction::Quarantined { positions, readable_frames, files, .. } => Some((*positions, *readable_frames, files.clone())),
-        _ => None,
-    });
+    let q = journal
+        .recovery_report()
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            RecoveryAction::Quarantined {
+                positions,
+                readable_frames,
+                files,
+                ..
+            } => Some((*positions, *readable_frames, files.clone())),
+            _ => None,
+        });
     let (positions, readable, files) = q.expect("a quarantine action");
-    assert_eq!(positions, Some([3, 5]), "frames 3..=5 are readable in quarantine");
+    assert_eq!(
+        positions,
+        Some([3, 5]),
+        "frames 3..=5 are readable in quarantine"
+    );
     assert_eq!(readable, 3);
     assert!(dir.path().join(&files[0]).exists());
     verify_ok(&journal);
@@ -267,7 +329,10 @@ fn row11_valid_frame_out_of_sequence_refuses_to_open() {
     damaged.extend_from_slice(&copy);
     std::fs::write(&file, damaged).unwrap();
     let err = open(dir.path()).unwrap_err();
-    assert!(err.to_string().contains("position 1 where 4 was expected"), "{err}");
+    assert!(
+        err.to_string().contains("position 1 where 4 was expected"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -275,9 +340,15 @@ fn reopen_after_clean_close_reports_nothing_and_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
     multi_segment(dir.path());
     let journal = open(dir.path()).unwrap();
-    assert!(journal.recovery_report().actions.is_empty(), "{:?}", journal.recovery_report());
+    assert!(
+        journal.recovery_report().actions.is_empty(),
+        "{:?}",
+        journal.recovery_report()
+    );
     let events = all_events(&journal);
     assert_eq!(events.len() as u64, head(&journal).0);
-    assert!(events.windows(2).all(|w| w[0].position.next() == w[1].position));
+    assert!(events
+        .windows(2)
+        .all(|w| w[0].position.next() == w[1].position));
     verify_ok(&journal);
 }

@@ -24,12 +24,23 @@ fn verify(dir: &std::path::Path, digest: Option<(Position, ChainHash)>) -> Verif
     // whose damage recovery does not look at (sealed data) or verify right after tampering
     // through a second handle.
     let journal = Journal::open(dir, Options::default()).expect("open");
-    journal.verify(&VerifyOptions { digest, ..VerifyOptions::default() }, &mut |_, _| {}).expect("verify runs")
+    journal
+        .verify(
+            &VerifyOptions {
+                digest,
+                ..VerifyOptions::default()
+            },
+            &mut |_, _| {},
+        )
+        .expect("verify runs")
 }
 
 /// Tampers with a live journal's tail through the file system while it is open, then verifies
 /// through the same handle (recovery would otherwise refuse to open).
-fn tamper_live(n: u64, tamper: impl FnOnce(&std::path::Path, &[(u64, journal_format::FrameHeader)])) -> VerifyReport {
+fn tamper_live(
+    n: u64,
+    tamper: impl FnOnce(&std::path::Path, &[(u64, journal_format::FrameHeader)]),
+) -> VerifyReport {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     for i in 1..=n {
@@ -38,7 +49,9 @@ fn tamper_live(n: u64, tamper: impl FnOnce(&std::path::Path, &[(u64, journal_for
     let file = segment_files(dir.path()).pop().unwrap();
     let f = frames(&file);
     tamper(&file, &f);
-    journal.verify(&VerifyOptions::default(), &mut |_, _| {}).unwrap()
+    journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap()
 }
 
 #[test]
@@ -80,7 +93,14 @@ fn an_edit_with_recomputed_checksums_breaks_the_chain() {
         bytes[offset as usize..offset as usize + frame.len()].copy_from_slice(&frame);
         std::fs::write(file, bytes).unwrap();
     });
-    assert!(report.problems.iter().any(|p| p.kind == "chain" && p.position == Some(5)), "{:?}", report.problems);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == "chain" && p.position == Some(5)),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -92,7 +112,14 @@ fn a_deleted_frame_is_found() {
         std::fs::write(file, bytes).unwrap();
     });
     assert!(!report.ok);
-    assert!(report.problems.iter().any(|p| p.kind == "position_sequence" && p.position == Some(4)), "{:?}", report.problems);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == "position_sequence" && p.position == Some(4)),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -107,7 +134,14 @@ fn swapped_frames_are_found() {
         out.extend_from_slice(&bytes[(f[3].0 + f[3].1.frame_len()) as usize..]);
         std::fs::write(file, out).unwrap();
     });
-    assert!(report.problems.iter().any(|p| p.kind == "position_sequence" && p.position == Some(3)), "{:?}", report.problems);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == "position_sequence" && p.position == Some(3)),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -119,7 +153,10 @@ fn truncated_history_is_caught_against_a_kept_digest() {
     let f = frames(&file);
     truncate(&file, f[6].0);
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
-    assert!(verify(dir.path(), None).ok, "a clean truncation is invisible without a digest");
+    assert!(
+        verify(dir.path(), None).ok,
+        "a clean truncation is invisible without a digest"
+    );
     let report = verify(dir.path(), Some(digest));
     assert!(!report.ok);
     assert_eq!(report.problems[0].kind, "digest_beyond_head");
@@ -142,13 +179,19 @@ fn a_rewritten_segment_with_a_consistent_new_chain_is_caught_against_a_kept_dige
         if let Some(at) = body.iter().position(|b| *b == b'c') {
             body[at] = b'C';
         }
-        let meta = FrameMeta { flags: FrameFlags::END_OF_BATCH.with(FrameFlags::FIRST_IN_WRITE), ..header.meta };
+        let meta = FrameMeta {
+            flags: FrameFlags::END_OF_BATCH.with(FrameFlags::FIRST_IN_WRITE),
+            ..header.meta
+        };
         prev = encode_frame(&mut out, &prev, &meta, &body).unwrap();
     }
     assert_eq!(out.len(), bytes.len());
     std::fs::write(&file, out).unwrap();
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
-    assert!(verify(dir.path(), None).ok, "a consistent rewrite passes every internal check");
+    assert!(
+        verify(dir.path(), None).ok,
+        "a consistent rewrite passes every internal check"
+    );
     let report = verify(dir.path(), Some(digest));
     assert!(!report.ok);
     assert_eq!(report.problems[0].kind, "digest_mismatch");
@@ -162,20 +205,38 @@ fn blobs_are_checked_against_their_hashes() {
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let output = b"a large tool output\n".repeat(1000);
     let reference = journal.blobs().put(&output).unwrap();
-    assert_eq!(journal.blobs().put(&output).unwrap(), reference, "content addressed");
+    assert_eq!(
+        journal.blobs().put(&output).unwrap(),
+        reference,
+        "content addressed"
+    );
     let mut e = event(1, "s1");
     e.output_ref = Some(reference.clone());
     let mut dangling = event(2, "s1");
-    dangling.refs = Some(serde_json::Map::from_iter([("log".to_string(), serde_json::json!(format!("blake3:{}", "0".repeat(64))))]));
+    dangling.refs = Some(serde_json::Map::from_iter([(
+        "log".to_string(),
+        serde_json::json!(format!("blake3:{}", "0".repeat(64))),
+    )]));
     append(&journal, vec![e, dangling]);
     assert_eq!(journal.blobs().get(&reference).unwrap().unwrap(), output);
-    let report = journal.verify(&VerifyOptions::default(), &mut |_, _| {}).unwrap();
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap();
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     assert_eq!(report.problems[0].kind, "blob_missing");
     assert_eq!(report.problems[0].position, Some(2));
     let hex = reference.trim_start_matches("blake3:");
     let path = dir.path().join("blobs").join(&hex[..2]).join(hex);
     flip_byte(&path, 3);
-    let report = journal.verify(&VerifyOptions::default(), &mut |_, _| {}).unwrap();
-    assert!(report.problems.iter().any(|p| p.kind == "blob_mismatch" && p.position == Some(1)), "{:?}", report.problems);
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == "blob_mismatch" && p.position == Some(1)),
+        "{:?}",
+        report.problems
+    );
 }

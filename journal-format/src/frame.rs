@@ -31,7 +31,7 @@ pub const HASH_OFFSET: usize = STREAM_VERSION_OFFSET + 8;
 pub const FRAME_HEADER_LEN: usize = HASH_OFFSET + 32;
 
 const _: () = assert!(FRAME_HEADER_LEN == 72);
-const _: () = assert!(POSITION_OFFSET % 8 == 0 && HASH_OFFSET % 8 == 0);
+const _: () = assert!(POSITION_OFFSET.is_multiple_of(8) && HASH_OFFSET.is_multiple_of(8));
 
 /// The largest body the format can hold (16 MiB). The engine's configurable event size limit
 /// (default 1 MiB) must not exceed it.
@@ -301,10 +301,12 @@ pub fn decode_frame<'a>(
 ) -> Result<(FrameHeader, &'a [u8]), FormatError> {
     let header = FrameHeader::decode(bytes)?;
     let end = FRAME_HEADER_LEN + header.body_len as usize;
-    let body = bytes.get(FRAME_HEADER_LEN..end).ok_or(FormatError::Truncated {
-        needed: end as u64,
-        available: bytes.len() as u64,
-    })?;
+    let body = bytes
+        .get(FRAME_HEADER_LEN..end)
+        .ok_or(FormatError::Truncated {
+            needed: end as u64,
+            available: bytes.len() as u64,
+        })?;
     header.check_body(body)?;
     if let Some(prev) = prev {
         header.check_link(prev, body)?;
@@ -339,7 +341,11 @@ pub(crate) mod tests {
             position: Position(position),
             recorded_at_ns: 1_778_493_600_000_000_000,
             stream_version: position,
-            flags: if end { FrameFlags::END_OF_BATCH.with(FrameFlags::FIRST_IN_WRITE) } else { FrameFlags::NONE },
+            flags: if end {
+                FrameFlags::END_OF_BATCH.with(FrameFlags::FIRST_IN_WRITE)
+            } else {
+                FrameFlags::NONE
+            },
         }
     }
 
@@ -356,7 +362,12 @@ pub(crate) mod tests {
     fn hex_dump(bytes: &[u8]) -> String {
         bytes
             .chunks(16)
-            .map(|line| line.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+            .map(|line| {
+                line.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -366,7 +377,9 @@ pub(crate) mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
         let doc = std::fs::read_to_string(path).expect("docs/FORMAT.md is readable");
         let marker = format!("<!-- golden:{name} -->");
-        let start = doc.find(&marker).unwrap_or_else(|| panic!("FORMAT.md lacks {marker}"));
+        let start = doc
+            .find(&marker)
+            .unwrap_or_else(|| panic!("FORMAT.md lacks {marker}"));
         let rest = &doc[start + marker.len()..];
         let open = rest.find("```text\n").expect("code block after marker") + "```text\n".len();
         let close = rest[open..].find("```").expect("closed code block");
@@ -386,11 +399,21 @@ pub(crate) mod tests {
     #[test]
     fn layout_constants_match_format_md_table() {
         assert_eq!(
-            (BODY_LEN_OFFSET, BODY_CRC_OFFSET, FLAGS_OFFSET, RESERVED_OFFSET),
+            (
+                BODY_LEN_OFFSET,
+                BODY_CRC_OFFSET,
+                FLAGS_OFFSET,
+                RESERVED_OFFSET
+            ),
             (4, 8, 12, 14)
         );
         assert_eq!(
-            (POSITION_OFFSET, RECORDED_AT_OFFSET, STREAM_VERSION_OFFSET, HASH_OFFSET),
+            (
+                POSITION_OFFSET,
+                RECORDED_AT_OFFSET,
+                STREAM_VERSION_OFFSET,
+                HASH_OFFSET
+            ),
             (16, 24, 32, 40)
         );
     }
@@ -424,7 +447,13 @@ pub(crate) mod tests {
         let mut frames = Vec::new();
         for p in 1..=3 {
             let mut out = Vec::new();
-            prev = encode_frame(&mut out, &prev, &meta(p, true), format!("body{p}").as_bytes()).unwrap();
+            prev = encode_frame(
+                &mut out,
+                &prev,
+                &meta(p, true),
+                format!("body{p}").as_bytes(),
+            )
+            .unwrap();
             frames.push(out);
         }
         // Frame 3 after frame 1 (frame 2 deleted): its link does not follow from frame 1's.

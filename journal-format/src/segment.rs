@@ -66,7 +66,8 @@ impl SegmentHeader {
         let mut h = [0u8; SEGMENT_HEADER_LEN];
         h[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(&SEGMENT_MAGIC);
         h[VERSION_OFFSET..HEADER_RESERVED_OFFSET].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        h[SEGMENT_ID_OFFSET..FIRST_POSITION_OFFSET].copy_from_slice(&self.segment_id.0.to_le_bytes());
+        h[SEGMENT_ID_OFFSET..FIRST_POSITION_OFFSET]
+            .copy_from_slice(&self.segment_id.0.to_le_bytes());
         h[FIRST_POSITION_OFFSET..PREV_HASH_OFFSET]
             .copy_from_slice(&self.first_position.0.to_le_bytes());
         h[PREV_HASH_OFFSET..SEGMENT_HEADER_LEN].copy_from_slice(&self.prev_hash.0);
@@ -160,7 +161,8 @@ impl SegmentFooter {
     #[must_use]
     #[allow(clippy::indexing_slicing)] // Constant offsets inside a fixed-size array.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.entries.len() * FOOTER_ENTRY_LEN + SEGMENT_FOOTER_TRAILER_LEN);
+        let mut out =
+            Vec::with_capacity(self.entries.len() * FOOTER_ENTRY_LEN + SEGMENT_FOOTER_TRAILER_LEN);
         for entry in &self.entries {
             out.extend_from_slice(&entry.position.0.to_le_bytes());
             out.extend_from_slice(&entry.offset.0.to_le_bytes());
@@ -169,7 +171,8 @@ impl SegmentFooter {
         t[TRAILER_MAGIC_OFFSET..LAST_POSITION_OFFSET].copy_from_slice(&FOOTER_MAGIC);
         t[LAST_POSITION_OFFSET..COUNT_OFFSET].copy_from_slice(&self.last_position.0.to_le_bytes());
         t[COUNT_OFFSET..INDEX_OFFSET_OFFSET].copy_from_slice(&self.count.to_le_bytes());
-        t[INDEX_OFFSET_OFFSET..INDEX_COUNT_OFFSET].copy_from_slice(&self.index_offset.0.to_le_bytes());
+        t[INDEX_OFFSET_OFFSET..INDEX_COUNT_OFFSET]
+            .copy_from_slice(&self.index_offset.0.to_le_bytes());
         let index_count = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
         t[INDEX_COUNT_OFFSET..TRAILER_CRC_OFFSET].copy_from_slice(&index_count.to_le_bytes());
         t[LAST_HASH_OFFSET..].copy_from_slice(&self.last_hash.0);
@@ -252,9 +255,9 @@ impl SegmentFooter {
         let ordered = entries
             .windows(2)
             .all(|w| w[0].position < w[1].position && w[0].offset < w[1].offset);
-        let in_range = entries.iter().all(|e| {
-            e.offset.0 >= SEGMENT_HEADER_LEN as u64 && e.offset < trailer.index_offset
-        });
+        let in_range = entries
+            .iter()
+            .all(|e| e.offset.0 >= SEGMENT_HEADER_LEN as u64 && e.offset < trailer.index_offset);
         if !ordered || !in_range {
             return Err(FormatError::InconsistentFooter(
                 "sparse index entries are out of order or out of range".into(),
@@ -289,7 +292,12 @@ mod tests {
     fn hex_dump(bytes: &[u8]) -> String {
         bytes
             .chunks(16)
-            .map(|line| line.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+            .map(|line| {
+                line.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -300,7 +308,10 @@ mod tests {
             count: 2,
             index_offset: ByteOffset(200),
             last_hash: ChainHash([0x22; 32]),
-            entries: vec![FooterEntry { position: Position(1), offset: ByteOffset(64) }],
+            entries: vec![FooterEntry {
+                position: Position(1),
+                offset: ByteOffset(64),
+            }],
         }
     }
 
@@ -312,7 +323,10 @@ mod tests {
             prev_hash: ChainHash::GENESIS,
         };
         assert_eq!(golden_block("segment-header"), hex_dump(&header.encode()));
-        assert_eq!(golden_block("segment-footer"), hex_dump(&sample_footer().encode()));
+        assert_eq!(
+            golden_block("segment-footer"),
+            hex_dump(&sample_footer().encode())
+        );
     }
 
     #[test]
@@ -360,6 +374,9 @@ mod tests {
         bytes[VERSION_OFFSET] = 2;
         let crc = header_crc(&bytes);
         bytes[HEADER_CRC_OFFSET..SEGMENT_ID_OFFSET].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(SegmentHeader::decode(&bytes), Err(FormatError::UnsupportedVersion(2)));
+        assert_eq!(
+            SegmentHeader::decode(&bytes),
+            Err(FormatError::UnsupportedVersion(2))
+        );
     }
 }

@@ -13,7 +13,8 @@ use serde_json::{Map, Value};
 /// serde_json's message (with line and column), or the duplicated key.
 pub fn parse(bytes: &[u8]) -> Result<Value, String> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let StrictValue(value) = StrictValue::deserialize(&mut deserializer).map_err(|e| e.to_string())?;
+    let StrictValue(value) =
+        StrictValue::deserialize(&mut deserializer).map_err(|e| e.to_string())?;
     deserializer.end().map_err(|e| e.to_string())?;
     Ok(value)
 }
@@ -87,15 +88,21 @@ mod tests {
 
     #[test]
     fn refuses_duplicate_keys_at_any_depth() {
-        assert!(parse(br#"{"a":1,"a":2}"#).unwrap_err().contains("duplicate key `a`"));
-        assert!(parse(br#"{"p":{"b":[{"c":1,"c":1}]}}"#).unwrap_err().contains("`c`"));
+        assert!(parse(br#"{"a":1,"a":2}"#)
+            .unwrap_err()
+            .contains("duplicate key `a`"));
+        assert!(parse(br#"{"p":{"b":[{"c":1,"c":1}]}}"#)
+            .unwrap_err()
+            .contains("`c`"));
         assert!(parse(br#"{"a":1,"b":2}"#).is_ok());
     }
 
     #[test]
     fn refuses_deep_nesting_and_trailing_data() {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert!(parse(deep.as_bytes()).unwrap_err().contains("recursion limit"));
+        assert!(parse(deep.as_bytes())
+            .unwrap_err()
+            .contains("recursion limit"));
         assert!(parse(b"{} {}").is_err());
     }
 }

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 /// The global event number the journal assigns: 1, 2, 3, ... in append order, gapless.
 ///
 /// `Position(0)` is never an event; it stands for "before the first event".
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Position(pub u64);
 
@@ -23,7 +25,11 @@ impl Position {
     /// the order of the log.
     #[must_use]
     pub fn next(self) -> Position {
-        Position(self.0.checked_add(1).unwrap_or_else(|| panic!("position overflow")))
+        Position(
+            self.0
+                .checked_add(1)
+                .unwrap_or_else(|| panic!("position overflow")),
+        )
     }
 }
 
@@ -34,7 +40,9 @@ impl fmt::Display for Position {
 }
 
 /// The number of a segment file, 1, 2, 3, ... in the order the segments were created.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct SegmentId(pub u64);
 
@@ -64,7 +72,9 @@ impl fmt::Display for SegmentId {
 }
 
 /// A byte offset inside one segment file.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct ByteOffset(pub u64);
 
@@ -87,8 +97,8 @@ impl ChainHash {
     pub fn to_hex(&self) -> String {
         let mut s = String::with_capacity(64);
         for b in self.0 {
-            s.push(char::from(HEX[usize::from(b >> 4)]));
-            s.push(char::from(HEX[usize::from(b & 0x0f)]));
+            s.push(hex_digit(b >> 4));
+            s.push(hex_digit(b & 0x0f));
         }
         s
     }
@@ -100,7 +110,10 @@ impl ChainHash {
     pub fn from_hex(text: &str) -> Result<ChainHash, String> {
         let bytes = text.as_bytes();
         if bytes.len() != 64 {
-            return Err(format!("a hash is 64 hex digits, got {} characters", bytes.len()));
+            return Err(format!(
+                "a hash is 64 hex digits, got {} characters",
+                bytes.len()
+            ));
         }
         let mut out = [0u8; 32];
         for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
@@ -117,7 +130,10 @@ impl ChainHash {
     }
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// The lower-case hex digit of a nibble (`n < 16`).
+fn hex_digit(n: u8) -> char {
+    char::from(if n < 10 { b'0' + n } else { b'a' + n - 10 })
+}
 
 fn hex_value(b: u8) -> Option<u8> {
     match b {

@@ -38,8 +38,18 @@ pub fn small_segments() -> Options {
 
 /// A realistic event: a tool call in a session, about 300 bytes stored.
 pub fn event(i: u64, session: &str) -> Envelope {
-    let types = ["turn.submitted", "model.requested", "tool.started", "tool.result", "task.progress"];
-    let mut e = Envelope::new(types[(i % 5) as usize], format!("evt-{session}-{i}"), "2026-05-11T10:00:00Z");
+    let types = [
+        "turn.submitted",
+        "model.requested",
+        "tool.started",
+        "tool.result",
+        "task.progress",
+    ];
+    let mut e = Envelope::new(
+        types[(i % 5) as usize],
+        format!("evt-{session}-{i}"),
+        "2026-05-11T10:00:00Z",
+    );
     e.session_id = Some(session.to_string());
     e.task_id = Some(format!("task-{}", i % 3));
     e.run_id = Some(format!("run-{}", i % 2));
@@ -54,7 +64,9 @@ pub fn event(i: u64, session: &str) -> Envelope {
 }
 
 pub fn append(journal: &Journal, events: Vec<Envelope>) -> Vec<Appended> {
-    journal.append_batch_blocking(events, AppendOptions::default()).expect("append")
+    journal
+        .append_batch_blocking(events, AppendOptions::default())
+        .expect("append")
 }
 
 pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
@@ -73,7 +85,9 @@ pub fn frames(file: &Path) -> Vec<(u64, FrameHeader)> {
     let mut out = Vec::new();
     let mut at = SEGMENT_HEADER_LEN;
     while at + FRAME_HEADER_LEN <= bytes.len() {
-        let Ok(h) = FrameHeader::decode(&bytes[at..]) else { break };
+        let Ok(h) = FrameHeader::decode(&bytes[at..]) else {
+            break;
+        };
         out.push((at as u64, h));
         at += h.frame_len() as usize;
     }
@@ -87,7 +101,12 @@ pub fn flip_byte(file: &Path, offset: u64) {
 }
 
 pub fn truncate(file: &Path, len: u64) {
-    std::fs::OpenOptions::new().write(true).open(file).expect("open").set_len(len).expect("truncate");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .expect("open")
+        .set_len(len)
+        .expect("truncate");
 }
 
 pub fn head(journal: &Journal) -> Position {
@@ -96,7 +115,10 @@ pub fn head(journal: &Journal) -> Position {
 
 /// Every event in the journal, read back.
 pub fn all_events(journal: &Journal) -> Vec<journal_format::StoredEvent> {
-    journal.read(Position(1), None, true).collect::<Result<Vec<_>, _>>().expect("read all")
+    journal
+        .read(Position(1), None, true)
+        .collect::<Result<Vec<_>, _>>()
+        .expect("read all")
 }
 
 /// The shared directory next to the workspace root; panics with a clear message when missing.
