@@ -120,5 +120,10 @@ fn reads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, frames, appends, reads);
+#[allow(missing_docs)] // The macro generates an undocumented function.
+mod group {
+    use super::*;
+    criterion_group!(benches, frames, appends, reads);
+}
+use group::benches;
 criterion_main!(benches);
