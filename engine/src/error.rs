@@ -97,7 +97,7 @@ pub enum Error {
     Unsupported(String),
 }
 
-/// A `Result` with the engine's [`Error`].
+/// A `Result` with the engine's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

@@ -1,0 +1,22 @@
+//! Arbitrary bytes through the frame, segment header and footer decoders: no panic, no hang, no
+//! unbounded allocation.
+#![no_main]
+
+use journal_format::frame::decode_frame;
+use journal_format::{ChainHash, SegmentFooter, SegmentHeader};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = decode_frame(data, None);
+    let _ = decode_frame(data, Some(&ChainHash::GENESIS));
+    let _ = SegmentHeader::decode(data);
+    if data.len() >= 72 {
+        let split = data.len() - 72;
+        if let Ok(trailer) = SegmentFooter::decode_trailer(&data[split..], data.len() as u64) {
+            let start = trailer.index_offset.0 as usize;
+            if start <= split {
+                let _ = SegmentFooter::decode(&trailer, &data[start..split]);
+            }
+        }
+    }
+});
