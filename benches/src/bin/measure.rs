@@ -30,13 +30,19 @@ struct Args {
 }
 
 fn args() -> Result<Args, String> {
-    let mut out = Args { events: 20_000, open_large: 1_000_000, dir: None };
+    let mut out = Args {
+        events: 20_000,
+        open_large: 1_000_000,
+        dir: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--events" => out.events = value()?.parse().map_err(|e| format!("--events: {e}"))?,
-            "--open-large" => out.open_large = value()?.parse().map_err(|e| format!("--open-large: {e}"))?,
+            "--open-large" => {
+                out.open_large = value()?.parse().map_err(|e| format!("--open-large: {e}"))?
+            }
             "--dir" => out.dir = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -81,7 +87,10 @@ fn bound(dir: &Path, producers: u64, batch: u64, events: u64, frame_bytes: usize
         }
         f.sync_all().expect("sync");
     }
-    let file = Arc::new(std::sync::Mutex::new((OpenOptions::new().write(true).open(&path).expect("open"), 0u64)));
+    let file = Arc::new(std::sync::Mutex::new((
+        OpenOptions::new().write(true).open(&path).expect("open"),
+        0u64,
+    )));
     let per_producer = events / producers;
     let buf = vec![0xA5u8; frame_bytes * batch as usize];
     let start = Instant::now();
@@ -105,7 +114,10 @@ fn bound(dir: &Path, producers: u64, batch: u64, events: u64, frame_bytes: usize
             })
         })
         .collect();
-    let latencies: Vec<Duration> = handles.into_iter().flat_map(|h| h.join().expect("join")).collect();
+    let latencies: Vec<Duration> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("join"))
+        .collect();
     let elapsed = start.elapsed();
     let _ = std::fs::remove_file(&path);
     summarize(per_producer / batch * batch * producers, elapsed, latencies)
@@ -114,7 +126,11 @@ fn bound(dir: &Path, producers: u64, batch: u64, events: u64, frame_bytes: usize
 fn journal_run(dir: &Path, producers: u64, batch: u64, events: u64) -> Run {
     let jdir = dir.join(format!("journal-{producers}-{batch}"));
     let journal = Journal::open(&jdir, Options::default()).expect("open");
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let per_producer = events / producers;
     let start = Instant::now();
     let latencies: Vec<Duration> = runtime.block_on(async {
@@ -125,9 +141,14 @@ fn journal_run(dir: &Path, producers: u64, batch: u64, events: u64) -> Run {
                     let mut lat = Vec::new();
                     let base = p * 1_000_000_000;
                     for b in 0..per_producer / batch {
-                        let events: Vec<_> = (0..batch).map(|k| workload_event(base + b * batch + k)).collect();
+                        let events: Vec<_> = (0..batch)
+                            .map(|k| workload_event(base + b * batch + k))
+                            .collect();
                         let t = Instant::now();
-                        journal.append_batch(events, AppendOptions::default()).await.expect("append");
+                        journal
+                            .append_batch(events, AppendOptions::default())
+                            .await
+                            .expect("append");
                         lat.push(t.elapsed());
                     }
                     lat
@@ -151,7 +172,12 @@ fn build_journal(dir: &Path, events: u64) {
     let mut i = 0;
     while i < events {
         let n = 1000.min(events - i);
-        journal.append_batch_blocking((i..i + n).map(workload_event).collect(), AppendOptions::default()).expect("append");
+        journal
+            .append_batch_blocking(
+                (i..i + n).map(workload_event).collect(),
+                AppendOptions::default(),
+            )
+            .expect("append");
         i += n;
     }
     journal.close();
@@ -179,20 +205,47 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tmp = tempfile::tempdir_in(args.dir.clone().unwrap_or_else(|| PathBuf::from("."))).expect("tempdir");
+    let tmp = tempfile::tempdir_in(args.dir.clone().unwrap_or_else(|| PathBuf::from(".")))
+        .expect("tempdir");
     let dir = tmp.path();
-    let frame_bytes = workload_event(1).to_msgpack().expect("encode").len() + journal_format::FRAME_HEADER_LEN;
-    println!("workload: {} bytes per event as MessagePack, {frame_bytes} bytes per frame", frame_bytes - 72);
-    println!("\n{:<10} {:>6} {:>9} {:>14} {:>14} {:>8} {:>10} {:>10}", "append", "batch", "producers", "journal ev/s", "bound ev/s", "ratio", "p99 ms", "bound p99");
+    let frame_bytes =
+        workload_event(1).to_msgpack().expect("encode").len() + journal_format::FRAME_HEADER_LEN;
+    println!(
+        "workload: {} bytes per event as MessagePack, {frame_bytes} bytes per frame",
+        frame_bytes - 72
+    );
+    println!(
+        "\n{:<10} {:>6} {:>9} {:>14} {:>14} {:>8} {:>10} {:>10}",
+        "append",
+        "batch",
+        "producers",
+        "journal ev/s",
+        "bound ev/s",
+        "ratio",
+        "p99 ms",
+        "bound p99"
+    );
     let mut rows = Vec::new();
     for producers in [1u64, 8] {
         for batch in [1u64, 100, 1000] {
-            let events = if batch == 1 { args.events / 4 } else { args.events * 5 }.max(batch * producers);
+            let events = if batch == 1 {
+                args.events / 4
+            } else {
+                args.events * 5
+            }
+            .max(batch * producers);
             let b = bound(dir, producers, batch, events, frame_bytes);
             let j = journal_run(dir, producers, batch, events);
             println!(
                 "{:<10} {:>6} {:>9} {:>14.0} {:>14.0} {:>8.2} {:>10.2} {:>10.2}",
-                "durable", batch, producers, j.events_per_s, b.events_per_s, j.events_per_s / b.events_per_s, j.p99_ms, b.p99_ms
+                "durable",
+                batch,
+                producers,
+                j.events_per_s,
+                b.events_per_s,
+                j.events_per_s / b.events_per_s,
+                j.p99_ms,
+                b.p99_ms
             );
             rows.push(json!({
                 "batch": batch, "producers": producers,
