@@ -119,7 +119,7 @@ pub(crate) fn run(
                 Err(_) => break,
             }
         }
-        if let Err(e) = index.apply(&entries, head, false) {
+        if let Err(e) = index.apply(&entries, head.1, false) {
             tracing::error!(error = %e, "index update failed");
             progress.fail(e.to_string());
             return;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+use journal_format::{ChainHash, Envelope, Position, SegmentId, StoredEvent};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -161,7 +161,20 @@ impl Journal {
                 Error::io(format!("locking {}", dir.display()))(e)
             }
         })?;
-        let recovered = recovery::recover(&*storage, &dir, options.salvage)?;
+        // The index is opened first: its head is the checkpoint after which recovery scans
+        // the tail segment. Recovery checks the checkpoint against the log before using it.
+        let index_path = dir.join(INDEX_FILE);
+        let existed = index_path.exists();
+        let (index, recreated) = Index::open(&index_path)?;
+        let index = Arc::new(index);
+        let checkpoint = match index.checkpoint() {
+            Ok(Some(c)) => index
+                .sparse_of(c.segment, Position(1), c.position)
+                .ok()
+                .map(|sparse| (c, sparse)),
+            _ => None,
+        };
+        let recovered = recovery::recover(&*storage, &dir, options.salvage, checkpoint)?;
         let mut report = recovered.report;
         let mut segments = recovered.segments;
         let head = recovered.head;
@@ -179,9 +192,6 @@ impl Journal {
         let tail = segments.last().cloned().ok_or(Error::Closed)?;
         let log = Arc::new(Log::new(segments, head));
 
-        let index_path = dir.join(INDEX_FILE);
-        let existed = index_path.exists();
-        let (index, recreated) = Index::open(&index_path)?;
         if recreated {
             report.actions.push(RecoveryAction::IndexRebuilt {
                 reason: "the index file could not be opened".into(),
@@ -191,7 +201,6 @@ impl Journal {
                 reason: "the index file was missing".into(),
             });
         }
-        let index = Arc::new(index);
         if let Some(reason) = index_inconsistency(&log, &index, head)? {
             index.clear()?;
             report.actions.push(RecoveryAction::IndexRebuilt { reason });
@@ -322,7 +331,6 @@ impl Journal {
                 event_id: event.event_id,
                 id_assigned,
                 stream_key,
-                session: event.session_id,
                 task: event.task_id,
                 run: event.run_id,
             });
@@ -464,11 +472,11 @@ impl Journal {
             .get(event_id)
             .cloned()
         {
-            return read::read_position(&self.inner.log, &self.inner.index, a.position).map(Some);
+            return read::read_position(&self.inner.log, a.position).map(Some);
         }
         self.wait_for_index()?;
-        match self.inner.index.event_position(event_id)? {
-            Some(p) => read::read_position(&self.inner.log, &self.inner.index, p).map(Some),
+        match self.inner.index.event(event_id)? {
+            Some((p, segment, offset)) => read::read_at(&self.inner.log, segment, offset, p).map(Some),
             None => Ok(None),
         }
     }
@@ -553,8 +561,8 @@ impl Journal {
                 return Ok(out);
             }
             version += page.len() as u64;
-            for p in page {
-                out.push(read::read_position(&self.inner.log, &self.inner.index, p)?);
+            for (p, segment, offset) in page {
+                out.push(read::read_at(&self.inner.log, segment, offset, p)?);
             }
         }
     }
@@ -625,7 +633,7 @@ enum Source {
         id: String,
         next: Position,
         head: Position,
-        page: std::collections::VecDeque<Position>,
+        page: std::collections::VecDeque<(Position, SegmentId, u64)>,
     },
 }
 
@@ -654,17 +662,13 @@ impl Query {
                         return None;
                     }
                     match self.journal.inner.index.positions_by(*by, id, *next, 512) {
-                        Ok(positions) => page.extend(positions.into_iter().filter(|p| *p <= *head)),
+                        Ok(found) => page.extend(found.into_iter().filter(|(p, _, _)| *p <= *head)),
                         Err(e) => return Some(Err(e)),
                     }
                 }
-                let p = page.pop_front()?;
+                let (p, segment, offset) = page.pop_front()?;
                 *next = p.next();
-                Some(read::read_position(
-                    &self.journal.inner.log,
-                    &self.journal.inner.index,
-                    p,
-                ))
+                Some(read::read_at(&self.journal.inner.log, segment, offset, p))
             }
         }
     }
@@ -708,7 +712,7 @@ fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<St
             head.position
         )));
     }
-    match read::read_position(log, index, indexed) {
+    match read::read_position(log, indexed) {
         Ok(event) if event.hash == hash => Ok(None),
         Ok(event) => Ok(Some(format!(
             "the index's head hash {hash} differs from the log's {} at position {indexed}",
@@ -723,28 +727,28 @@ fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<St
 /// Adds index entries for positions `from..=to`, read from the log.
 fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
     let mut chunk: Vec<IndexEntry> = Vec::with_capacity(CATCH_UP_CHUNK.min(4096));
-    let mut last = (Position::ZERO, ChainHash::GENESIS);
+    let mut last = ChainHash::GENESIS;
     read::for_each_frame(log, from, to, false, &mut |raw| {
         let event = read::decode(&raw)?;
-        last = (event.position, event.hash);
-        chunk.push(index_entry(&event, raw.segment, raw.offset));
+        last = event.hash;
+        let end = raw.offset + raw.header.frame_len();
+        chunk.push(index_entry(&event, raw.segment, raw.offset, end));
         if chunk.len() >= CATCH_UP_CHUNK {
             index.apply(&chunk, last, false)?;
             chunk.clear();
         }
         Ok(true)
     })?;
-    if !chunk.is_empty() {
-        index.apply(&chunk, last, false)?;
-    }
+    index.apply(&chunk, last, false)?;
     Ok(())
 }
 
 /// The index entry of a stored event at a location.
 pub(crate) fn index_entry(
     event: &StoredEvent,
-    segment: journal_format::SegmentId,
+    segment: SegmentId,
     offset: u64,
+    end_offset: u64,
 ) -> IndexEntry {
     let e = &event.envelope;
     IndexEntry {
@@ -752,11 +756,11 @@ pub(crate) fn index_entry(
         event_id: e.event_id.clone(),
         stream_key: e.stream_key(),
         stream_version: event.stream_version,
-        session: e.session_id.clone(),
         task: e.task_id.clone(),
         run: e.run_id.clone(),
         segment,
         offset,
+        end_offset,
     }
 }
 

@@ -9,10 +9,8 @@ use journal_format::{
 };
 
 use crate::error::{Error, Result};
-use crate::index::Index;
 use crate::log::{Log, Segment};
 use crate::scan::{FrameScanner, Stop};
-use crate::writer::Appended;
 
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]
@@ -243,39 +241,14 @@ pub(crate) fn read_at(
     })
 }
 
-/// Reads one event by position through the index's location map.
-pub(crate) fn read_position(log: &Log, index: &Index, position: Position) -> Result<StoredEvent> {
-    match index.location(position)? {
-        Some((segment, offset)) => read_at(log, segment, offset, position),
-        None => {
-            let mut found = None;
-            for_each_frame(log, position, position, false, &mut |raw| {
-                found = Some(decode(&raw)?);
-                Ok(false)
-            })?;
-            found.ok_or_else(|| {
-                Error::InvalidInput(format!("position {position} is not in the log"))
-            })
-        }
-    }
-}
-
-/// What was assigned to the event at `position` (for answering a duplicate).
-pub(crate) fn appended_at(
-    log: &Log,
-    index: &Index,
-    position: Position,
-    event_id: &str,
-) -> Result<Appended> {
-    let event = read_position(log, index, position)?;
-    Ok(Appended {
-        position,
-        event_id: event_id.to_string(),
-        hash: event.hash,
-        stream_version: event.stream_version,
-        recorded_at_ns: event.recorded_at_ns,
-        duplicate: true,
-    })
+/// Reads one event by position, through the segments' sparse indexes.
+pub(crate) fn read_position(log: &Log, position: Position) -> Result<StoredEvent> {
+    let mut found = None;
+    for_each_frame(log, position, position, false, &mut |raw| {
+        found = Some(decode(&raw)?);
+        Ok(false)
+    })?;
+    found.ok_or_else(|| Error::InvalidInput(format!("position {position} is not in the log")))
 }
 
 /// An iterator over stored events `from..=to`, streamed frame by frame in bounded memory.

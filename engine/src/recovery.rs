@@ -19,6 +19,7 @@ use journal_format::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::index::Checkpoint;
 use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::scan::{FrameScanner, Stop};
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -127,8 +128,17 @@ fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(SEGMENTS_DIR).join(id.file_name())
 }
 
+/// A point in the tail segment known to end a committed batch (the index's head), with the
+/// sparse index entries before it: recovery scans the tail only after it.
+pub(crate) type TailCheckpoint = (Checkpoint, Vec<FooterEntry>);
+
 /// Opens the log in `dir`, applying the recovery table.
-pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Result<Recovered> {
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    dir: &Path,
+    salvage: bool,
+    checkpoint: Option<TailCheckpoint>,
+) -> Result<Recovered> {
     let seg_dir = dir.join(SEGMENTS_DIR);
     storage
         .create_dir_all(&seg_dir)
@@ -150,7 +160,7 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, salvage: bool) -> Resul
         let is_last = i + 1 == ids.len();
         let expected_id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
         let result = if id == expected_id {
-            open_segment(storage, dir, id, is_last, head, &mut report)
+            open_segment(storage, dir, id, is_last, head, checkpoint.as_ref(), &mut report)
         } else {
             Err(Damage {
                 segment: expected_id,
@@ -204,6 +214,7 @@ fn open_segment(
     id: SegmentId,
     is_last: bool,
     prev: Head,
+    checkpoint: Option<&TailCheckpoint>,
     report: &mut RecoveryReport,
 ) -> Result<Option<Segment>, Damage> {
     let path = segment_path(dir, id);
@@ -318,7 +329,8 @@ fn open_segment(
             format!("sealed segment has no valid footer: {e}"),
         )),
         Err(_) => {
-            let state = scan_tail(storage, dir, id, &file, len, &header, report)?;
+            let start = checkpoint.and_then(|c| tail_start(&file, id, len, &header, c));
+            let state = scan_tail(storage, dir, id, &file, len, &header, start, report)?;
             Ok(Some(Segment {
                 id,
                 first_position: header.first_position,
@@ -352,7 +364,43 @@ fn read_footer(
     SegmentFooter::decode(&trailer, &entries)
 }
 
-/// Scans the unsealed tail segment frame by frame and applies the tail rows of the table.
+/// Where the tail scan may start: after the checkpoint, when it lies in this segment and the
+/// frame it names is there, intact, ending a batch, with the position and chain link recorded.
+/// Otherwise (`None`) the scan starts at the first frame.
+fn tail_start(
+    file: &Arc<dyn StorageFile>,
+    id: SegmentId,
+    len: u64,
+    header: &SegmentHeader,
+    (checkpoint, sparse): &TailCheckpoint,
+) -> Option<SegmentState> {
+    if checkpoint.segment != id || checkpoint.end_offset > len || checkpoint.position < header.first_position {
+        return None;
+    }
+    let frame_len = checkpoint.end_offset.checked_sub(checkpoint.offset)?;
+    let mut bytes = vec![0u8; usize::try_from(frame_len).ok()?];
+    file.read_exact_at(&mut bytes, checkpoint.offset).ok()?;
+    let (frame, _) = decode_frame(&bytes, None).ok()?;
+    let valid = frame.meta.position == checkpoint.position
+        && frame.hash == checkpoint.hash
+        && frame.frame_len() == frame_len
+        && frame.meta.flags.is_end_of_batch();
+    let sparse_valid = sparse
+        .windows(2)
+        .all(|w| matches!(w, [a, b] if a.position < b.position && a.offset < b.offset))
+        && sparse.iter().all(|e| e.offset.0 <= checkpoint.offset && e.position <= checkpoint.position);
+    (valid && sparse_valid).then(|| SegmentState {
+        sparse: sparse.clone(),
+        end_offset: checkpoint.end_offset,
+        last_position: checkpoint.position,
+        last_hash: checkpoint.hash,
+        sealed: false,
+    })
+}
+
+/// Scans the unsealed tail segment frame by frame (from `start` when given, else from the first
+/// frame) and applies the tail rows of the table.
+#[allow(clippy::too_many_arguments)]
 fn scan_tail(
     storage: &dyn Storage,
     dir: &Path,
@@ -360,6 +408,7 @@ fn scan_tail(
     file: &Arc<dyn StorageFile>,
     len: u64,
     header: &SegmentHeader,
+    start: Option<SegmentState>,
     report: &mut RecoveryReport,
 ) -> Result<SegmentState, Damage> {
     let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
@@ -368,20 +417,19 @@ fn scan_tail(
         position,
         detail,
     };
-    let start = SEGMENT_HEADER_LEN as u64;
-    report.tail_bytes_scanned = len.saturating_sub(start);
-    let mut scanner = FrameScanner::new(Arc::clone(file), id, start, len);
-    let mut committed = SegmentState {
+    let mut committed = start.unwrap_or(SegmentState {
         sparse: Vec::new(),
-        end_offset: start,
+        end_offset: SEGMENT_HEADER_LEN as u64,
         last_position: Position(header.first_position.0 - 1),
         last_hash: header.prev_hash,
         sealed: false,
-    };
+    });
+    report.tail_bytes_scanned = len.saturating_sub(committed.end_offset);
+    let mut scanner = FrameScanner::new(Arc::clone(file), id, committed.end_offset, len);
     let mut pending_sparse: Vec<FooterEntry> = Vec::new();
     let mut pending_first: Option<Position> = None;
-    let mut expected = header.first_position;
-    let mut prev = header.prev_hash;
+    let mut expected = committed.last_position.next();
+    let mut prev = committed.last_hash;
     let stop = loop {
         let frame = match scanner.next() {
             Ok(Ok(frame)) => frame,
@@ -707,6 +755,7 @@ fn quarantine(
                 &file,
                 offset,
                 &header,
+                None,
                 &mut scratch,
             )
             .map_err(Damage::into_error)?;

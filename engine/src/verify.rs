@@ -132,6 +132,14 @@ impl Journal {
         } else {
             None
         };
+        let mut index_sparse: BTreeMap<(SegmentId, u64), Position> = match &checker {
+            Some(c) => c
+                .sparse_entries()?
+                .into_iter()
+                .map(|(p, s, o)| ((s, o), p))
+                .collect(),
+            None => BTreeMap::new(),
+        };
         let mut walk = Walk {
             problems: Vec::new(),
         };
@@ -140,7 +148,6 @@ impl Journal {
         let mut expected = Position(1);
         let mut prev = Some(ChainHash::GENESIS);
         let mut blob_refs: BTreeMap<String, Position> = BTreeMap::new();
-        let mut with_session = 0u64;
         let mut with_task = 0u64;
         let mut with_run = 0u64;
         let mut digest_seen = false;
@@ -276,6 +283,17 @@ impl Journal {
                         );
                     }
                 }
+                if let Some(p) = index_sparse.remove(&(id, frame.offset)) {
+                    if p != position {
+                        walk.problem(
+                            "index_missing",
+                            Some(id),
+                            Some(frame.offset),
+                            Some(position),
+                            format!("the index's sparse map says position {p} starts here"),
+                        );
+                    }
+                }
                 batch_open = !frame.header.meta.flags.is_end_of_batch();
                 if let Some((digest_position, digest_hash)) = options.digest {
                     if digest_position == position {
@@ -295,7 +313,6 @@ impl Journal {
                                 .entry(hex.to_ascii_lowercase())
                                 .or_insert(position);
                         }
-                        with_session += u64::from(envelope.session_id.is_some());
                         with_task += u64::from(envelope.task_id.is_some());
                         with_run += u64::from(envelope.run_id.is_some());
                         if let Some(checker) = &checker {
@@ -306,8 +323,9 @@ impl Journal {
                                 hash: frame.header.hash,
                                 envelope,
                             };
+                            let end = frame.offset + frame.header.frame_len();
                             let missing =
-                                checker.missing(&index_entry(&stored, id, frame.offset))?;
+                                checker.missing(&index_entry(&stored, id, frame.offset, end))?;
                             if !missing.is_empty() {
                                 walk.problem(
                                     "index_missing",
@@ -424,9 +442,7 @@ impl Journal {
             let counts = self.index().counts()?;
             let expectations = [
                 ("event ids", counts.event_ids, events),
-                ("locations", counts.locations, events),
                 ("stream versions", counts.streams, events),
-                ("session entries", counts.by_session, with_session),
                 ("task entries", counts.by_task, with_task),
                 ("run entries", counts.by_run, with_run),
             ];
@@ -441,6 +457,15 @@ impl Journal {
                     );
                 }
             }
+        }
+        for ((segment, offset), position) in index_sparse {
+            walk.problem(
+                "index_extra",
+                Some(segment),
+                Some(offset),
+                Some(position),
+                String::from("the index's sparse map points at no frame of the log"),
+            );
         }
         if options.check_blobs {
             let blobs = self.blobs();

@@ -67,7 +67,6 @@ pub(crate) struct PreparedEvent {
     /// The journal generated the id, so it cannot be a duplicate.
     pub id_assigned: bool,
     pub stream_key: String,
-    pub session: Option<String>,
     pub task: Option<String>,
     pub run: Option<String>,
 }
@@ -320,26 +319,49 @@ impl Writer {
         self.index.stream_head(key)
     }
 
-    /// The original of a duplicate event id, if the id is known.
-    fn original(&self, staged: &Staged, event_id: &str) -> Result<Option<Appended>> {
-        if let Some(a) = staged.ids.get(event_id) {
-            return Ok(Some(a.clone()));
-        }
-        if let Some(a) = self
-            .shared
-            .unindexed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(event_id)
-        {
-            return Ok(Some(a.clone()));
-        }
-        match self.index.event_position(event_id)? {
-            Some(position) => {
-                crate::read::appended_at(&self.log, &self.index, position, event_id).map(Some)
+    /// The originals of the event ids of a request that are already stored (or staged), by the
+    /// event's index in the request.
+    ///
+    /// The `unindexed` map is locked for the whole lookup and the index read view is opened
+    /// under the lock: the indexer removes an entry from the map only after committing it, so
+    /// an id is always in the map, or in the view, or in neither because it is new.
+    fn originals(&self, events: &[PreparedEvent], staged: &Staged) -> Result<Vec<Option<Appended>>> {
+        let unindexed = self.shared.unindexed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reader = None;
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            if event.id_assigned {
+                out.push(None);
+                continue;
             }
-            None => Ok(None),
+            let id = event.event_id.as_str();
+            if let Some(a) = staged.ids.get(id).or_else(|| unindexed.get(id)) {
+                out.push(Some(a.clone()));
+                continue;
+            }
+            if reader.is_none() {
+                reader = Some(self.index.reader()?);
+            }
+            let found = match &reader {
+                Some(r) => r.event(id)?,
+                None => None,
+            };
+            match found {
+                Some((position, segment, offset)) => {
+                    let stored = crate::read::read_at(&self.log, segment, offset, position)?;
+                    out.push(Some(Appended {
+                        position,
+                        event_id: event.event_id.clone(),
+                        hash: stored.hash,
+                        stream_version: stored.stream_version,
+                        recorded_at_ns: stored.recorded_at_ns,
+                        duplicate: true,
+                    }));
+                }
+                None => out.push(None),
+            }
         }
+        Ok(out)
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
@@ -353,12 +375,8 @@ impl Writer {
         let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
         let mut within: HashMap<&str, usize> = HashMap::new();
         let mut new = Vec::new();
-        for (i, event) in events.iter().enumerate() {
-            let original = if event.id_assigned {
-                None
-            } else {
-                self.original(staged, &event.event_id)?
-            };
+        let originals = self.originals(events, staged)?;
+        for ((i, event), original) in events.iter().enumerate().zip(originals) {
             match original {
                 Some(mut a) => {
                     a.duplicate = true;
@@ -467,11 +485,11 @@ impl Writer {
                 event_id: event.event_id.clone(),
                 stream_key: event.stream_key.clone(),
                 stream_version: version,
-                session: event.session.clone(),
                 task: event.task.clone(),
                 run: event.run.clone(),
                 segment: self.tail.id,
                 offset,
+                end_offset: offset + FRAME_HEADER_LEN as u64 + event.body.len() as u64,
             });
             let appended = Appended {
                 position,

@@ -132,18 +132,24 @@ fn journal_run(dir: &Path, producers: u64, batch: u64, events: u64) -> Run {
         .build()
         .expect("runtime");
     let per_producer = events / producers;
+    // Events are built before the clock starts, as the bound's bytes are.
+    let work: Vec<Vec<Vec<_>>> = (0..producers)
+        .map(|p| {
+            let base = p * 1_000_000_000;
+            (0..per_producer / batch)
+                .map(|b| (0..batch).map(|k| workload_event(base + b * batch + k)).collect())
+                .collect()
+        })
+        .collect();
     let start = Instant::now();
     let latencies: Vec<Duration> = runtime.block_on(async {
-        let tasks: Vec<_> = (0..producers)
-            .map(|p| {
+        let tasks: Vec<_> = work
+            .into_iter()
+            .map(|batches| {
                 let journal = journal.clone();
                 tokio::spawn(async move {
                     let mut lat = Vec::new();
-                    let base = p * 1_000_000_000;
-                    for b in 0..per_producer / batch {
-                        let events: Vec<_> = (0..batch)
-                            .map(|k| workload_event(base + b * batch + k))
-                            .collect();
+                    for events in batches {
                         let t = Instant::now();
                         journal
                             .append_batch(events, AppendOptions::default())
