@@ -200,11 +200,18 @@ impl Index {
     pub(crate) fn indexed(&self) -> Result<(Position, ChainHash)> {
         Ok(self
             .checkpoint()?
-            .map_or((Position::ZERO, ChainHash::GENESIS), |c| (c.position, c.hash)))
+            .map_or((Position::ZERO, ChainHash::GENESIS), |c| {
+                (c.position, c.hash)
+            }))
     }
 
     /// The sparse index entries of one segment, up to `last`, for recovery.
-    pub(crate) fn sparse_of(&self, segment: SegmentId, first: Position, last: Position) -> Result<Vec<FooterEntry>> {
+    pub(crate) fn sparse_of(
+        &self,
+        segment: SegmentId,
+        first: Position,
+        last: Position,
+    ) -> Result<Vec<FooterEntry>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(SPARSE)?;
         let mut out = Vec::new();
@@ -238,7 +245,12 @@ impl Index {
     /// Adds `entries` (in position order, continuing from the indexed head) and records the last
     /// one as the head, in one transaction. Non-durable commits are fine: the index is caught up
     /// from the log after a crash.
-    pub(crate) fn apply(&self, entries: &[IndexEntry], head_hash: ChainHash, durable: bool) -> Result<()> {
+    pub(crate) fn apply(
+        &self,
+        entries: &[IndexEntry],
+        head_hash: ChainHash,
+        durable: bool,
+    ) -> Result<()> {
         debug_assert!(entries
             .windows(2)
             .all(|w| matches!(w, [a, b] if a.position < b.position)));
@@ -246,30 +258,55 @@ impl Index {
             return Ok(());
         };
         let mut txn = self.db.begin_write()?;
-        txn.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })?;
         {
             let mut ids = txn.open_table(EVENT_IDS)?;
             let mut streams = txn.open_table(STREAMS)?;
             let mut tasks = txn.open_table(BY_TASK)?;
             let mut runs = txn.open_table(BY_RUN)?;
             let mut sparse = txn.open_table(SPARSE)?;
-            let mut last_sparse = sparse
-                .last()?
-                .map(|(_, v)| v.value())
-                .unwrap_or((0, 0));
+            let mut last_sparse = sparse.last()?.map(|(_, v)| v.value()).unwrap_or((0, 0));
+            // Each table's keys are inserted in key order: neighbouring inserts then touch the
+            // same B-tree pages, which is several times faster than log order for random ids.
+            let mut by_id: Vec<&IndexEntry> = entries.iter().collect();
+            by_id.sort_unstable_by(|a, b| a.event_id.cmp(&b.event_id));
+            for e in by_id {
+                ids.insert(e.event_id.as_str(), (e.position.0, e.segment.0, e.offset))?;
+            }
+            let mut by_stream: Vec<&IndexEntry> = entries.iter().collect();
+            by_stream.sort_unstable_by(|a, b| {
+                (&a.stream_key, a.stream_version).cmp(&(&b.stream_key, b.stream_version))
+            });
+            for e in by_stream {
+                streams.insert(
+                    (e.stream_key.as_str(), e.stream_version),
+                    (e.position.0, e.segment.0, e.offset),
+                )?;
+            }
+            for (table, pick) in [
+                (
+                    &mut tasks,
+                    (|e: &IndexEntry| e.task.as_deref()) as fn(&IndexEntry) -> Option<&str>,
+                ),
+                (&mut runs, |e: &IndexEntry| e.run.as_deref()),
+            ] {
+                let mut keyed: Vec<(&str, &IndexEntry)> = entries
+                    .iter()
+                    .filter_map(|e| pick(e).map(|k| (k, e)))
+                    .collect();
+                keyed.sort_unstable_by(|a, b| (a.0, a.1.position).cmp(&(b.0, b.1.position)));
+                for (k, e) in keyed {
+                    table.insert((k, e.position.0), (e.segment.0, e.offset))?;
+                }
+            }
             for e in entries {
-                let p = e.position.0;
-                let here = (p, e.segment.0, e.offset);
-                ids.insert(e.event_id.as_str(), here)?;
-                streams.insert((e.stream_key.as_str(), e.stream_version), here)?;
-                if let Some(t) = &e.task {
-                    tasks.insert((t.as_str(), p), (e.segment.0, e.offset))?;
-                }
-                if let Some(r) = &e.run {
-                    runs.insert((r.as_str(), p), (e.segment.0, e.offset))?;
-                }
-                if last_sparse.0 != e.segment.0 || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES {
-                    sparse.insert(p, (e.segment.0, e.offset))?;
+                if last_sparse.0 != e.segment.0 || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES
+                {
+                    sparse.insert(e.position.0, (e.segment.0, e.offset))?;
                     last_sparse = (e.segment.0, e.offset);
                 }
             }
@@ -280,7 +317,8 @@ impl Index {
                 offset: last.offset,
                 end_offset: last.end_offset,
             };
-            txn.open_table(META)?.insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
+            txn.open_table(META)?
+                .insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
         }
         txn.commit()?;
         Ok(())
@@ -299,12 +337,17 @@ impl Index {
         self.reader()?.event(event_id)
     }
 
-    /// A read view for many lookups in a row.
+    /// A read view for many lookups in a row, and the position it reflects.
     pub(crate) fn reader(&self) -> Result<IndexReader> {
         let txn = self.db.begin_read()?;
+        let indexed = match txn.open_table(META)?.get(INDEXED_KEY)? {
+            Some(v) => Checkpoint::decode(v.value())?.position,
+            None => Position::ZERO,
+        };
         Ok(IndexReader {
             ids: txn.open_table(EVENT_IDS)?,
             streams: txn.open_table(STREAMS)?,
+            indexed,
         })
     }
 
@@ -315,7 +358,13 @@ impl Index {
 
     /// Up to `limit` events with the given secondary id, from position `from` on, with their
     /// locations.
-    pub(crate) fn positions_by(&self, by: By, id: &str, from: Position, limit: usize) -> Result<Vec<(Position, SegmentId, u64)>> {
+    pub(crate) fn positions_by(
+        &self,
+        by: By,
+        id: &str,
+        from: Position,
+        limit: usize,
+    ) -> Result<Vec<(Position, SegmentId, u64)>> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
         match by {
@@ -346,11 +395,19 @@ impl Index {
     }
 
     /// Up to `limit` events of a stream, from stream version `from_version` on.
-    pub(crate) fn stream_positions(&self, stream_key: &str, from_version: u64, limit: usize) -> Result<Vec<(Position, SegmentId, u64)>> {
+    pub(crate) fn stream_positions(
+        &self,
+        stream_key: &str,
+        from_version: u64,
+        limit: usize,
+    ) -> Result<Vec<(Position, SegmentId, u64)>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(STREAMS)?;
         let mut out = Vec::new();
-        for item in table.range((stream_key, from_version)..=(stream_key, u64::MAX))?.take(limit) {
+        for item in table
+            .range((stream_key, from_version)..=(stream_key, u64::MAX))?
+            .take(limit)
+        {
             let (_, v) = item?;
             out.push(located(v.value()));
         }
@@ -384,9 +441,15 @@ impl Index {
 pub(crate) struct IndexReader {
     ids: ReadOnlyTable<&'static str, Located>,
     streams: ReadOnlyTable<(&'static str, u64), Located>,
+    indexed: Position,
 }
 
 impl IndexReader {
+    /// The last position this view reflects.
+    pub(crate) fn indexed(&self) -> Position {
+        self.indexed
+    }
+
     pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
         Ok(self.ids.get(event_id)?.map(|v| located(v.value())))
     }
@@ -418,12 +481,19 @@ impl IndexChecker {
         if self.ids.get(e.event_id.as_str())?.map(|v| v.value()) != Some(here) {
             missing.push("event id");
         }
-        if self.streams.get((e.stream_key.as_str(), e.stream_version))?.map(|v| v.value()) != Some(here) {
+        if self
+            .streams
+            .get((e.stream_key.as_str(), e.stream_version))?
+            .map(|v| v.value())
+            != Some(here)
+        {
             missing.push("stream version");
         }
         for (table, id, name) in [(&self.tasks, &e.task, "task"), (&self.runs, &e.run, "run")] {
             if let Some(id) = id {
-                if table.get((id.as_str(), e.position.0))?.map(|v| v.value()) != Some((e.segment.0, e.offset)) {
+                if table.get((id.as_str(), e.position.0))?.map(|v| v.value())
+                    != Some((e.segment.0, e.offset))
+                {
                     missing.push(name);
                 }
             }

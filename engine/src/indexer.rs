@@ -9,7 +9,6 @@ use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry};
-use crate::writer::Shared;
 
 /// How long the indexer waits, idle, before making its work durable.
 const PERSIST_IDLE: Duration = Duration::from_millis(500);
@@ -81,12 +80,7 @@ impl IndexProgress {
 }
 
 /// Runs until the writer drops its sender.
-pub(crate) fn run(
-    index: Arc<Index>,
-    shared: Arc<Shared>,
-    progress: Arc<IndexProgress>,
-    rx: Receiver<IndexMsg>,
-) {
+pub(crate) fn run(index: Arc<Index>, progress: Arc<IndexProgress>, rx: Receiver<IndexMsg>) {
     let mut dirty = false;
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
@@ -125,12 +119,6 @@ pub(crate) fn run(
             return;
         }
         dirty = true;
-        {
-            let mut unindexed = shared.unindexed.lock().unwrap_or_else(|p| p.into_inner());
-            for e in &entries {
-                unindexed.remove(&e.event_id);
-            }
-        }
         progress.set(head.0);
     }
     if dirty {

@@ -219,14 +219,10 @@ impl Journal {
         let progress = Arc::new(IndexProgress::new(head.position));
         let (index_tx, index_rx) = mpsc::channel();
         let indexer = {
-            let (index, shared, progress) = (
-                Arc::clone(&index),
-                Arc::clone(&shared),
-                Arc::clone(&progress),
-            );
+            let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
             std::thread::Builder::new()
                 .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, shared, progress, index_rx))
+                .spawn(move || indexer::run(index, progress, index_rx))
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
@@ -240,8 +236,12 @@ impl Journal {
             limits: options.limits,
             durability: options.durability,
             indexer: index_tx,
+            progress: Arc::clone(&progress),
             tail,
             streams: Default::default(),
+            recent: Default::default(),
+            recent_order: Default::default(),
+            view: None,
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,
         };
@@ -463,20 +463,11 @@ impl Journal {
     /// # Errors
     /// [`Error::Index`] when the index fails, [`Error::Corruption`] when the frame is damaged.
     pub fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
-        if let Some(a) = self
-            .inner
-            .shared
-            .unindexed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(event_id)
-            .cloned()
-        {
-            return read::read_position(&self.inner.log, a.position).map(Some);
-        }
         self.wait_for_index()?;
         match self.inner.index.event(event_id)? {
-            Some((p, segment, offset)) => read::read_at(&self.inner.log, segment, offset, p).map(Some),
+            Some((p, segment, offset)) => {
+                read::read_at(&self.inner.log, segment, offset, p).map(Some)
+            }
             None => Ok(None),
         }
     }

@@ -160,7 +160,15 @@ pub(crate) fn recover(
         let is_last = i + 1 == ids.len();
         let expected_id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
         let result = if id == expected_id {
-            open_segment(storage, dir, id, is_last, head, checkpoint.as_ref(), &mut report)
+            open_segment(
+                storage,
+                dir,
+                id,
+                is_last,
+                head,
+                checkpoint.as_ref(),
+                &mut report,
+            )
         } else {
             Err(Damage {
                 segment: expected_id,
@@ -374,7 +382,10 @@ fn tail_start(
     header: &SegmentHeader,
     (checkpoint, sparse): &TailCheckpoint,
 ) -> Option<SegmentState> {
-    if checkpoint.segment != id || checkpoint.end_offset > len || checkpoint.position < header.first_position {
+    if checkpoint.segment != id
+        || checkpoint.end_offset > len
+        || checkpoint.position < header.first_position
+    {
         return None;
     }
     let frame_len = checkpoint.end_offset.checked_sub(checkpoint.offset)?;
@@ -388,7 +399,9 @@ fn tail_start(
     let sparse_valid = sparse
         .windows(2)
         .all(|w| matches!(w, [a, b] if a.position < b.position && a.offset < b.offset))
-        && sparse.iter().all(|e| e.offset.0 <= checkpoint.offset && e.position <= checkpoint.position);
+        && sparse
+            .iter()
+            .all(|e| e.offset.0 <= checkpoint.offset && e.position <= checkpoint.position);
     (valid && sparse_valid).then(|| SegmentState {
         sparse: sparse.clone(),
         end_offset: checkpoint.end_offset,

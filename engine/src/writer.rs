@@ -11,7 +11,7 @@
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
@@ -26,8 +26,8 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexEntry};
-use crate::indexer::IndexMsg;
+use crate::index::{Index, IndexEntry, IndexReader};
+use crate::indexer::{IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
 use crate::recovery::SEGMENTS_DIR;
@@ -87,13 +87,11 @@ pub(crate) enum Command {
     Sync(oneshot::Sender<Result<()>>),
 }
 
-/// State shared by the writer, the indexer and readers.
+/// State shared by the writer and readers.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     /// Why the writer is poisoned, if it is.
     pub poisoned: Mutex<Option<String>>,
-    /// Events acknowledged but not yet in the index, by event id.
-    pub unindexed: Mutex<HashMap<String, Appended>>,
 }
 
 impl Shared {
@@ -159,9 +157,16 @@ pub(crate) struct Writer {
     pub limits: Limits,
     pub durability: Durability,
     pub indexer: Sender<IndexMsg>,
+    pub progress: Arc<IndexProgress>,
     pub tail: Arc<Segment>,
     /// Stream versions of streams written since open (the index knows the older ones).
     pub streams: HashMap<String, u64>,
+    /// Events committed but perhaps not yet in `view`, by event id, and their ids in position
+    /// order for pruning.
+    pub recent: HashMap<String, Appended>,
+    pub recent_order: VecDeque<(Position, String)>,
+    /// A read view of the index, renewed when the indexer has moved on.
+    pub view: Option<IndexReader>,
     pub last_recorded_ns: i64,
     pub unsynced: bool,
 }
@@ -270,6 +275,11 @@ impl Writer {
     }
 
     fn commit_group(&mut self, group: Vec<Command>) {
+        if let Err(e) = self.refresh_view() {
+            // Without a view, lookups fall back to fresh transactions; say why once.
+            tracing::warn!(error = %e, "cannot renew the index view");
+            self.view = None;
+        }
         let mut staged = self.new_staged();
         for cmd in group {
             let request = match cmd {
@@ -311,23 +321,49 @@ impl Writer {
         let _ = self.flush(&mut staged);
     }
 
-    /// The current version of a stream, counting what is staged.
+    /// The current version of a stream, counting what is staged. A stream not written since
+    /// open is read from the index, which was complete at open.
     fn stream_version(&self, staged: &Staged, key: &str) -> Result<u64> {
         if let Some(v) = staged.streams.get(key).or_else(|| self.streams.get(key)) {
             return Ok(*v);
         }
-        self.index.stream_head(key)
+        match &self.view {
+            Some(view) => view.stream_head(key),
+            None => self.index.stream_head(key),
+        }
+    }
+
+    /// Renews the index view when the indexer has moved past it, and forgets the recent ids
+    /// the new view holds. Every id committed since open is in `recent` or in `view`: an id
+    /// leaves `recent` only once a view that reflects its position is in place.
+    fn refresh_view(&mut self) -> Result<()> {
+        let stale = self
+            .view
+            .as_ref()
+            .is_none_or(|v| v.indexed() < self.progress.position());
+        if stale {
+            let view = self.index.reader()?;
+            let indexed = view.indexed();
+            while let Some((position, _)) = self.recent_order.front() {
+                if *position > indexed {
+                    break;
+                }
+                if let Some((_, id)) = self.recent_order.pop_front() {
+                    self.recent.remove(&id);
+                }
+            }
+            self.view = Some(view);
+        }
+        Ok(())
     }
 
     /// The originals of the event ids of a request that are already stored (or staged), by the
     /// event's index in the request.
-    ///
-    /// The `unindexed` map is locked for the whole lookup and the index read view is opened
-    /// under the lock: the indexer removes an entry from the map only after committing it, so
-    /// an id is always in the map, or in the view, or in neither because it is new.
-    fn originals(&self, events: &[PreparedEvent], staged: &Staged) -> Result<Vec<Option<Appended>>> {
-        let unindexed = self.shared.unindexed.lock().unwrap_or_else(|p| p.into_inner());
-        let mut reader = None;
+    fn originals(
+        &self,
+        events: &[PreparedEvent],
+        staged: &Staged,
+    ) -> Result<Vec<Option<Appended>>> {
         let mut out = Vec::with_capacity(events.len());
         for event in events {
             if event.id_assigned {
@@ -335,16 +371,13 @@ impl Writer {
                 continue;
             }
             let id = event.event_id.as_str();
-            if let Some(a) = staged.ids.get(id).or_else(|| unindexed.get(id)) {
+            if let Some(a) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
                 out.push(Some(a.clone()));
                 continue;
             }
-            if reader.is_none() {
-                reader = Some(self.index.reader()?);
-            }
-            let found = match &reader {
-                Some(r) => r.event(id)?,
-                None => None,
+            let found = match &self.view {
+                Some(view) => view.event(id)?,
+                None => self.index.event(id)?,
             };
             match found {
                 Some((position, segment, offset)) => {
@@ -414,7 +447,9 @@ impl Writer {
             .rev()
             .find(|(_, repeat)| repeat.is_none())
             .map(|(i, _)| *i);
-        let base_offset = self.tail.snapshot().end_offset;
+        let tail_state = self.tail.snapshot();
+        let base_offset = tail_state.end_offset;
+        let tail_last_sparse = tail_state.sparse.last().map(|e| e.offset.0);
         let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
         let rollback = (
             staged.buf.len(),
@@ -423,7 +458,8 @@ impl Writer {
             staged.next_position,
             staged.prev_hash,
         );
-        let mut stream_updates: Vec<(String, u64)> = Vec::new();
+        // This request's stream versions; merged into `staged` only if the request succeeds.
+        let mut stream_updates: HashMap<&str, u64> = HashMap::new();
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
@@ -431,12 +467,8 @@ impl Writer {
             let Some(event) = events.get(*i) else {
                 continue;
             };
-            let version = match stream_updates
-                .iter()
-                .rev()
-                .find(|(k, _)| *k == event.stream_key)
-            {
-                Some((_, v)) => v + 1,
+            let version = match stream_updates.get(event.stream_key.as_str()) {
+                Some(v) => v + 1,
                 None => self.stream_version(staged, &event.stream_key)? + 1,
             };
             let mut flags = FrameFlags::NONE;
@@ -470,7 +502,7 @@ impl Writer {
                 .sparse
                 .last()
                 .map(|e| e.offset.0)
-                .or_else(|| self.tail.snapshot().sparse.last().map(|e| e.offset.0));
+                .or(tail_last_sparse);
             if last_sparse.is_none_or(|o| offset >= o + SPARSE_INTERVAL_BYTES) {
                 staged.sparse.push(FooterEntry {
                     position,
@@ -479,7 +511,7 @@ impl Writer {
             }
             staged.prev_hash = hash;
             staged.next_position = position.next();
-            stream_updates.push((event.stream_key.clone(), version));
+            stream_updates.insert(event.stream_key.as_str(), version);
             staged.entries.push(IndexEntry {
                 position,
                 event_id: event.event_id.clone(),
@@ -514,7 +546,7 @@ impl Writer {
             }
         }
         for (key, version) in stream_updates {
-            staged.streams.insert(key, version);
+            staged.streams.insert(key.to_string(), version);
         }
         self.last_recorded_ns = now;
         answers
@@ -574,15 +606,9 @@ impl Writer {
             position: last_position,
             hash: staged.prev_hash,
         });
-        {
-            let mut unindexed = self
-                .shared
-                .unindexed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            for (id, appended) in staged.ids.drain() {
-                unindexed.insert(id, appended);
-            }
+        for (id, appended) in staged.ids.drain() {
+            self.recent_order.push_back((appended.position, id.clone()));
+            self.recent.insert(id, appended);
         }
         for (key, version) in staged.streams.drain() {
             self.streams.insert(key, version);

@@ -269,7 +269,11 @@ fn reopening_scans_only_the_tail_after_the_index_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path()).close();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    assert_eq!(journal.recovery_report().tail_bytes_scanned, 0, "a clean close leaves nothing to scan");
+    assert_eq!(
+        journal.recovery_report().tail_bytes_scanned,
+        0,
+        "a clean close leaves nothing to scan"
+    );
     append(&journal, (0..40).map(|k| event(1000 + k, "s9")).collect());
     journal.close();
     // An index from before the last appends (as after a crash): the scan covers only what
@@ -283,7 +287,15 @@ fn reopening_scans_only_the_tail_after_the_index_checkpoint() {
     let tail_len = std::fs::metadata(&tail).unwrap().len();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let scanned = journal.recovery_report().tail_bytes_scanned;
-    assert!(scanned > 0 && scanned < tail_len - 64, "scanned {scanned} of {tail_len}");
+    assert!(
+        scanned > 0 && scanned < tail_len - 64,
+        "scanned {scanned} of {tail_len}"
+    );
     assert_eq!(journal.head().position, Position(345));
-    assert!(journal.verify(&Default::default(), &mut |_, _| {}).unwrap().ok);
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }

@@ -137,7 +137,11 @@ fn journal_run(dir: &Path, producers: u64, batch: u64, events: u64) -> Run {
         .map(|p| {
             let base = p * 1_000_000_000;
             (0..per_producer / batch)
-                .map(|b| (0..batch).map(|k| workload_event(base + b * batch + k)).collect())
+                .map(|b| {
+                    (0..batch)
+                        .map(|k| workload_event(base + b * batch + k))
+                        .collect()
+                })
                 .collect()
         })
         .collect();
