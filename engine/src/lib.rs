@@ -35,6 +35,7 @@ mod read;
 mod recovery;
 mod scan;
 pub mod seams;
+pub mod sim_disk;
 pub mod storage;
 mod subscribe;
 mod verify;

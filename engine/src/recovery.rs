@@ -508,7 +508,8 @@ fn scan_tail(
             // Row "damage that no torn write explains": a complete frame with wrong bytes and
             // no sign of unwritten space is bit rot or tampering in the last write, which was
             // acknowledged; it is never cut away.
-            if !zero_tail && !torn_evidence(&rest, at) {
+            // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
+            if !matches!(stop, Stop::Zeroed) && !torn_evidence(&rest, at) {
                 return Err(damage(
                     at,
                     Some(expected),
@@ -568,36 +569,51 @@ fn read_rest(
 /// bytes inside a damaged frame is unwritten space, not bit rot.
 const SECTOR_BYTES: u64 = 512;
 
-/// Whether the damaged bytes at the start of `rest` (file offset `base`) look like a write that
-/// did not complete: the file ends inside the frame, or the frame holds unwritten (zero) space,
-/// either from some point to the end of the file or as a whole aligned sector. A complete frame
-/// whose bytes are merely wrong shows neither.
+/// The shortest all-zero run inside a frame's body taken for an unwritten sector.
+const ZERO_RUN_MIN_BYTES: usize = 16;
+
+/// Whether the damaged frame at the start of `rest` (file offset `base`) looks like a write that
+/// did not complete rather than a complete frame whose bytes are wrong (bit rot, tampering).
+/// Unwritten space reads as zeros and comes in whole sectors (512 aligned bytes), so the
+/// evidence is:
+///
+/// - the file ends inside the frame;
+/// - a damaged header whose part before or after a sector boundary is all zeros, covering the
+///   header checksum (which is never zero in practice) or at least 16 bytes of the chain link;
+/// - a body holding, within one sector, a run of at least 16 zero bytes that fills that
+///   sector's part of the frame.
+///
+/// A single flipped bit shows none of these.
 fn torn_evidence(rest: &[u8], base: u64) -> bool {
-    let extent = match FrameHeader::decode(rest) {
-        Ok(header) => header.frame_len(),
+    let header = match FrameHeader::decode(rest) {
+        Ok(header) => header,
         Err(FormatError::Truncated { .. }) => return true,
-        Err(_) => FRAME_HEADER_LEN as u64,
+        Err(_) => {
+            let Some(h) = rest.get(..FRAME_HEADER_LEN) else {
+                return true;
+            };
+            let first_boundary = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+            let split = usize::try_from(first_boundary - base)
+                .unwrap_or(usize::MAX)
+                .min(FRAME_HEADER_LEN);
+            let (before, after) = h.split_at(split);
+            return (before.len() >= 4 && is_zeroed(before))
+                || (after.len() >= 16 && is_zeroed(after))
+                || is_zeroed(h);
+        }
     };
+    let extent = header.frame_len();
     if extent > rest.len() as u64 {
         return true;
     }
-    let zeros_from = rest
-        .iter()
-        .rposition(|b| *b != 0)
-        .map_or(0, |i| i as u64 + 1);
-    if zeros_from < extent && zeros_from < rest.len() as u64 {
-        return true;
-    }
-    let mut sector = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+    let body_start = base + FRAME_HEADER_LEN as u64;
+    let mut sector = body_start / SECTOR_BYTES * SECTOR_BYTES;
     while sector < base + extent {
-        let from = usize::try_from(sector - base).unwrap_or(usize::MAX);
-        let to = usize::try_from(sector - base + SECTOR_BYTES)
-            .unwrap_or(usize::MAX)
-            .min(rest.len());
-        if rest
-            .get(from..to)
-            .is_some_and(|s| !s.is_empty() && is_zeroed(s))
-        {
+        let from = usize::try_from(sector.max(body_start) - base).unwrap_or(usize::MAX);
+        let to = usize::try_from((sector + SECTOR_BYTES).min(base + extent) - base)
+            .unwrap_or(usize::MAX);
+        let part = rest.get(from..to).unwrap_or_default();
+        if part.len() >= ZERO_RUN_MIN_BYTES && is_zeroed(part) {
             return true;
         }
         sector += SECTOR_BYTES;
