@@ -287,6 +287,8 @@ fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     Envelope::from_json_slice(line, &mut || uuid_v7(&SystemClock, &SystemEntropy))
         .map(Some)
         .map_err(|e| fail(format!("line {number}: {e}")))

@@ -1,5 +1,6 @@
 //! A JSON parser that refuses what `serde_json::Value` would silently accept: duplicate keys
-//! (where the last one would win and the first would be lost) at any depth. Nesting deeper than
+//! (where the last one would win and the first would be lost) at any depth, and integers
+//! beyond 64 bits (which would silently become approximate floats). Nesting deeper than
 //! serde_json's recursion limit (128) is refused too.
 
 use std::fmt;
@@ -12,11 +13,60 @@ use serde_json::{Map, Value};
 /// # Errors
 /// serde_json's message (with line and column), or the duplicated key.
 pub fn parse(bytes: &[u8]) -> Result<Value, String> {
+    check_integers(bytes)?;
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let StrictValue(value) =
         StrictValue::deserialize(&mut deserializer).map_err(|e| e.to_string())?;
     deserializer.end().map_err(|e| e.to_string())?;
     Ok(value)
+}
+
+/// Refuses integer literals (no fraction, no exponent) outside `i64::MIN..=u64::MAX`: serde_json
+/// would turn them into floats and lose digits, silently changing the producer's data.
+fn check_integers(bytes: &[u8]) -> Result<(), String> {
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+            i += 1;
+            continue;
+        }
+        if b == b'-' || b.is_ascii_digit() {
+            let start = i;
+            while bytes.get(i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+                i += 1;
+            }
+            let token = bytes.get(start..i).unwrap_or_default();
+            let integer = !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+            if integer {
+                let text = String::from_utf8_lossy(token);
+                let fits = text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok();
+                // Malformed tokens are left to the parser, which names them precisely.
+                let well_formed = text.trim_start_matches('-').bytes().all(|c| c.is_ascii_digit());
+                if !fits && well_formed && text.trim_start_matches('-').len() > 18 {
+                    let shown: String = text.chars().take(40).collect();
+                    return Err(format!(
+                        "integer {shown} does not fit 64 bits; it would lose digits (send it as a string)"
+                    ));
+                }
+            }
+            continue;
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 struct StrictValue(Value);
@@ -95,6 +145,15 @@ mod tests {
             .unwrap_err()
             .contains("`c`"));
         assert!(parse(br#"{"a":1,"b":2}"#).is_ok());
+    }
+
+    #[test]
+    fn refuses_integers_beyond_64_bits_but_not_floats_or_strings() {
+        assert!(parse(b"{\"n\":123456789012345678901234567890}").unwrap_err().contains("64 bits"));
+        assert!(parse(b"[-9223372036854775809]").unwrap_err().contains("64 bits"));
+        assert!(parse(b"[18446744073709551615, -9223372036854775808, 1.5e300]").is_ok());
+        assert!(parse(b"{\"s\":\"123456789012345678901234567890\",\"q\":\"a\\\"1\"}").is_ok());
+        assert!(parse(b"[1e400]").is_err(), "overflowing floats are refused by the parser");
     }
 
     #[test]

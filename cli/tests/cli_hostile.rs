@@ -1,0 +1,148 @@
+//! Hostile input: every file of `tests/hostile/` (and the large inputs generated here) is
+//! refused by `journal append` with exit code 1 and an error naming the line and the problem,
+//! and the journal directory is left byte-for-byte unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use journal_format::Envelope;
+use serde_json::json;
+
+fn journal(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_journal"));
+    cmd.arg("--dir").arg(dir);
+    cmd
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.insert(path, bytes);
+            }
+        }
+    }
+    out
+}
+
+/// The expected phrase in the error for each corpus file (besides the line number).
+const CORPUS: &[(&str, &str)] = &[
+    ("invalid-utf8", "line 2"),
+    ("deep-nesting", "recursion limit"),
+    ("huge-integer", "does not fit 64 bits"),
+    ("huge-float", "number out of range"),
+    ("wrong-type-session", "sessionId"),
+    ("wrong-type-sequence", "sequence"),
+    ("wrong-type-task-object", "task"),
+    ("null-id", "taskId"),
+    ("empty-id", "runId"),
+    ("empty-event-id", "eventId"),
+    ("missing-type", "missing required field `type`"),
+    ("missing-timestamp", "missing required field `timestamp`"),
+    ("duplicate-keys", "duplicate key `exitCode`"),
+    ("timestamp-out-of-range", "timestamp"),
+    ("timestamp-not-rfc3339", "not an RFC 3339 date-time"),
+    ("timestamp-impossible-date", "timestamp"),
+    ("journal-assigned-field", "assigned by the journal"),
+    ("not-an-object", "expected a JSON object"),
+    ("truncated-record", "EOF"),
+    ("bad-provenance", "provenance"),
+    ("trailing-garbage", "trailing characters"),
+];
+
+fn assert_refused(dir: &Path, input: &Path, phrase: &str, line: Option<usize>) {
+    let before = snapshot(dir);
+    let out = journal(dir).arg("append").arg(input).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let name = input.file_name().unwrap().to_string_lossy();
+    assert_eq!(out.status.code(), Some(1), "{name}: exit code; stderr: {stderr}");
+    assert!(stderr.contains(phrase), "{name}: the error names the problem ({phrase}): {stderr}");
+    if let Some(line) = line {
+        assert!(stderr.contains(&format!("line {line}")), "{name}: the error names line {line}: {stderr}");
+    }
+    let after = snapshot(dir);
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{name}: same files");
+    for (path, bytes) in &after {
+        assert!(bytes == &before[path], "{name}: {} changed", path.display());
+    }
+}
+
+fn existing_journal() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("seed.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| json!({"type":"tool.started","eventId":format!("seed-{i}"),"timestamp":"2026-05-11T10:00:00Z","sessionId":"s0"}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    assert!(journal(&dir.path().join("j")).arg("append").arg(&input).output().unwrap().status.success());
+    dir
+}
+
+#[test]
+fn every_corpus_input_is_refused_by_name_and_line_and_changes_nothing() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
+    let files: Vec<String> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    assert_eq!(files.len(), CORPUS.len(), "every corpus file has an expectation: {files:?}");
+    let tmp = existing_journal();
+    let dir = tmp.path().join("j");
+    for (name, phrase) in CORPUS {
+        assert_refused(&dir, &corpus.join(format!("{name}.jsonl")), phrase, Some(2));
+    }
+}
+
+#[test]
+fn oversized_events_and_batches_are_refused_and_change_nothing() {
+    let tmp = existing_journal();
+    let dir = tmp.path().join("j");
+    let good = r#"{"type":"session.created","eventId":"good-1","timestamp":"2026-05-11T10:00:00Z"}"#;
+
+    // An event exactly one byte over the 1 MiB stored-size limit.
+    let limit = 1024 * 1024;
+    let mut e = Envelope::new("tool.result", "big", "2026-05-11T10:00:00Z");
+    e.extra.insert("pad".into(), json!(""));
+    let overhead = e.to_msgpack().unwrap().len();
+    e.extra.insert("pad".into(), json!("x".repeat(limit + 1 - overhead)));
+    while e.to_msgpack().unwrap().len() > limit + 1 {
+        let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
+        e.extra.insert("pad".into(), json!(pad));
+    }
+    while e.to_msgpack().unwrap().len() < limit + 1 {
+        let pad = e.extra["pad"].as_str().unwrap().to_string() + "x";
+        e.extra.insert("pad".into(), json!(pad));
+    }
+    assert_eq!(e.to_msgpack().unwrap().len(), limit + 1);
+    let input = tmp.path().join("one-byte-over.jsonl");
+    std::fs::write(&input, format!("{good}\n{}\n", e.to_json_value())).unwrap();
+    assert_refused(&dir, &input, "1048577 bytes stored, over the event size limit of 1048576", None);
+    // One byte less is accepted.
+    let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
+    e.extra.insert("pad".into(), json!(pad));
+    let fits = tmp.path().join("at-limit.jsonl");
+    std::fs::write(&fits, format!("{}\n", e.to_json_value())).unwrap();
+    assert!(journal(&dir).arg("append").arg(&fits).output().unwrap().status.success());
+
+    // A 2 MiB string.
+    let input = tmp.path().join("huge-string.jsonl");
+    let huge = json!({"type":"tool.result","eventId":"huge","timestamp":"2026-05-11T10:00:00Z","payload":"y".repeat(2 << 20)});
+    std::fs::write(&input, format!("{good}\n{huge}\n")).unwrap();
+    assert_refused(&dir, &input, "over the event size limit", None);
+
+    // A batch of 10,001 events, one over the batch limit.
+    let input = tmp.path().join("batch-over-limit.jsonl");
+    let lines: Vec<String> = (0..10_001)
+        .map(|i| json!({"type":"tool.progress","eventId":format!("b{i}"),"timestamp":"2026-05-11T10:00:00Z"}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    assert_refused(&dir, &input, "batch length (events) is 10001, over the limit of 10000", None);
+}
