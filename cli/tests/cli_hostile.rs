@@ -62,13 +62,27 @@ fn assert_refused(dir: &Path, input: &Path, phrase: &str, line: Option<usize>) {
     let out = journal(dir).arg("append").arg(input).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let name = input.file_name().unwrap().to_string_lossy();
-    assert_eq!(out.status.code(), Some(1), "{name}: exit code; stderr: {stderr}");
-    assert!(stderr.contains(phrase), "{name}: the error names the problem ({phrase}): {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{name}: exit code; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains(phrase),
+        "{name}: the error names the problem ({phrase}): {stderr}"
+    );
     if let Some(line) = line {
-        assert!(stderr.contains(&format!("line {line}")), "{name}: the error names line {line}: {stderr}");
+        assert!(
+            stderr.contains(&format!("line {line}")),
+            "{name}: the error names line {line}: {stderr}"
+        );
     }
     let after = snapshot(dir);
-    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>(), "{name}: same files");
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "{name}: same files"
+    );
     for (path, bytes) in &after {
         assert!(bytes == &before[path], "{name}: {} changed", path.display());
     }
@@ -81,7 +95,13 @@ fn existing_journal() -> tempfile::TempDir {
         .map(|i| json!({"type":"tool.started","eventId":format!("seed-{i}"),"timestamp":"2026-05-11T10:00:00Z","sessionId":"s0"}).to_string())
         .collect();
     std::fs::write(&input, lines.join("\n")).unwrap();
-    assert!(journal(&dir.path().join("j")).arg("append").arg(&input).output().unwrap().status.success());
+    assert!(journal(&dir.path().join("j"))
+        .arg("append")
+        .arg(&input)
+        .output()
+        .unwrap()
+        .status
+        .success());
     dir
 }
 
@@ -93,7 +113,11 @@ fn every_corpus_input_is_refused_by_name_and_line_and_changes_nothing() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".jsonl"))
         .collect();
-    assert_eq!(files.len(), CORPUS.len(), "every corpus file has an expectation: {files:?}");
+    assert_eq!(
+        files.len(),
+        CORPUS.len(),
+        "every corpus file has an expectation: {files:?}"
+    );
     let tmp = existing_journal();
     let dir = tmp.path().join("j");
     for (name, phrase) in CORPUS {
@@ -105,14 +129,16 @@ fn every_corpus_input_is_refused_by_name_and_line_and_changes_nothing() {
 fn oversized_events_and_batches_are_refused_and_change_nothing() {
     let tmp = existing_journal();
     let dir = tmp.path().join("j");
-    let good = r#"{"type":"session.created","eventId":"good-1","timestamp":"2026-05-11T10:00:00Z"}"#;
+    let good =
+        r#"{"type":"session.created","eventId":"good-1","timestamp":"2026-05-11T10:00:00Z"}"#;
 
     // An event exactly one byte over the 1 MiB stored-size limit.
     let limit = 1024 * 1024;
     let mut e = Envelope::new("tool.result", "big", "2026-05-11T10:00:00Z");
     e.extra.insert("pad".into(), json!(""));
     let overhead = e.to_msgpack().unwrap().len();
-    e.extra.insert("pad".into(), json!("x".repeat(limit + 1 - overhead)));
+    e.extra
+        .insert("pad".into(), json!("x".repeat(limit + 1 - overhead)));
     while e.to_msgpack().unwrap().len() > limit + 1 {
         let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
         e.extra.insert("pad".into(), json!(pad));
@@ -124,13 +150,24 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
     assert_eq!(e.to_msgpack().unwrap().len(), limit + 1);
     let input = tmp.path().join("one-byte-over.jsonl");
     std::fs::write(&input, format!("{good}\n{}\n", e.to_json_value())).unwrap();
-    assert_refused(&dir, &input, "1048577 bytes stored, over the event size limit of 1048576", None);
+    assert_refused(
+        &dir,
+        &input,
+        "1048577 bytes stored, over the event size limit of 1048576",
+        None,
+    );
     // One byte less is accepted.
     let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
     e.extra.insert("pad".into(), json!(pad));
     let fits = tmp.path().join("at-limit.jsonl");
     std::fs::write(&fits, format!("{}\n", e.to_json_value())).unwrap();
-    assert!(journal(&dir).arg("append").arg(&fits).output().unwrap().status.success());
+    assert!(journal(&dir)
+        .arg("append")
+        .arg(&fits)
+        .output()
+        .unwrap()
+        .status
+        .success());
 
     // A 2 MiB string.
     let input = tmp.path().join("huge-string.jsonl");
@@ -144,5 +181,10 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
         .map(|i| json!({"type":"tool.progress","eventId":format!("b{i}"),"timestamp":"2026-05-11T10:00:00Z"}).to_string())
         .collect();
     std::fs::write(&input, lines.join("\n")).unwrap();
-    assert_refused(&dir, &input, "batch length (events) is 10001, over the limit of 10000", None);
+    assert_refused(
+        &dir,
+        &input,
+        "batch length (events) is 10001, over the limit of 10000",
+        None,
+    );
 }

@@ -508,8 +508,12 @@ fn scan_tail(
             // Row "damage that no torn write explains": a complete frame with wrong bytes and
             // no sign of unwritten space is bit rot or tampering in the last write, which was
             // acknowledged; it is never cut away.
+            // Row "unfinished seal": the bytes after the last batch are what sealing writes (the
+            // footer), in part. The frames are whole; only the seal is cut.
+            let torn_seal =
+                cut_at == at && is_partial_footer(&rest, at, &committed, header.first_position);
             // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
-            if !matches!(stop, Stop::Zeroed) && !torn_evidence(&rest, at) {
+            if !torn_seal && !matches!(stop, Stop::Zeroed) && !torn_evidence(&rest, at) {
                 return Err(damage(
                     at,
                     Some(expected),
@@ -519,7 +523,9 @@ fn scan_tail(
                     ),
                 ));
             }
-            if zero_tail {
+            if torn_seal {
+                String::from("an unfinished seal: part of the segment footer")
+            } else if zero_tail {
                 String::from("the last batch has no end-of-batch frame")
             } else {
                 describe(&stop)
@@ -569,56 +575,80 @@ fn read_rest(
 /// bytes inside a damaged frame is unwritten space, not bit rot.
 const SECTOR_BYTES: u64 = 512;
 
-/// The shortest all-zero run inside a frame's body taken for an unwritten sector.
-const ZERO_RUN_MIN_BYTES: usize = 16;
-
-/// Whether the damaged frame at the start of `rest` (file offset `base`) looks like a write that
-/// did not complete rather than a complete frame whose bytes are wrong (bit rot, tampering).
-/// Unwritten space reads as zeros and comes in whole sectors (512 aligned bytes), so the
-/// evidence is:
-///
-/// - the file ends inside the frame;
-/// - a damaged header whose part before or after a sector boundary is all zeros, covering the
-///   header checksum (which is never zero in practice) or at least 16 bytes of the chain link;
-/// - a body holding, within one sector, a run of at least 16 zero bytes that fills that
-///   sector's part of the frame.
-///
-/// A single flipped bit shows none of these.
-fn torn_evidence(rest: &[u8], base: u64) -> bool {
-    let header = match FrameHeader::decode(rest) {
-        Ok(header) => header,
-        Err(FormatError::Truncated { .. }) => return true,
-        Err(_) => {
-            let Some(h) = rest.get(..FRAME_HEADER_LEN) else {
-                return true;
-            };
-            let first_boundary = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
-            let split = usize::try_from(first_boundary - base)
+/// Whether `rest` (file offset `base`, right after the last committed batch) is part of the
+/// footer that sealing this segment writes: every sector of it either holds the footer's bytes
+/// or was not written (zeros).
+fn is_partial_footer(rest: &[u8], base: u64, state: &SegmentState, first: Position) -> bool {
+    let footer = SegmentFooter {
+        last_position: state.last_position,
+        count: state.last_position.0 + 1 - first.0,
+        index_offset: journal_format::ByteOffset(base),
+        last_hash: state.last_hash,
+        entries: state.sparse.clone(),
+    }
+    .encode();
+    if rest.is_empty() || rest.len() > footer.len() {
+        return false;
+    }
+    let mut at = 0usize;
+    while at < rest.len() {
+        let sector_end =
+            usize::try_from((base + at as u64) / SECTOR_BYTES * SECTOR_BYTES + SECTOR_BYTES - base)
                 .unwrap_or(usize::MAX)
-                .min(FRAME_HEADER_LEN);
-            let (before, after) = h.split_at(split);
-            return (before.len() >= 4 && is_zeroed(before))
-                || (after.len() >= 16 && is_zeroed(after))
-                || is_zeroed(h);
+                .min(rest.len());
+        let got = rest.get(at..sector_end).unwrap_or_default();
+        let want = footer.get(at..sector_end).unwrap_or_default();
+        if got != want && !is_zeroed(got) {
+            return false;
         }
+        at = sector_end;
+    }
+    true
+}
+
+/// The shortest all-zero run at the very end of the file taken for an unwritten sector.
+const ZERO_TAIL_MIN_BYTES: usize = 16;
+
+/// Whether the damaged bytes `rest` (file offset `base` to the end of the file: the final write,
+/// since no later write exists) look like a write that did not complete, rather than complete
+/// frames whose bytes are wrong (bit rot, tampering). Unwritten space reads as zeros, a sector
+/// (512 aligned bytes) at a time, so the evidence is:
+///
+/// - a frame in the region runs past the end of the file;
+/// - an aligned sector inside the region that is all zeros;
+/// - the region's first piece (from `base` to the first sector boundary) all zeros;
+/// - the region's last piece (from the last sector boundary to the end of the file) all zeros,
+///   at least 16 bytes of it.
+///
+/// A flipped bit in complete frames shows none of these. (It could be taken for a torn write
+/// only if the bytes from the frame's start to a sector boundary were legitimately zero, about
+/// one chance in 131,072 for a checksum field.)
+fn torn_evidence(rest: &[u8], base: u64) -> bool {
+    match FrameHeader::decode(rest) {
+        Ok(header) if header.frame_len() > rest.len() as u64 => return true,
+        Err(FormatError::Truncated { .. }) => return true,
+        _ => {}
+    }
+    let end = base + rest.len() as u64;
+    let piece = |from: u64, to: u64| -> &[u8] {
+        let a = usize::try_from(from - base).unwrap_or(usize::MAX);
+        let b = usize::try_from(to - base).unwrap_or(usize::MAX);
+        rest.get(a..b).unwrap_or_default()
     };
-    let extent = header.frame_len();
-    if extent > rest.len() as u64 {
+    let first_boundary = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+    let first = piece(base, first_boundary.min(end));
+    if !first.is_empty() && is_zeroed(first) {
         return true;
     }
-    let body_start = base + FRAME_HEADER_LEN as u64;
-    let mut sector = body_start / SECTOR_BYTES * SECTOR_BYTES;
-    while sector < base + extent {
-        let from = usize::try_from(sector.max(body_start) - base).unwrap_or(usize::MAX);
-        let to = usize::try_from((sector + SECTOR_BYTES).min(base + extent) - base)
-            .unwrap_or(usize::MAX);
-        let part = rest.get(from..to).unwrap_or_default();
-        if part.len() >= ZERO_RUN_MIN_BYTES && is_zeroed(part) {
+    let mut sector = first_boundary;
+    while sector + SECTOR_BYTES <= end {
+        if is_zeroed(piece(sector, sector + SECTOR_BYTES)) {
             return true;
         }
         sector += SECTOR_BYTES;
     }
-    false
+    let last = piece(sector.max(base), end);
+    sector < end && last.len() >= ZERO_TAIL_MIN_BYTES && is_zeroed(last)
 }
 
 /// Searches `rest` (the bytes from file offset `base` on) for a valid frame that starts a write

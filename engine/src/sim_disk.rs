@@ -8,7 +8,8 @@
 //! - files created, renamed or removed since their directory was last synced may revert;
 //! - `fsync` fails with EIO at a configurable rate;
 //! - writes fail with ENOSPC once the disk's capacity is reached;
-//! - a bit flips in data already synced, on request.
+//! - a bit flips in data already synced, on request;
+//! - `fsync` is slow (a seeded delay), to widen the window in which appends queue up.
 //!
 //! One seed and one sequence of calls give one outcome. After [`SimDisk::crash`] the old disk
 //! answers every call with EIO (so a dropped journal cannot write on), and the returned disk
@@ -32,6 +33,8 @@ pub struct Faults {
     pub sync_failures_per_mille: u32,
     /// Total bytes the disk holds; writes beyond fail with ENOSPC.
     pub capacity_bytes: Option<u64>,
+    /// Each `fsync` takes up to this many microseconds (a slow disk), chosen by the seed.
+    pub slow_sync_max_us: u64,
 }
 
 /// A small, seedable generator (SplitMix64): the simulator's only source of randomness.
@@ -359,6 +362,14 @@ impl StorageFile for SimFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        let delay = {
+            let mut state = lock(&self.state);
+            let max = state.faults.slow_sync_max_us;
+            state.rng.below(max + 1)
+        };
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+        }
         self.with(|state, path| {
             let fail = {
                 let per_mille = state.faults.sync_failures_per_mille;

@@ -32,7 +32,10 @@ impl Tmpfs {
             "this test mounts a small tmpfs and needs root (as CI has): {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Tmpfs { path, _parent: parent }
+        Tmpfs {
+            path,
+            _parent: parent,
+        }
     }
 }
 
@@ -49,14 +52,19 @@ fn walk(dir: &Path) -> Vec<(String, u64)> {
         if path.is_dir() {
             out.extend(walk(&path));
         } else {
-            out.push((path.display().to_string(), std::fs::metadata(&path).unwrap().len()));
+            out.push((
+                path.display().to_string(),
+                std::fs::metadata(&path).unwrap().len(),
+            ));
         }
     }
     out
 }
 
 fn verify_ok(journal: &Journal) {
-    let report = journal.verify(&VerifyOptions::default(), &mut |_, _| {}).unwrap();
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap();
     assert!(report.ok, "{:?}", report.problems);
 }
 
@@ -78,7 +86,10 @@ fn a_full_disk_fails_appends_clearly_and_loses_nothing_acknowledged() {
         }
         assert!(i < 100_000, "the disk never filled");
     };
-    assert!(acked.len() > 100, "some appends succeeded before the disk filled");
+    assert!(
+        acked.len() > 100,
+        "some appends succeeded before the disk filled"
+    );
     let message = err.to_string();
     assert!(
         matches!(err, Error::Poisoned(_)) && message.contains("No space left on device"),
@@ -98,10 +109,17 @@ fn a_full_disk_fails_appends_clearly_and_loses_nothing_acknowledged() {
     assert!(stored.len() >= acked.len());
     for a in &acked {
         let e = &stored[a.position.0 as usize - 1];
-        assert_eq!((e.envelope.event_id.as_str(), e.hash), (a.event_id.as_str(), a.hash));
+        assert_eq!(
+            (e.envelope.event_id.as_str(), e.hash),
+            (a.event_id.as_str(), a.hash)
+        );
     }
     verify_ok(&journal);
     let more = append(&journal, vec![event(1_000_000, "s1")]);
-    assert_eq!(more[0].position, Position(stored.len() as u64 + 1), "appends work again");
+    assert_eq!(
+        more[0].position,
+        Position(stored.len() as u64 + 1),
+        "appends work again"
+    );
     verify_ok(&journal);
 }

@@ -22,12 +22,19 @@ fn valid_segments() -> &'static Vec<(String, Vec<u8>)> {
         let journal = Journal::open(tmp.path(), common::small_segments()).unwrap();
         for b in 0..12u64 {
             let events = (0..8).map(|k| common::event(b * 8 + k, "s1")).collect();
-            journal.append_batch_blocking(events, AppendOptions::default()).unwrap();
+            journal
+                .append_batch_blocking(events, AppendOptions::default())
+                .unwrap();
         }
         journal.close();
         common::segment_files(tmp.path())
             .into_iter()
-            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .map(|p| {
+                (
+                    p.file_name().unwrap().to_string_lossy().into_owned(),
+                    std::fs::read(&p).unwrap(),
+                )
+            })
             .collect()
     })
 }

@@ -261,6 +261,42 @@ fn row12_a_complete_last_frame_with_wrong_bytes_is_corruption_not_a_torn_write()
 }
 
 #[test]
+fn row9b_an_unfinished_seal_is_cut_and_the_segment_sealed_again_later() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    let f1 = frames(&files[0]);
+    let (last_offset, last) = *f1.last().unwrap();
+    let frames_end = last_offset + last.frame_len();
+    let head1 = last.meta.position;
+    // A crash while sealing segment 1: its footer only partly written, no segment 2 yet.
+    for later in &files[1..] {
+        std::fs::remove_file(later).unwrap();
+    }
+    let len = std::fs::metadata(&files[0]).unwrap().len();
+    truncate(&files[0], frames_end + (len - frames_end) / 2);
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), head1);
+    let cut = journal
+        .recovery_report()
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            RecoveryAction::TornTailCut { offset, detail, .. } => Some((*offset, detail.clone())),
+            _ => None,
+        });
+    let (offset, detail) = cut.expect("the partial footer is cut");
+    assert_eq!(offset, frames_end);
+    assert!(detail.contains("unfinished seal"), "{detail}");
+    append(&journal, (0..20).map(|k| event(50_000 + k, "s1")).collect());
+    assert!(
+        segment_files(dir.path()).len() >= 2,
+        "the full segment was sealed again and a new one started"
+    );
+    verify_ok(&journal);
+}
+
+#[test]
 fn row10_damage_before_a_later_write_refuses_to_open_then_salvage_quarantines() {
     let dir = tempfile::tempdir().unwrap();
     journal_with(dir.path(), 5);

@@ -45,7 +45,10 @@ fn check_integers(bytes: &[u8]) -> Result<(), String> {
         }
         if b == b'-' || b.is_ascii_digit() {
             let start = i;
-            while bytes.get(i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+            while bytes
+                .get(i)
+                .is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+            {
                 i += 1;
             }
             let token = bytes.get(start..i).unwrap_or_default();
@@ -54,7 +57,10 @@ fn check_integers(bytes: &[u8]) -> Result<(), String> {
                 let text = String::from_utf8_lossy(token);
                 let fits = text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok();
                 // Malformed tokens are left to the parser, which names them precisely.
-                let well_formed = text.trim_start_matches('-').bytes().all(|c| c.is_ascii_digit());
+                let well_formed = text
+                    .trim_start_matches('-')
+                    .bytes()
+                    .all(|c| c.is_ascii_digit());
                 if !fits && well_formed && text.trim_start_matches('-').len() > 18 {
                     let shown: String = text.chars().take(40).collect();
                     return Err(format!(
@@ -149,11 +155,18 @@ mod tests {
 
     #[test]
     fn refuses_integers_beyond_64_bits_but_not_floats_or_strings() {
-        assert!(parse(b"{\"n\":123456789012345678901234567890}").unwrap_err().contains("64 bits"));
-        assert!(parse(b"[-9223372036854775809]").unwrap_err().contains("64 bits"));
+        assert!(parse(b"{\"n\":123456789012345678901234567890}")
+            .unwrap_err()
+            .contains("64 bits"));
+        assert!(parse(b"[-9223372036854775809]")
+            .unwrap_err()
+            .contains("64 bits"));
         assert!(parse(b"[18446744073709551615, -9223372036854775808, 1.5e300]").is_ok());
         assert!(parse(b"{\"s\":\"123456789012345678901234567890\",\"q\":\"a\\\"1\"}").is_ok());
-        assert!(parse(b"[1e400]").is_err(), "overflowing floats are refused by the parser");
+        assert!(
+            parse(b"[1e400]").is_err(),
+            "overflowing floats are refused by the parser"
+        );
     }
 
     #[test]
