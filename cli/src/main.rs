@@ -201,12 +201,37 @@ fn main() -> ExitCode {
     }
 }
 
-fn open(cli: &Cli) -> Result<Journal, Failure> {
-    let options = Options {
+/// How a command uses the journal.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Access {
+    /// Appends: needs the lock.
+    Write,
+    /// Reads: takes the lock when it can (full recovery and index); read-only beside a process
+    /// that has the journal open.
+    Read,
+    /// Follows: always read-only, so that it never keeps a writer out.
+    Follow,
+}
+
+fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
+    let options = |read_only| Options {
         salvage: cli.salvage,
+        read_only,
         ..Options::default()
     };
-    let journal = Journal::open(&cli.dir, options)?;
+    if cli.salvage && access == Access::Follow {
+        return Err(Failure {
+            code: 2,
+            message: "--salvage cannot be used with tail -f".into(),
+        });
+    }
+    let journal = match Journal::open(&cli.dir, options(access == Access::Follow)) {
+        Err(Error::Locked(_)) if access == Access::Read && !cli.salvage => {
+            eprintln!("journal: another process has the journal open; reading it read-only, without its index");
+            Journal::open(&cli.dir, options(true))?
+        }
+        other => other?,
+    };
     let report = journal.recovery_report();
     if !report.actions.is_empty() {
         let actions = serde_json::to_string(&report.actions).unwrap_or_default();
@@ -221,13 +246,18 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             // Check the whole input before opening anything, so bad input leaves the journal
             // directory byte-for-byte unchanged.
             let events = parse_input(args)?;
-            let journal = open(&cli)?;
+            let journal = open(&cli, Access::Write)?;
             let code = append_all(&journal, args, events).await?;
             journal.close();
             return Ok(code);
         }
     }
-    let journal = open(&cli)?;
+    let access = match &cli.command {
+        Command::Append(_) | Command::Blob(BlobCommand::Put { .. }) => Access::Write,
+        Command::Tail(args) if args.follow => Access::Follow,
+        _ => Access::Read,
+    };
+    let journal = open(&cli, access)?;
     let code = match &cli.command {
         Command::Append(args) => append_stream(&journal, args).await?,
         Command::Read(args) => {

@@ -395,3 +395,60 @@ fn sigkill_at_random_moments_never_loses_an_acknowledged_event() {
         acked.len()
     );
 }
+
+#[test]
+fn read_and_tail_follow_work_beside_a_running_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    // A writer holds the journal open, appending as lines arrive.
+    let mut writer = journal(dir.path())
+        .args(["append", "--stream"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut acks = BufReader::new(writer.stdout.take().unwrap()).lines();
+    for i in 0..5 {
+        writeln!(stdin, "{}", line(i)).unwrap();
+        acks.next().unwrap().unwrap();
+    }
+    // `tail -f` follows without taking the lock; `read` falls back to read-only.
+    let mut follower = journal(dir.path())
+        .args(["tail", "-f", "--from", "1", "--limit", "12"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = journal(dir.path()).arg("read").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read-only"));
+    let append = journal(dir.path())
+        .arg("append")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(append.status.code(), Some(1), "a second writer is refused");
+    assert!(String::from_utf8_lossy(&append.stderr).contains("locked"));
+    for i in 5..12 {
+        writeln!(stdin, "{}", line(i)).unwrap();
+        acks.next().unwrap().unwrap();
+    }
+    let followed = follower.wait_with_output().unwrap();
+    let positions: Vec<u64> = String::from_utf8_lossy(&followed.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["position"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(positions, (1..=12).collect::<Vec<_>>());
+    drop(stdin);
+    assert!(writer.wait().unwrap().success());
+}

@@ -83,6 +83,9 @@ pub enum Error {
     /// reopened (the state of unsynced bytes is unknown, so retrying would be unsafe).
     #[error("the journal writer is poisoned by an earlier failure ({0}); reopen the journal")]
     Poisoned(String),
+    /// The journal was opened read-only.
+    #[error("the journal is open read-only")]
+    ReadOnly,
     /// The journal is closed.
     #[error("the journal is closed")]
     Closed,

@@ -94,6 +94,9 @@ pub struct Status {
     pub index_lag: u64,
     /// Why the writer refuses appends, if it does.
     pub poisoned: Option<String>,
+    /// Whether this process opened the journal read-only (another process writes it; the index
+    /// fields then describe nothing).
+    pub read_only: bool,
 }
 
 /// An open journal. Cloning is cheap; the journal closes when the last clone is dropped (or
@@ -108,15 +111,18 @@ struct Inner {
     dir: PathBuf,
     options: Options,
     log: Arc<Log>,
-    index: Arc<Index>,
+    /// `None` when read-only.
+    index: Option<Arc<Index>>,
     shared: Arc<Shared>,
+    /// Serializes [`Journal::refresh`].
+    refresh: Mutex<()>,
     progress: Arc<IndexProgress>,
     tx: Mutex<Option<mpsc::Sender<Command>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     indexer: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     blobs: BlobStore,
-    _lock: Box<dyn StorageLock>,
+    _lock: Option<Box<dyn StorageLock>>,
 }
 
 impl Drop for Inner {
@@ -151,6 +157,9 @@ impl Journal {
         let dir = dir.as_ref().to_path_buf();
         options.validate()?;
         let storage = Arc::clone(&options.storage);
+        if options.read_only {
+            return Journal::open_read_only(dir, options);
+        }
         storage
             .create_dir_all(&dir)
             .map_err(Error::io(format!("creating {}", dir.display())))?;
@@ -174,7 +183,7 @@ impl Journal {
                 .map(|sparse| (c, sparse)),
             _ => None,
         };
-        let recovered = recovery::recover(&*storage, &dir, options.salvage, checkpoint)?;
+        let recovered = recovery::recover(&*storage, &dir, options.salvage, checkpoint, false)?;
         let mut report = recovered.report;
         let mut segments = recovered.segments;
         let head = recovered.head;
@@ -255,17 +264,155 @@ impl Journal {
                 dir,
                 options,
                 log,
-                index,
+                index: Some(index),
                 shared,
+                refresh: Mutex::new(()),
                 progress,
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
                 indexer: Mutex::new(Some(indexer)),
                 report,
                 blobs,
-                _lock: lock,
+                _lock: Some(lock),
             }),
         })
+    }
+
+    fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
+        let storage = Arc::clone(&options.storage);
+        let recovered = recovery::recover(&*storage, &dir, false, None, true)?;
+        let head = recovered.head;
+        let log = Arc::new(Log::new(recovered.segments, head));
+        let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                dir,
+                options,
+                log,
+                index: None,
+                shared: Arc::new(Shared::default()),
+                refresh: Mutex::new(()),
+                progress: Arc::new(IndexProgress::new(head.position)),
+                tx: Mutex::new(None),
+                writer: Mutex::new(None),
+                indexer: Mutex::new(None),
+                report: recovered.report,
+                blobs,
+                _lock: None,
+            }),
+        })
+    }
+
+    /// Whether this journal was opened read-only.
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.inner.index.is_none()
+    }
+
+    /// Read-only: picks up what the writing process appended since the last look (new frames
+    /// of the tail segment, new segments) and returns the new head. A no-op for a journal open
+    /// for writing, which always knows its head.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] when the newly written bytes are damaged, or an I/O error.
+    pub fn refresh(&self) -> Result<Head> {
+        if !self.is_read_only() {
+            return Ok(self.head());
+        }
+        let _one_at_a_time = self.inner.refresh.lock().unwrap_or_else(|p| p.into_inner());
+        let storage = &*self.inner.options.storage;
+        let dir = &self.inner.dir;
+        let log = &self.inner.log;
+        let segments = log.segments();
+        let Some(tail) = segments.last().cloned() else {
+            // Nothing was there at open: look again from scratch.
+            let recovered = recovery::recover(storage, dir, false, None, true)?;
+            *log.segments.write().unwrap_or_else(|p| p.into_inner()) = recovered.segments;
+            log.head.send_replace(recovered.head);
+            return Ok(recovered.head);
+        };
+        let names = storage
+            .list_dir(&dir.join(recovery::SEGMENTS_DIR))
+            .map_err(Error::io("listing segments"))?;
+        let later: Vec<SegmentId> = names
+            .iter()
+            .filter_map(|n| SegmentId::from_file_name(n))
+            .filter(|id| *id > tail.id)
+            .collect();
+        let mut scratch = RecoveryReport::default();
+        let state = tail.snapshot();
+        let len = tail
+            .file
+            .len()
+            .map_err(Error::io("reading the tail length"))?;
+        if !later.is_empty() && !state.sealed {
+            // The writer sealed the tail and moved on.
+            if let Ok(footer) = recovery::read_footer(&*tail.file, len) {
+                let mut s = tail.state.write().unwrap_or_else(|p| p.into_inner());
+                s.sparse = footer.entries;
+                s.end_offset = footer.index_offset.0;
+                s.last_position = footer.last_position;
+                s.last_hash = footer.last_hash;
+                s.sealed = true;
+            }
+        } else if later.is_empty() && len > state.end_offset {
+            let header = journal_format::SegmentHeader {
+                segment_id: tail.id,
+                first_position: tail.first_position,
+                prev_hash: tail.prev_hash,
+            };
+            let fresh = recovery::scan_tail(
+                storage,
+                dir,
+                tail.id,
+                &tail.file,
+                len,
+                &header,
+                Some(state),
+                true,
+                &mut scratch,
+            )
+            .map_err(recovery::Damage::into_error)?;
+            *tail.state.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        }
+        let tail_state = tail.snapshot();
+        let mut head = Head {
+            position: tail_state.last_position,
+            hash: tail_state.last_hash,
+        };
+        if tail_state.sealed {
+            for (i, id) in later.iter().enumerate() {
+                let is_last = i + 1 == later.len();
+                match recovery::open_segment(
+                    storage,
+                    dir,
+                    *id,
+                    is_last,
+                    head,
+                    None,
+                    true,
+                    &mut scratch,
+                ) {
+                    Ok(Some(segment)) => {
+                        let s = segment.snapshot();
+                        head = Head {
+                            position: s.last_position,
+                            hash: s.last_hash,
+                        };
+                        log.segments
+                            .write()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(Arc::new(segment));
+                    }
+                    Ok(None) => break,
+                    Err(damage) => return Err(damage.into_error()),
+                }
+            }
+        }
+        if head.position > log.head().position {
+            log.head.send_replace(head);
+        }
+        Ok(log.head())
     }
 
     /// The journal's directory.
@@ -366,6 +513,9 @@ impl Journal {
         events: Vec<Envelope>,
         options: &AppendOptions,
     ) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
         if let Some(cause) = self.inner.shared.poisoned() {
             return Err(Error::Poisoned(cause));
         }
@@ -463,8 +613,14 @@ impl Journal {
     /// # Errors
     /// [`Error::Index`] when the index fails, [`Error::Corruption`] when the frame is damaged.
     pub fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        let Some(index) = &self.inner.index else {
+            return self
+                .read(Position(1), None, false)
+                .find(|e| e.as_ref().map_or(true, |e| e.envelope.event_id == event_id))
+                .transpose();
+        };
         self.wait_for_index()?;
-        match self.inner.index.event(event_id)? {
+        match index.event(event_id)? {
             Some((p, segment, offset)) => {
                 read::read_at(&self.inner.log, segment, offset, p).map(Some)
             }
@@ -496,8 +652,15 @@ impl Journal {
     /// # Errors
     /// [`Error::Index`] when the index fails.
     pub fn stream_version(&self, stream_key: &str) -> Result<u64> {
+        let Some(index) = &self.inner.index else {
+            let mut version = 0;
+            for e in self.read(Position(1), None, false) {
+                version += u64::from(e?.envelope.stream_key() == stream_key);
+            }
+            return Ok(version);
+        };
         self.wait_for_index()?;
-        self.inner.index.stream_head(stream_key)
+        index.stream_head(stream_key)
     }
 
     /// Events matching `filter`, in position order, streamed in bounded memory. Filters by
@@ -514,6 +677,7 @@ impl Journal {
         .into_iter()
         .find_map(|(by, id)| id.clone().map(|id| (by, id)));
         let head = self.head().position;
+        let by = by.filter(|_| !self.is_read_only());
         let source = match by {
             Some((by, id)) => {
                 self.wait_for_index()?;
@@ -540,14 +704,21 @@ impl Journal {
     /// # Errors
     /// [`Error::Index`] when the index fails; reading errors per event.
     pub fn read_stream(&self, stream_key: &str, from_version: u64) -> Result<Vec<StoredEvent>> {
+        let Some(index) = &self.inner.index else {
+            let mut out = Vec::new();
+            for e in self.read(Position(1), None, false) {
+                let e = e?;
+                if e.envelope.stream_key() == stream_key && e.stream_version >= from_version {
+                    out.push(e);
+                }
+            }
+            return Ok(out);
+        };
         self.wait_for_index()?;
         let mut out = Vec::new();
         let mut version = from_version.max(1);
         loop {
-            let page = self
-                .inner
-                .index
-                .stream_positions(stream_key, version, 1024)?;
+            let page = index.stream_positions(stream_key, version, 1024)?;
             if page.is_empty() {
                 return Ok(out);
             }
@@ -593,6 +764,7 @@ impl Journal {
             index_position: indexed.0,
             index_lag: head.position.0.saturating_sub(indexed.0),
             poisoned: self.inner.shared.poisoned(),
+            read_only: self.is_read_only(),
         })
     }
 
@@ -606,8 +778,8 @@ impl Journal {
         &self.inner.log
     }
 
-    pub(crate) fn index(&self) -> &Arc<Index> {
-        &self.inner.index
+    pub(crate) fn index(&self) -> Option<&Arc<Index>> {
+        self.inner.index.as_ref()
     }
 
     pub(crate) fn wait_indexed(&self) -> Result<()> {
@@ -652,7 +824,10 @@ impl Query {
                     if *next > *head {
                         return None;
                     }
-                    match self.journal.inner.index.positions_by(*by, id, *next, 512) {
+                    let Some(index) = &self.journal.inner.index else {
+                        return Some(Err(Error::ReadOnly));
+                    };
+                    match index.positions_by(*by, id, *next, 512) {
                         Ok(found) => page.extend(found.into_iter().filter(|(p, _, _)| *p <= *head)),
                         Err(e) => return Some(Err(e)),
                     }

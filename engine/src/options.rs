@@ -117,6 +117,10 @@ pub struct Options {
     /// `quarantine/` and reporting which positions it holds. Off by default: damage refuses to
     /// open.
     pub salvage: bool,
+    /// Open without writing anything and without the lock, beside a process that has the
+    /// journal open for writing: no recovery repairs, no index (filtered reads scan the log),
+    /// no appends. [`crate::Journal::refresh`] picks up what the writer appended since.
+    pub read_only: bool,
     /// Where bytes go.
     pub storage: Arc<dyn Storage>,
     /// The journal's clock, for `recordedAt` and UUID v7 ids.
@@ -131,6 +135,7 @@ impl Default for Options {
             durability: Durability::Durable,
             limits: Limits::default(),
             salvage: false,
+            read_only: false,
             storage: Arc::new(FsStorage),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),
@@ -144,6 +149,11 @@ impl Options {
     /// # Errors
     /// [`Error::InvalidInput`] naming the limit that does not fit.
     pub fn validate(&self) -> Result<()> {
+        if self.read_only && self.salvage {
+            return Err(Error::InvalidInput(
+                "salvage writes; it cannot be read-only".into(),
+            ));
+        }
         let l = &self.limits;
         if l.event_bytes_max == 0 || l.event_bytes_max > FRAME_BODY_LEN_MAX {
             return Err(Error::InvalidInput(format!(

@@ -106,7 +106,7 @@ pub(crate) struct Recovered {
 
 /// Damage found while opening, with its place.
 #[derive(Debug)]
-struct Damage {
+pub(crate) struct Damage {
     segment: SegmentId,
     offset: u64,
     position: Option<Position>,
@@ -114,7 +114,7 @@ struct Damage {
 }
 
 impl Damage {
-    fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         Error::Corruption {
             segment: self.segment,
             offset: self.offset,
@@ -138,6 +138,7 @@ pub(crate) fn recover(
     dir: &Path,
     salvage: bool,
     checkpoint: Option<TailCheckpoint>,
+    read_only: bool,
 ) -> Result<Recovered> {
     let seg_dir = dir.join(SEGMENTS_DIR);
     storage
@@ -167,6 +168,7 @@ pub(crate) fn recover(
                 is_last,
                 head,
                 checkpoint.as_ref(),
+                read_only,
                 &mut report,
             )
         } else {
@@ -215,14 +217,16 @@ pub(crate) fn recover(
 }
 
 /// Checks one segment. Returns `None` for a last segment whose creation never completed (it is
-/// removed and reported).
-fn open_segment(
+/// removed and reported; read-only, it is only skipped).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn open_segment(
     storage: &dyn Storage,
     dir: &Path,
     id: SegmentId,
     is_last: bool,
     prev: Head,
     checkpoint: Option<&TailCheckpoint>,
+    read_only: bool,
     report: &mut RecoveryReport,
 ) -> Result<Option<Segment>, Damage> {
     let path = segment_path(dir, id);
@@ -254,6 +258,10 @@ fn open_segment(
             let zero = len < (1 << 20)
                 && file.read_exact_at(&mut all, 0).is_ok()
                 && (is_zeroed(&all) || len < SEGMENT_HEADER_LEN as u64);
+            if is_last && zero && read_only {
+                // Its creation is under way in the writing process, or never completed.
+                return Ok(None);
+            }
             if is_last && zero {
                 drop(file);
                 storage
@@ -338,7 +346,9 @@ fn open_segment(
         )),
         Err(_) => {
             let start = checkpoint.and_then(|c| tail_start(&file, id, len, &header, c));
-            let state = scan_tail(storage, dir, id, &file, len, &header, start, report)?;
+            let state = scan_tail(
+                storage, dir, id, &file, len, &header, start, read_only, report,
+            )?;
             Ok(Some(Segment {
                 id,
                 first_position: header.first_position,
@@ -350,7 +360,7 @@ fn open_segment(
     }
 }
 
-fn read_footer(
+pub(crate) fn read_footer(
     file: &dyn StorageFile,
     len: u64,
 ) -> std::result::Result<SegmentFooter, FormatError> {
@@ -413,8 +423,10 @@ fn tail_start(
 
 /// Scans the unsealed tail segment frame by frame (from `start` when given, else from the first
 /// frame) and applies the tail rows of the table.
+/// Read-only (another process writes the journal), whatever follows the last complete batch is
+/// taken as a write under way: it is neither judged nor cut.
 #[allow(clippy::too_many_arguments)]
-fn scan_tail(
+pub(crate) fn scan_tail(
     storage: &dyn Storage,
     dir: &Path,
     id: SegmentId,
@@ -422,6 +434,7 @@ fn scan_tail(
     len: u64,
     header: &SegmentHeader,
     start: Option<SegmentState>,
+    read_only: bool,
     report: &mut RecoveryReport,
 ) -> Result<SegmentState, Damage> {
     let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
@@ -486,6 +499,9 @@ fn scan_tail(
         expected = expected.next();
     };
     let cut_at = committed.end_offset;
+    if read_only {
+        return Ok(committed);
+    }
     let detail = match stop {
         Stop::End if cut_at == len => return Ok(committed),
         Stop::End => String::from("the last batch has no end-of-batch frame"),
@@ -815,6 +831,7 @@ fn quarantine(
                 offset,
                 &header,
                 None,
+                false,
                 &mut scratch,
             )
             .map_err(Damage::into_error)?;

@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::journal::Journal;
 use crate::log::Head;
 
+/// How often a read-only subscription looks for what the writing process appended.
+const READ_ONLY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How many events one read of the log fetches.
 const SUBSCRIBE_CHUNK_EVENTS: u64 = 1024;
 
@@ -85,6 +88,19 @@ impl Subscription {
                         self.buffer.extend(events);
                     }
                     Err(e) => return Some(Err(e)),
+                }
+                continue;
+            }
+            if self.journal.is_read_only() {
+                // Another process writes: look at the files again after a while.
+                tokio::time::sleep(READ_ONLY_POLL).await;
+                let journal = self.journal.clone();
+                match tokio::task::spawn_blocking(move || journal.refresh()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Some(Err(e)),
+                    Err(e) => {
+                        return Some(Err(Error::InvalidInput(format!("refresh failed: {e}"))))
+                    }
                 }
                 continue;
             }

@@ -126,11 +126,14 @@ impl Journal {
         let segments = log.segments();
         let states: Vec<_> = segments.iter().map(|s| s.snapshot()).collect();
         let total: u64 = states.iter().map(|s| s.end_offset).sum();
-        let checker = if options.check_index {
-            self.wait_indexed()?;
-            Some(self.index().checker()?)
-        } else {
-            None
+        // Read-only there is no index to check: another process keeps it.
+        let index = self.index().filter(|_| options.check_index);
+        let checker = match index {
+            Some(index) => {
+                self.wait_indexed()?;
+                Some(index.checker()?)
+            }
+            None => None,
         };
         let mut index_sparse: BTreeMap<(SegmentId, u64), Position> = match &checker {
             Some(c) => c
@@ -438,8 +441,8 @@ impl Journal {
                 ));
             }
         }
-        if options.check_index {
-            let counts = self.index().counts()?;
+        if let Some(index) = index {
+            let counts = index.counts()?;
             let expectations = [
                 ("event ids", counts.event_ids, events),
                 ("stream versions", counts.streams, events),
