@@ -65,7 +65,8 @@ fn a_read_only_open_repairs_nothing() {
     // A torn write at the tail: a writer's open would cut it; a reader leaves it alone.
     let tail = segment_files(dir.path()).pop().unwrap();
     let mut bytes = std::fs::read(&tail).unwrap();
-    bytes.extend_from_slice(&bytes[64..64 + 40].to_vec());
+    let torn = bytes[64..64 + 40].to_vec();
+    bytes.extend_from_slice(&torn);
     std::fs::write(&tail, &bytes).unwrap();
     let reader = Journal::open(dir.path(), read_only()).unwrap();
     assert_eq!(reader.head().position, Position(5));
