@@ -414,7 +414,7 @@ fn read_and_tail_follow_work_beside_a_running_writer() {
         acks.next().unwrap().unwrap();
     }
     // `tail -f` follows without taking the lock; `read` falls back to read-only.
-    let mut follower = journal(dir.path())
+    let follower = journal(dir.path())
         .args(["tail", "-f", "--from", "1", "--limit", "12"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -111,10 +111,21 @@ pub(crate) struct Damage {
     offset: u64,
     position: Option<Position>,
     detail: String,
+    /// Not damage after all: an I/O failure while reading or repairing at this place.
+    io: bool,
 }
 
 impl Damage {
     pub(crate) fn into_error(self) -> Error {
+        if self.io {
+            return Error::Io {
+                context: format!(
+                    "recovering segment {} at offset {}",
+                    self.segment, self.offset
+                ),
+                source: std::io::Error::other(self.detail),
+            };
+        }
         Error::Corruption {
             segment: self.segment,
             offset: self.offset,
@@ -180,6 +191,7 @@ pub(crate) fn recover(
                     "segment file {} is missing (found {} next)",
                     expected_id, id
                 ),
+                io: false,
             })
         };
         match result {
@@ -235,6 +247,7 @@ pub(crate) fn open_segment(
         offset,
         position,
         detail,
+        io: false,
     };
     let io = |what: &str, e: std::io::Error| damage(0, None, format!("cannot {what}: {e}"));
     let mode = if is_last {
@@ -442,6 +455,14 @@ pub(crate) fn scan_tail(
         offset,
         position,
         detail,
+        io: false,
+    };
+    let io_failure = |offset: u64, detail: String| Damage {
+        segment: id,
+        offset,
+        position: None,
+        detail,
+        io: true,
     };
     let mut committed = start.unwrap_or(SegmentState {
         sparse: Vec::new(),
@@ -507,11 +528,11 @@ pub(crate) fn scan_tail(
         Stop::End => String::from("the last batch has no end-of-batch frame"),
         Stop::Zeroed | Stop::Damaged(_) => {
             let at = scanner.offset();
-            let rest = read_rest(file, at, len).map_err(|e| damage(at, Some(expected), e))?;
+            let rest = read_rest(file, at, len).map_err(|e| io_failure(at, e))?;
             let zero_tail = matches!(stop, Stop::Zeroed) && is_zeroed(&rest);
             if zero_tail && cut_at == at {
                 // Row "zeroed space": preallocated or never written; the log ends here.
-                trim(file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+                trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
                 return Ok(committed);
             }
             // Row "damage followed by a later write": synced data is damaged.
@@ -551,8 +572,8 @@ pub(crate) fn scan_tail(
     // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
     let cut_bytes = len - cut_at;
     let saved_to =
-        save_cut(storage, dir, id, file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
-    trim(file, cut_at, len).map_err(|e| damage(cut_at, None, e))?;
+        save_cut(storage, dir, id, file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
+    trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
     let positions = pending_first
         .map(|first| [first.0, expected.0 - 1])
         .filter(|[a, b]| a <= b);

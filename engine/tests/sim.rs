@@ -70,6 +70,7 @@ struct Sim {
     streams: BTreeMap<String, u64>,
     next_event: u64,
     flipped: Option<(PathBuf, u64)>,
+    faults_fail_syncs: bool,
     reopens: u64,
     crashes: u64,
 }
@@ -137,9 +138,7 @@ impl Sim {
             Ok(j) => j,
             // An injected `fsync` failure while opening (creating a segment, cutting a tail):
             // the state of the disk is unknown, as after a crash; a restarted process retries.
-            Err(Error::Io { source, .. })
-                if source.raw_os_error() == Some(5) && self.reopens < 1000 =>
-            {
+            Err(Error::Io { .. }) if self.faults_fail_syncs && self.reopens < 1000 => {
                 self.disk = self.disk.crash();
                 return self.reopen();
             }
@@ -313,6 +312,7 @@ fn run(seed: u64) -> (u64, u64, u64) {
         streams: BTreeMap::new(),
         next_event: 0,
         flipped: None,
+        faults_fail_syncs: faults.sync_failures_per_mille > 0,
         reopens: 0,
         crashes: 0,
     };
