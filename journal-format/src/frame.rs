@@ -359,7 +359,7 @@ pub(crate) mod tests {
         out
     }
 
-    fn hex_dump(bytes: &[u8]) -> String {
+    pub(crate) fn hex_dump(bytes: &[u8]) -> String {
         bytes
             .chunks(16)
             .map(|line| {

@@ -287,20 +287,7 @@ fn footer_crc(entries: &[u8], t: &[u8; SEGMENT_FOOTER_TRAILER_LEN]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::tests::golden_block;
-
-    fn hex_dump(bytes: &[u8]) -> String {
-        bytes
-            .chunks(16)
-            .map(|line| {
-                line.iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
+    use crate::frame::tests::{golden_block, hex_dump};
 
     fn sample_footer() -> SegmentFooter {
         SegmentFooter {
