@@ -459,17 +459,27 @@ impl Writer {
             staged.prev_hash,
         );
         // This request's stream versions; merged into `staged` only if the request succeeds.
+        // Versions are decided before anything is framed, so that a failed index read leaves
+        // nothing of this request in `staged`.
         let mut stream_updates: HashMap<&str, u64> = HashMap::new();
+        let mut versions: HashMap<usize, u64> = HashMap::new();
         for (i, repeat) in &new {
-            if repeat.is_some() {
-                continue;
-            }
-            let Some(event) = events.get(*i) else {
+            let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
             };
             let version = match stream_updates.get(event.stream_key.as_str()) {
                 Some(v) => v + 1,
                 None => self.stream_version(staged, &event.stream_key)? + 1,
+            };
+            stream_updates.insert(event.stream_key.as_str(), version);
+            versions.insert(*i, version);
+        }
+        for (i, repeat) in &new {
+            if repeat.is_some() {
+                continue;
+            }
+            let (Some(event), Some(&version)) = (events.get(*i), versions.get(i)) else {
+                continue;
             };
             let mut flags = FrameFlags::NONE;
             if staged.buf.is_empty() {
@@ -511,7 +521,6 @@ impl Writer {
             }
             staged.prev_hash = hash;
             staged.next_position = position.next();
-            stream_updates.insert(event.stream_key.as_str(), version);
             staged.entries.push(IndexEntry {
                 position,
                 event_id: event.event_id.clone(),

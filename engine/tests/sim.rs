@@ -282,6 +282,9 @@ impl Sim {
         self.disk = after;
         if self.rng.chance(60) {
             self.flipped = self.disk.flip_synced_bit(".seg");
+            if std::env::var_os("SIM_DEBUG").is_some() {
+                eprintln!("flipped {:?}", self.flipped);
+            }
         }
         self.reopen()
     }
