@@ -643,9 +643,6 @@ fn is_partial_footer(rest: &[u8], base: u64, state: &SegmentState, first: Positi
     true
 }
 
-/// The shortest all-zero run at the very end of the file taken for an unwritten sector.
-const ZERO_TAIL_MIN_BYTES: usize = 16;
-
 /// Whether the damaged bytes `rest` (file offset `base` to the end of the file: the final write,
 /// since no later write exists) look like a write that did not complete, rather than complete
 /// frames whose bytes are wrong (bit rot, tampering). Unwritten space reads as zeros, a sector
@@ -654,12 +651,13 @@ const ZERO_TAIL_MIN_BYTES: usize = 16;
 /// - a frame in the region runs past the end of the file;
 /// - an aligned sector inside the region that is all zeros;
 /// - the region's first piece (from `base` to the first sector boundary) all zeros;
-/// - the region's last piece (from the last sector boundary to the end of the file) all zeros,
-///   at least 16 bytes of it.
+/// - the region's last piece (from the last sector boundary to the end of the file) all zeros.
 ///
-/// A flipped bit in complete frames shows none of these. (It could be taken for a torn write
-/// only if the bytes from the frame's start to a sector boundary were legitimately zero, about
-/// one chance in 131,072 for a checksum field.)
+/// A flipped bit in complete frames shows none of these, unless the frame's own bytes happen to
+/// be zero from a sector boundary on: from its start (about one chance in 131,072 for a checksum
+/// field), or to the end of the file (k trailing zero bytes of a body, as a final `0` or `0.0`
+/// gives, reach back to a sector boundary about k times in 512). Such a frame would be cut as a
+/// torn write — reported, and kept in `quarantine/` — rather than refused.
 fn torn_evidence(rest: &[u8], base: u64) -> bool {
     match FrameHeader::decode(rest) {
         Ok(header) if header.frame_len() > rest.len() as u64 => return true,
@@ -685,7 +683,7 @@ fn torn_evidence(rest: &[u8], base: u64) -> bool {
         sector += SECTOR_BYTES;
     }
     let last = piece(sector.max(base), end);
-    sector < end && last.len() >= ZERO_TAIL_MIN_BYTES && is_zeroed(last)
+    sector < end && !last.is_empty() && is_zeroed(last)
 }
 
 /// Searches `rest` (the bytes from file offset `base` on) for a valid frame that starts a write

@@ -214,6 +214,35 @@ impl SimDisk {
         Some((path, offset))
     }
 
+    /// The unsynced changes of each file, described (offset and length of writes, new lengths),
+    /// and the synced length: for diagnosing a simulator failure.
+    #[must_use]
+    pub fn describe_unsynced(&self) -> Vec<String> {
+        lock(&self.state)
+            .files
+            .iter()
+            .filter(|(_, f)| !f.pending.is_empty())
+            .map(|(p, f)| {
+                let changes: Vec<String> = f
+                    .pending
+                    .iter()
+                    .map(|c| match c {
+                        Pending::Write { offset, bytes } => {
+                            format!("write {offset}+{}", bytes.len())
+                        }
+                        Pending::SetLen(len) => format!("set_len {len}"),
+                    })
+                    .collect();
+                format!(
+                    "{}: synced {} bytes, then {}",
+                    p.display(),
+                    f.durable.len(),
+                    changes.join(", ")
+                )
+            })
+            .collect()
+    }
+
     /// How many unsynced changes each file holds.
     #[must_use]
     pub fn unsynced(&self) -> BTreeMap<PathBuf, usize> {

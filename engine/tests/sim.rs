@@ -274,7 +274,7 @@ impl Sim {
                 "crash #{} with {} acknowledged, unsynced {:?}",
                 self.crashes,
                 self.acked.len(),
-                self.disk.unsynced()
+                self.disk.describe_unsynced()
             );
         }
         let after = self.disk.crash();
