@@ -17,9 +17,11 @@ pub mod envelope;
 pub mod error;
 pub mod frame;
 pub mod segment;
+pub mod status;
 pub mod strict_json;
 pub mod time_fmt;
 pub mod types;
+pub mod vocabulary;
 
 pub use envelope::{Envelope, Provenance, StoredEvent};
 pub use error::{EnvelopeError, FormatError};
