@@ -3,17 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-fn journal(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_journal"));
-    cmd.arg("--dir").arg(dir);
-    cmd
-}
+mod common;
+use common::{assert_same, journal, snapshot};
 
 fn line(i: u64) -> String {
     let event_type = [
@@ -32,41 +28,6 @@ fn line(i: u64) -> String {
         "payload": {"command": format!("ls -la /tmp/{i}"), "exitCode": 0}
     })
     .to_string()
-}
-
-/// Every file under `dir` and its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.insert(
-                    path.strip_prefix(dir).unwrap().display().to_string(),
-                    std::fs::read(&path).unwrap(),
-                );
-            }
-        }
-    }
-    out
-}
-
-/// Asserts two directory snapshots are byte-for-byte equal, naming the first file that differs.
-fn assert_same(after: &BTreeMap<String, Vec<u8>>, before: &BTreeMap<String, Vec<u8>>) {
-    assert_eq!(
-        after.keys().collect::<Vec<_>>(),
-        before.keys().collect::<Vec<_>>(),
-        "the same files"
-    );
-    for (name, bytes) in after {
-        assert!(
-            bytes == &before[name],
-            "{name} changed: the journal must be byte-for-byte unchanged"
-        );
-    }
 }
 
 fn run(cmd: &mut Command, stdin: &str) -> (i32, String, String) {
@@ -120,7 +81,7 @@ fn a_bad_line_in_a_large_input_writes_nothing_and_names_the_line() {
         stderr.contains("line 2500") && stderr.contains("timestamp"),
         "{stderr}"
     );
-    assert_same(&snapshot(dir.path()), &before_with_input);
+    assert_same(&snapshot(dir.path()), &before_with_input, "input.jsonl");
     // Not JSON at all, and invalid UTF-8, are refused the same way.
     let (code, _, stderr) = run(
         journal(dir.path()).arg("append"),

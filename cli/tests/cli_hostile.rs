@@ -2,35 +2,13 @@
 //! refused by `journal append` with exit code 1 and an error naming the line and the problem,
 //! and the journal directory is left byte-for-byte unchanged.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use journal_format::Envelope;
 use serde_json::json;
 
-fn journal(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_journal"));
-    cmd.arg("--dir").arg(dir);
-    cmd
-}
-
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.insert(path, bytes);
-            }
-        }
-    }
-    out
-}
+mod common;
+use common::{assert_same, journal, snapshot};
 
 /// The expected phrase in the error for each corpus file (besides the line number).
 const CORPUS: &[(&str, &str)] = &[
@@ -77,15 +55,7 @@ fn assert_refused(dir: &Path, input: &Path, phrase: &str, line: Option<usize>) {
             "{name}: the error names line {line}: {stderr}"
         );
     }
-    let after = snapshot(dir);
-    assert_eq!(
-        after.keys().collect::<Vec<_>>(),
-        before.keys().collect::<Vec<_>>(),
-        "{name}: same files"
-    );
-    for (path, bytes) in &after {
-        assert!(bytes == &before[path], "{name}: {} changed", path.display());
-    }
+    assert_same(&snapshot(dir), &before, &name);
 }
 
 fn existing_journal() -> tempfile::TempDir {

@@ -95,6 +95,13 @@ impl Log {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
+    /// The segment with this id, if the log has it.
+    pub(crate) fn segment(&self, id: SegmentId) -> Option<Arc<Segment>> {
+        let segments = self.segments.read().unwrap_or_else(|p| p.into_inner());
+        let i = segments.binary_search_by_key(&id, |s| s.id).ok()?;
+        segments.get(i).cloned()
+    }
+
     /// The segment holding `position`, if any.
     pub(crate) fn segment_of(&self, position: Position) -> Option<Arc<Segment>> {
         let segments = self.segments.read().unwrap_or_else(|p| p.into_inner());

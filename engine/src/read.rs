@@ -205,15 +205,11 @@ pub(crate) fn read_at(
     offset: u64,
     position: Position,
 ) -> Result<StoredEvent> {
-    let seg = log
-        .segments()
-        .into_iter()
-        .find(|s| s.id == segment)
-        .ok_or_else(|| {
-            Error::Index(format!(
-                "index points at segment {segment}, which the log lacks"
-            ))
-        })?;
+    let seg = log.segment(segment).ok_or_else(|| {
+        Error::Index(format!(
+            "index points at segment {segment}, which the log lacks"
+        ))
+    })?;
     let mut header_bytes = [0u8; FRAME_HEADER_LEN];
     seg.file
         .read_exact_at(&mut header_bytes, offset)

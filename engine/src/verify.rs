@@ -147,6 +147,8 @@ impl Journal {
             problems: Vec::new(),
         };
         let mut done = 0u64;
+        // The bytes of the segments already walked, for progress.
+        let mut bytes_before = 0u64;
         let mut events = 0u64;
         let mut expected = Position(1);
         let mut prev = Some(ChainHash::GENESIS);
@@ -401,14 +403,8 @@ impl Journal {
                     last_hash,
                 )?;
             }
-            done = done.max(
-                states
-                    .iter()
-                    .take_while(|s| !std::ptr::eq(*s, state))
-                    .map(|s| s.end_offset)
-                    .sum::<u64>()
-                    + state.end_offset,
-            );
+            bytes_before += state.end_offset;
+            done = done.max(bytes_before);
             progress(done, total);
         }
 
