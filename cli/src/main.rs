@@ -340,7 +340,7 @@ fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
             events.push(event);
         }
     }
-    Limits::default().check_batch(&events).map_err(|e| match e {
+    Limits::default().check_batch(&events, None).map_err(|e| match e {
         Error::EventTooLarge { index, event_id, size, limit } => fail(format!(
             "event #{} ({event_id}) is {size} bytes stored, over the event size limit of {limit}",
             index + 1

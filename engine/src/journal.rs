@@ -466,8 +466,7 @@ impl Journal {
             if id_assigned {
                 event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
             }
-            event
-                .validate()
+            crate::options::check_fact(&event, self.inner.options.conformance)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
             let body = event
                 .to_msgpack()

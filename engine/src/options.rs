@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use journal_format::conformance::Schema;
 use journal_format::{FRAME_BODY_LEN_MAX, SEGMENT_HEADER_LEN};
 
 use crate::error::{Error, Result};
@@ -58,9 +59,13 @@ impl Limits {
     ///
     /// # Errors
     /// [`Error::LimitExceeded`], [`Error::EventTooLarge`] or [`Error::InvalidEvent`].
-    pub fn check_batch(&self, events: &[journal_format::Envelope]) -> Result<()> {
+    pub fn check_batch(
+        &self,
+        events: &[journal_format::Envelope],
+        conformance: Option<Schema>,
+    ) -> Result<()> {
         let sizes = events.iter().enumerate().map(|(i, e)| {
-            e.validate().map_err(|source| Error::InvalidEvent {
+            check_fact(e, conformance).map_err(|source| Error::InvalidEvent {
                 index: Some(i),
                 source,
             })?;
@@ -106,6 +111,19 @@ impl Limits {
     }
 }
 
+/// The checks of a new fact: well-formed ([`journal_format::Envelope::validate_fact`]) and, in
+/// strict mode, conforming to `conformance`.
+pub(crate) fn check_fact(
+    event: &journal_format::Envelope,
+    conformance: Option<Schema>,
+) -> std::result::Result<(), journal_format::EnvelopeError> {
+    event.validate_fact()?;
+    if let Some(schema) = conformance {
+        schema.check(&event.to_json_value())?;
+    }
+    Ok(())
+}
+
 /// How [`crate::Journal::open`] behaves.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -121,6 +139,10 @@ pub struct Options {
     /// journal open for writing: no recovery repairs, no index (filtered reads scan the log),
     /// no appends. [`crate::Journal::refresh`] picks up what the writer appended since.
     pub read_only: bool,
+    /// Strict mode: every appended event must also conform to this Agent Runtime JSON Schema
+    /// (`Schema::Event` or the stricter `Schema::LimeEvent`). Off by default: the journal
+    /// records any well-formed fact, vendor types included (MODEL.md §4).
+    pub conformance: Option<Schema>,
     /// Where bytes go.
     pub storage: Arc<dyn Storage>,
     /// The journal's clock, for `recordedAt` and UUID v7 ids.
@@ -136,6 +158,7 @@ impl Default for Options {
             limits: Limits::default(),
             salvage: false,
             read_only: false,
+            conformance: None,
             storage: Arc::new(FsStorage),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),

@@ -19,7 +19,7 @@ use crate::time_fmt;
 use crate::types::{ChainHash, Position};
 
 /// Where an imported fact comes from (MODEL.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
     /// A fact as the source recorded it.
@@ -46,7 +46,7 @@ where
 /// # Invariants
 /// After [`Envelope::validate`] succeeds: `type`, `eventId` and every id field are non-empty,
 /// `timestamp` is RFC 3339, and no journal-assigned field name appears in `extra`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)] // The fields are the Agent Runtime fields, documented in MODEL.md §1.
 pub struct Envelope {
@@ -603,6 +603,18 @@ impl Envelope {
         Ok(())
     }
 
+    /// Checks a new fact before it is appended: [`Envelope::validate`], plus the typed shape of
+    /// the payload ([`crate::payload::check`]). Stored events are decoded with
+    /// [`Envelope::validate`] only, so a payload shape added later never makes old data
+    /// unreadable.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn validate_fact(&self) -> Result<(), EnvelopeError> {
+        self.validate()?;
+        crate::payload::check(&self.event_type, self.payload.as_ref())
+    }
+
     /// The id fields that must not be empty when present (the spec's `minLength: 1`).
     fn id_fields(&self) -> [(&'static str, Option<&str>); 22] {
         [
@@ -695,6 +707,12 @@ impl Envelope {
     #[must_use]
     pub fn to_json_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The JSON Schema of the event's JSON form (what [`Envelope::from_json_slice`] accepts).
+    #[must_use]
+    pub fn json_schema() -> schemars::Schema {
+        schemars::schema_for!(Envelope)
     }
 
     /// Every blob reference in the event: `outputRef` and string values of `refs` of the form

@@ -92,6 +92,24 @@ pub enum EnvelopeError {
     /// The input sets a field that only the journal assigns.
     #[error("field `{0}` is assigned by the journal and must not be set by the producer")]
     JournalField(&'static str),
+    /// The payload does not have the typed shape of its event type.
+    #[error("`{event_type}` event, field `{field}`: {message}")]
+    InvalidPayload {
+        /// The event's type.
+        event_type: String,
+        /// The JSON path of the field, e.g. `payload.items[0].status`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The event does not conform to the Agent Runtime JSON Schema (strict mode).
+    #[error("does not conform to {schema}: {message}")]
+    Nonconforming {
+        /// Which schema.
+        schema: &'static str,
+        /// The first violation, with its JSON pointer.
+        message: String,
+    },
     /// The stored body could not be encoded as MessagePack.
     #[error("cannot encode event as MessagePack: {0}")]
     Encode(String),

@@ -13,9 +13,11 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod conformance;
 pub mod envelope;
 pub mod error;
 pub mod frame;
+pub mod payload;
 pub mod segment;
 pub mod status;
 pub mod strict_json;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where a task, run or session stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)] // The Agent Runtime task status values, documented in MODEL.md §3.
 pub enum Lifecycle {
@@ -49,7 +49,7 @@ impl Lifecycle {
 }
 
 /// How a terminal task ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Outcome {
@@ -63,7 +63,7 @@ pub enum Outcome {
 }
 
 /// The four status fields.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// Where it stands.
@@ -92,7 +92,7 @@ pub enum Vocabulary {
 }
 
 /// The status of a checklist item (seed 000's AgentTodo is a checklist item).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum ChecklistItemStatus {
