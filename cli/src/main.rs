@@ -3,6 +3,10 @@
 //! with 0 (ok), 1 (the request failed: bad input, conflict, I/O), 2 (usage) or 3 (corruption
 //! found).
 
+mod command;
+mod export;
+mod schema;
+
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +58,69 @@ enum Command {
     /// Store or fetch a blob (large output referenced as `blake3:<hex>`).
     #[command(subcommand)]
     Blob(BlobCommand),
+    /// Export events as Agent Runtime JSON Lines that validate against its schema.
+    Export(ExportArgs),
+    /// Run a control-plane command (create_task, respond_action, ...) with JSON arguments.
+    Command(CommandArgs),
+    /// Print JSON Schemas: the event form, payloads, commands, state (all, or NAME).
+    Schema(SchemaArgs),
+}
+
+/// Which Agent Runtime schema `--strict` and `export --profile` check against.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Profile {
+    /// `agentruntime-event.schema.json`.
+    Core,
+    /// `agentruntime-lime-profile-event.schema.json` (stricter).
+    Lime,
+}
+
+impl Profile {
+    fn schema(self) -> journal_format::conformance::Schema {
+        match self {
+            Profile::Core => journal_format::conformance::Schema::Event,
+            Profile::Lime => journal_format::conformance::Schema::LimeEvent,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ExportFormat {
+    /// Agent Runtime event objects, one per line.
+    Agentruntime,
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// The output form.
+    #[arg(long, value_enum, default_value = "agentruntime")]
+    format: ExportFormat,
+    /// The schema every written event must validate against.
+    #[arg(long, value_enum, default_value = "core")]
+    profile: Profile,
+    /// Write to FILE instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+#[derive(Args, Debug)]
+struct CommandArgs {
+    /// The command's name, e.g. `create_task`.
+    name: String,
+    /// Its arguments as a JSON object; `-` or nothing reads standard input.
+    args: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct SchemaArgs {
+    /// One schema: `event`, `payload.<Shape>`, `command.<name>`, `state.stream`,
+    /// `agentruntime.<file>`; `--list` lists the names.
+    name: Option<String>,
+    /// List the schema names.
+    #[arg(long)]
+    list: bool,
 }
 
 #[derive(Args, Debug)]
@@ -67,6 +134,10 @@ struct AppendArgs {
     /// Refuse the append unless the events' stream has exactly this many events.
     #[arg(long, conflicts_with = "stream")]
     expected_version: Option<u64>,
+    /// Strict mode: every event must also validate against the Agent Runtime JSON Schema
+    /// (`core`, or the stricter `lime` profile).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "core")]
+    strict: Option<Profile>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -148,7 +219,7 @@ enum BlobCommand {
 }
 
 /// A failure with its exit code.
-struct Failure {
+pub(crate) struct Failure {
     code: u8,
     message: String,
 }
@@ -171,7 +242,7 @@ impl From<io::Error> for Failure {
     }
 }
 
-fn fail(message: impl Into<String>) -> Failure {
+pub(crate) fn fail(message: impl Into<String>) -> Failure {
     Failure {
         code: 1,
         message: message.into(),
@@ -214,9 +285,14 @@ enum Access {
 }
 
 fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
+    let conformance = match &cli.command {
+        Command::Append(args) => args.strict.map(Profile::schema),
+        _ => None,
+    };
     let options = |read_only| Options {
         salvage: cli.salvage,
         read_only,
+        conformance,
         ..Options::default()
     };
     if cli.salvage && access == Access::Follow {
@@ -241,6 +317,22 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
+    if let Command::Schema(args) = &cli.command {
+        let all = schema::all();
+        let text = if args.list {
+            all.keys().cloned().collect::<Vec<_>>().join("\n")
+        } else if let Some(name) = &args.name {
+            let one = all.get(name).ok_or_else(|| Failure {
+                code: 2,
+                message: format!("no schema named {name:?}; `journal schema --list` lists them"),
+            })?;
+            serde_json::to_string_pretty(one).map_err(|e| fail(e.to_string()))?
+        } else {
+            serde_json::to_string_pretty(&all).map_err(|e| fail(e.to_string()))?
+        };
+        println!("{text}");
+        return Ok(0);
+    }
     if let Command::Append(args) = &cli.command {
         if !args.stream {
             // Check the whole input before opening anything, so bad input leaves the journal
@@ -253,12 +345,39 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
     }
     let access = match &cli.command {
-        Command::Append(_) | Command::Blob(BlobCommand::Put { .. }) => Access::Write,
+        Command::Append(_) | Command::Blob(BlobCommand::Put { .. }) | Command::Command(_) => {
+            Access::Write
+        }
         Command::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
+    let command_args = match &cli.command {
+        Command::Command(args) => Some(command::arguments(args.args.as_deref())?),
+        _ => None,
+    };
     let journal = open(&cli, access)?;
     let code = match &cli.command {
+        Command::Command(args) => {
+            let value = command_args.unwrap_or_default();
+            command::run(&journal, &args.name, value).await?
+        }
+        Command::Export(args) => {
+            let ExportFormat::Agentruntime = args.format;
+            let schema = args.profile.schema();
+            let summary = match &args.out {
+                Some(path) => {
+                    let file = std::fs::File::create(path)
+                        .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+                    export::export(&journal, args.filter.filter(), schema, file)?
+                }
+                None => {
+                    export::export(&journal, args.filter.filter(), schema, io::stdout().lock())?
+                }
+            };
+            eprintln!("{}", summary.to_json());
+            0
+        }
+        Command::Schema(_) => 0,
         Command::Append(args) => append_stream(&journal, args).await?,
         Command::Read(args) => {
             read(&journal, args.filter.filter())?;
@@ -328,6 +447,7 @@ fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
 fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
     let mut reader = input(args.file.as_ref())?;
     let mut events = Vec::new();
+    let mut numbers = Vec::new();
     let mut line = Vec::new();
     let mut number = 0usize;
     loop {
@@ -338,15 +458,20 @@ fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
         number += 1;
         if let Some(event) = parse_line(&line, number)? {
             events.push(event);
+            numbers.push(number);
         }
     }
-    Limits::default().check_batch(&events, None).map_err(|e| match e {
+    Limits::default().check_batch(&events, args.strict.map(Profile::schema)).map_err(|e| match e {
         Error::EventTooLarge { index, event_id, size, limit } => fail(format!(
             "event #{} ({event_id}) is {size} bytes stored, over the event size limit of {limit}",
             index + 1
         )),
         Error::LimitExceeded { what, actual, limit } => fail(format!(
             "the input's {what} is {actual}, over the limit of {limit}; use --stream to append it in several batches"
+        )),
+        Error::InvalidEvent { index: Some(i), source } => fail(format!(
+            "line {}: {source}",
+            numbers.get(i).copied().unwrap_or(i + 1)
         )),
         other => Failure::from(other),
     })?;

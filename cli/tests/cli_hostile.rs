@@ -141,7 +141,7 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
 
     // A 2 MiB string.
     let input = tmp.path().join("huge-string.jsonl");
-    let huge = json!({"type":"tool.result","eventId":"huge","timestamp":"2026-05-11T10:00:00Z","payload":"y".repeat(2 << 20)});
+    let huge = json!({"type":"tool.result","eventId":"huge","timestamp":"2026-05-11T10:00:00Z","pad":"y".repeat(2 << 20)});
     std::fs::write(&input, format!("{good}\n{huge}\n")).unwrap();
     assert_refused(&dir, &input, "over the event size limit", None);
 

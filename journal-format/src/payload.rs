@@ -670,8 +670,20 @@ pub fn check(event_type: &str, payload: Option<&Value>) -> Result<(), EnvelopeEr
             } else {
                 format!("payload.{path}")
             };
-            invalid(field, message)
+            invalid(field, bounded(message))
         }),
+    }
+}
+
+/// The longest payload error message kept, in characters: serde quotes the offending value,
+/// which may be megabytes long.
+const MESSAGE_CHARS_MAX: usize = 200;
+
+/// `message` cut to [`MESSAGE_CHARS_MAX`] characters, marked with `…` when cut.
+fn bounded(message: String) -> String {
+    match message.char_indices().nth(MESSAGE_CHARS_MAX) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
     }
 }
 
@@ -757,6 +769,20 @@ mod tests {
         );
         let err = check("cost.recorded", Some(&json!({"inputTokens": "12"}))).unwrap_err();
         assert!(err.to_string().contains("payload.inputTokens"), "{err}");
+    }
+
+    #[test]
+    fn an_error_quoting_a_huge_value_stays_short() {
+        let huge = "y".repeat(2 << 20);
+        let err = check("tool.result", Some(&json!(huge))).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`tool.result`"), "{text}");
+        assert!(text.ends_with('…'), "{text}");
+        assert!(
+            text.chars().count() < 2 * MESSAGE_CHARS_MAX,
+            "{}",
+            text.len()
+        );
     }
 
     #[test]
