@@ -5,13 +5,15 @@
 use std::io::{self, Read, Write};
 
 use journal_engine::Journal;
-use journal_projections::{CommandError, Commands};
-use serde_json::{json, Value};
+use journal_projections::{Command, CommandError, Commands, Violation};
+use serde_json::json;
 
 use crate::{fail, Failure};
 
-/// The command's arguments: the JSON given, `-` or nothing for standard input.
-pub fn arguments(text: Option<&str>) -> Result<Value, Failure> {
+/// The command `name` with its arguments (the JSON given, `-` or nothing for standard input),
+/// or the refusal to print when they are not the command's: checked before the journal is
+/// opened, so a refused command leaves nothing behind.
+pub fn parse(name: &str, text: Option<&str>) -> Result<Result<Command, Violation>, Failure> {
     let text = match text {
         Some(t) if t != "-" => t.to_string(),
         _ => {
@@ -26,15 +28,23 @@ pub fn arguments(text: Option<&str>) -> Result<Value, Failure> {
     if !value.is_object() {
         return Err(fail("the command's arguments must be a JSON object"));
     }
-    Ok(value)
+    Ok(Command::parse(name, value))
+}
+
+/// Prints a refusal; returns the exit code.
+pub fn refuse(violation: &Violation) -> Result<u8, Failure> {
+    let answer = json!({"error": {"rule": violation.rule.name(), "message": violation.message}});
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "{answer}")?;
+    Ok(1)
 }
 
 /// Runs the command and prints its answer; returns the exit code.
-pub async fn run(journal: &Journal, name: &str, args: Value) -> Result<u8, Failure> {
+pub async fn run(journal: &Journal, command: &Command) -> Result<u8, Failure> {
     let commands = Commands::new(journal.clone());
-    let mut stdout = io::stdout().lock();
-    match commands.run(name, args).await {
+    match commands.execute(command).await {
         Ok(accepted) => {
+            let mut stdout = io::stdout().lock();
             for event in &accepted.events {
                 serde_json::to_writer(&mut stdout, &event.to_json_value())
                     .map_err(|e| fail(e.to_string()))?;
@@ -46,11 +56,7 @@ pub async fn run(journal: &Journal, name: &str, args: Value) -> Result<u8, Failu
             }
             Ok(0)
         }
-        Err(CommandError::Refused(v)) => {
-            let answer = json!({"error": {"rule": v.rule.name(), "message": v.message}});
-            writeln!(stdout, "{answer}")?;
-            Ok(1)
-        }
+        Err(CommandError::Refused(v)) => refuse(&v),
         Err(CommandError::Journal(e)) => Err(Failure::from(e)),
         Err(e) => Err(fail(e.to_string())),
     }

@@ -38,11 +38,11 @@ struct Cli {
     #[arg(long, global = true)]
     salvage: bool,
     #[command(subcommand)]
-    command: Command,
+    verb: Verb,
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+enum Verb {
     /// Append JSON Lines events from FILE or standard input.
     Append(AppendArgs),
     /// Print stored events as JSON Lines.
@@ -285,8 +285,8 @@ enum Access {
 }
 
 fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
-    let conformance = match &cli.command {
-        Command::Append(args) => args.strict.map(Profile::schema),
+    let conformance = match &cli.verb {
+        Verb::Append(args) => args.strict.map(Profile::schema),
         _ => None,
     };
     let options = |read_only| Options {
@@ -317,7 +317,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
-    if let Command::Schema(args) = &cli.command {
+    if let Verb::Schema(args) = &cli.verb {
         let all = schema::all();
         let text = if args.list {
             all.keys().cloned().collect::<Vec<_>>().join("\n")
@@ -333,7 +333,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         println!("{text}");
         return Ok(0);
     }
-    if let Command::Append(args) = &cli.command {
+    if let Verb::Append(args) = &cli.verb {
         if !args.stream {
             // Check the whole input before opening anything, so bad input leaves the journal
             // directory byte-for-byte unchanged.
@@ -344,24 +344,28 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             return Ok(code);
         }
     }
-    let access = match &cli.command {
-        Command::Append(_) | Command::Blob(BlobCommand::Put { .. }) | Command::Command(_) => {
-            Access::Write
-        }
-        Command::Tail(args) if args.follow => Access::Follow,
+    let access = match &cli.verb {
+        Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) => Access::Write,
+        Verb::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
-    let command_args = match &cli.command {
-        Command::Command(args) => Some(command::arguments(args.args.as_deref())?),
-        _ => None,
-    };
+    if let Verb::Command(args) = &cli.verb {
+        // Arguments are checked before the journal is opened: a refused command leaves
+        // nothing behind.
+        let parsed = match command::parse(&args.name, args.args.as_deref())? {
+            Ok(parsed) => parsed,
+            Err(violation) => return command::refuse(&violation),
+        };
+        let journal = open(&cli, Access::Write)?;
+        let code = command::run(&journal, &parsed).await?;
+        journal.close();
+        return Ok(code);
+    }
     let journal = open(&cli, access)?;
-    let code = match &cli.command {
-        Command::Command(args) => {
-            let value = command_args.unwrap_or_default();
-            command::run(&journal, &args.name, value).await?
-        }
-        Command::Export(args) => {
+    let code = match &cli.verb {
+        // Answered above, before opening.
+        Verb::Schema(_) | Verb::Command(_) => 0,
+        Verb::Export(args) => {
             let ExportFormat::Agentruntime = args.format;
             let schema = args.profile.schema();
             let summary = match &args.out {
@@ -377,15 +381,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             eprintln!("{}", summary.to_json());
             0
         }
-        Command::Schema(_) => 0,
-        Command::Append(args) => append_stream(&journal, args).await?,
-        Command::Read(args) => {
+        Verb::Append(args) => append_stream(&journal, args).await?,
+        Verb::Read(args) => {
             read(&journal, args.filter.filter())?;
             0
         }
-        Command::Tail(args) => tail(&journal, args).await?,
-        Command::Verify(args) => verify(&journal, args)?,
-        Command::Digest => {
+        Verb::Tail(args) => tail(&journal, args).await?,
+        Verb::Verify(args) => verify(&journal, args)?,
+        Verb::Digest => {
             let head = journal.head();
             println!(
                 "{}",
@@ -393,7 +396,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             );
             0
         }
-        Command::Status => {
+        Verb::Status => {
             let status = journal.status()?;
             println!(
                 "{}",
@@ -401,14 +404,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             );
             0
         }
-        Command::Blob(BlobCommand::Put { file }) => {
+        Verb::Blob(BlobCommand::Put { file }) => {
             let bytes =
                 std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
             let reference = journal.blobs().put(&bytes)?;
             println!("{}", json!({"ref": reference, "bytes": bytes.len()}));
             0
         }
-        Command::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
+        Verb::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
             Some(bytes) => {
                 io::stdout().lock().write_all(&bytes)?;
                 0

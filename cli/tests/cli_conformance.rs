@@ -172,6 +172,32 @@ fn export_maps_or_leaves_out_types_outside_the_enum_and_counts_them() {
 #[test]
 fn commands_answer_with_events_or_the_broken_rule() {
     let dir = tempfile::tempdir().unwrap();
+    // Arguments the command does not know, even nested ones, are refused before the journal
+    // is opened or created.
+    let out = run(
+        dir.path(),
+        &[
+            "command",
+            "create_task",
+            r#"{"sessionId":"s1","taskId":"t1","evidenceRequirements":{"requireTests":true}}"#,
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let answer = lines(&out);
+    assert_eq!(answer[0]["error"]["rule"], "invalid_arguments");
+    assert!(
+        answer[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("evidenceRequirements.requireTests"),
+        "{answer:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a refused command creates nothing"
+    );
     let out = run(
         dir.path(),
         &[

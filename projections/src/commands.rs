@@ -423,13 +423,26 @@ pub enum Command {
     EvaluateSchedules(EvaluateSchedules),
 }
 
+/// The arguments of command `name`, refusing a bad field by its path and any field the
+/// arguments do not know (an argument silently dropped would be a fact silently lost).
 fn args<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, Violation> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        Violation::new(
+    let mut ignored = Vec::new();
+    let mut note = |path: serde_ignored::Path<'_>| ignored.push(path.to_string());
+    let parsed: T =
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut note))
+            .map_err(|e| {
+                Violation::new(
+                    Rule::InvalidArguments,
+                    format!("{name}: `{}`: {}", e.path(), e.inner()),
+                )
+            })?;
+    match ignored.first() {
+        Some(path) => Err(Violation::new(
             Rule::InvalidArguments,
-            format!("{name}: `{}`: {}", e.path(), e.inner()),
-        )
-    })
+            format!("{name}: `{}`: unknown field", path.replace(".?", "")),
+        )),
+        None => Ok(parsed),
+    }
 }
 
 impl Command {
