@@ -23,6 +23,7 @@ use crate::status::ChecklistItemStatus;
 
 /// Task lifecycle events (`task.created` … `task.archived`, seed 002; seed 003's TaskIntent and
 /// TaskOutcome fields; seed 000's AgentTask).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPayload {
@@ -79,6 +80,7 @@ pub enum MachineStatus {
 }
 
 /// The evidence a task declares (seed 003's `evidence_requirements`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvidenceRequirements {
@@ -93,6 +95,7 @@ pub struct EvidenceRequirements {
 
 /// Attempt events (`task.attempt.started|completed|failed`; seed 003's TaskAttempt, the Agent
 /// Runtime fixture's retry fields).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttemptPayload {
@@ -145,6 +148,7 @@ pub enum RetryClass {
 }
 
 /// `action.required` (seed 002's required action, seed 004's RequiredAction).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionRequiredPayload {
@@ -161,6 +165,7 @@ pub struct ActionRequiredPayload {
 }
 
 /// `action.resolved`: who decided what.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionResolvedPayload {
@@ -175,6 +180,7 @@ pub struct ActionResolvedPayload {
 }
 
 /// Tool call events (`tool.started`, `tool.args`, `tool.progress`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallPayload {
@@ -187,6 +193,7 @@ pub struct ToolCallPayload {
 }
 
 /// `tool.result` and `tool.failed` (seed 004's ToolResult).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultPayload {
@@ -249,6 +256,7 @@ pub struct ChecklistPayload {
 }
 
 /// `snapshot.written`: a runtime snapshot such as `session_runtime_v2`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotPayload {
@@ -277,6 +285,7 @@ pub enum CheckpointStatus {
 }
 
 /// `checkpoint.captured`: seed 000's AgentCheckpoint.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointPayload {
@@ -311,6 +320,7 @@ pub struct CheckpointPayload {
 }
 
 /// Seed 000's AgentDispatchContext (the payload of `dispatch.requested`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DispatchContext {
@@ -348,6 +358,7 @@ pub enum DispatchMode {
 }
 
 /// `task.completion.attempted` (seed 004's CompletionAttempt).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompletionAttemptPayload {
@@ -358,6 +369,7 @@ pub struct CompletionAttemptPayload {
 }
 
 /// `task.completion.decided` (seed 004's CompletionDecision).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompletionDecisionPayload {
@@ -370,6 +382,7 @@ pub struct CompletionDecisionPayload {
 }
 
 /// `cost.estimated` and `cost.recorded`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CostPayload {
@@ -392,6 +405,7 @@ pub struct CostPayload {
 }
 
 /// `artifact.changed` (seed 003's ArtifactRecord, seed 002's artifact refs).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactPayload {
@@ -412,6 +426,7 @@ pub struct ArtifactPayload {
 }
 
 /// `evidence.changed`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvidencePayload {
@@ -426,6 +441,7 @@ pub struct EvidencePayload {
 }
 
 /// `subagent.*` events.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubagentPayload {
@@ -448,6 +464,7 @@ pub struct SubagentPayload {
 }
 
 /// `context.compaction.*`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionPayload {
@@ -466,6 +483,7 @@ pub struct CompactionPayload {
 }
 
 /// Seed 003's TaskIntent: what a schedule or sensor enqueues.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskIntent {
@@ -522,6 +540,7 @@ pub struct ScheduleFiredPayload {
 }
 
 /// `sensor.event.recorded` and `sensor.event.deduped`: seed 003's SensorEvent.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SensorPayload {
@@ -540,6 +559,7 @@ pub struct SensorPayload {
 }
 
 /// `workflow.transitioned` and `workflow.completed` (seed 003's goal loop).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowPayload {
@@ -556,6 +576,7 @@ pub struct WorkflowPayload {
 }
 
 /// `handoff.requested` and `handoff.accepted` (seed 000's AgentHandoff).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandoffPayload {

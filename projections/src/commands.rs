@@ -795,7 +795,7 @@ fn new_task_events(
         "priority": intent.priority,
         "maxAttempts": max_attempts,
         "evidenceRequirements": intent.evidence_requirements,
-        "intent": intent.payload,
+        "intent": (!intent.payload.is_empty()).then_some(&intent.payload),
     });
     if let Value::Object(o) = &mut payload {
         o.retain(|_, v| !v.is_null());
