@@ -740,6 +740,19 @@ impl Journal {
         )
     }
 
+    /// A watch of the committed head: changes after every commit (and, read-only, after every
+    /// [`Journal::refresh`] that found new events). Projection workers wait on it.
+    #[must_use]
+    pub fn watch_head(&self) -> tokio::sync::watch::Receiver<Head> {
+        self.inner.log.head.subscribe()
+    }
+
+    /// The journal's clock: what stamps `recordedAt`, and what lag is measured against.
+    #[must_use]
+    pub fn clock(&self) -> Arc<dyn crate::seams::Clock> {
+        Arc::clone(&self.inner.options.clock)
+    }
+
     /// The journal's status.
     ///
     /// # Errors

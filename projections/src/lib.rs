@@ -8,8 +8,14 @@
 //! - [`commands`]: seed 002's control plane; each command reads its stream, decides with
 //!   [`rules`] on [`state`], and appends atomically with the expected stream version.
 //!
+//! - [`projection`], [`store`], [`worker`]: the projection runtime — a named, versioned fold,
+//!   its states and checkpoint kept together in redb, a worker that resumes, rebuilds on a
+//!   version change and faults (never skips) on an event it cannot apply.
+//! - [`activity`], [`models`], [`views`]: the journal's projections and the read models of
+//!   MODEL.md §5 built from them, each answer with its freshness.
+//!
 //! NOTE: this crate reads the log only through `journal-engine`'s public API and never opens
-//! segment files. The read models and projection workers of MODEL.md §5 build on [`state`].
+//! segment files.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -17,10 +23,19 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod activity;
 pub mod commands;
+pub mod models;
+pub mod projection;
 pub mod rules;
 pub mod state;
+pub mod store;
+pub mod views;
+pub mod worker;
+pub mod workload;
 
 pub use commands::{Accepted, Command, CommandError, Commands};
+pub use models::{Answer, ReadModels};
+pub use projection::{Freshness, FreshnessState, Projection};
 pub use rules::{Rule, Violation};
 pub use state::StreamState;

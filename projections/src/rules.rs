@@ -6,7 +6,9 @@ use journal_format::status::Lifecycle;
 use serde::Serialize;
 
 /// A named invariant. The name is what a refused command's error and an incident carry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// A terminal task never becomes non-terminal again, except by a retry that opens a new
@@ -89,7 +91,7 @@ impl Rule {
 }
 
 /// A broken rule and what broke it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Violation {
     /// The rule.
     pub rule: Rule,

@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::rules::{self, Rule, Violation};
 
 /// A fact that broke a rule: kept, and shown on its entity.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Incident {
     /// The event's position.
@@ -38,7 +38,7 @@ pub struct Incident {
 }
 
 /// One execution attempt of a task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Attempt {
     /// The attempt's id.
@@ -50,7 +50,7 @@ pub struct Attempt {
 }
 
 /// The completion decision that applies to a task (the newest).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Decision {
     /// Whether completion was accepted.
@@ -64,7 +64,7 @@ pub struct Decision {
 }
 
 /// A task as the log tells it.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskState {
     /// The task's id.
@@ -140,7 +140,7 @@ impl TaskState {
 }
 
 /// A required action (a pending human or policy decision).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionState {
     /// The action's id.
@@ -164,7 +164,7 @@ pub struct ActionState {
 }
 
 /// A turn of a thread.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnState {
     /// The turn's id.
@@ -176,7 +176,7 @@ pub struct TurnState {
 }
 
 /// The session checklist (seed 001).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Checklist {
     /// The whole ordered list.
@@ -242,7 +242,7 @@ impl Checklist {
 }
 
 /// A recurring schedule (seed 003).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleState {
     /// The schedule as last upserted.
@@ -254,7 +254,7 @@ pub struct ScheduleState {
 }
 
 /// The state of one stream.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamState {
     /// The stream version this state reflects (the number of events applied).

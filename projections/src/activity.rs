@@ -1,0 +1,637 @@
+//! What happened in one stream, family by family: the facts behind the session snapshot's
+//! summaries (threads and turns, runs, model and tool calls, processes, subagents and jobs,
+//! permissions and sandbox, routing and limits, context boundaries, artifacts and evidence,
+//! checkpoints and snapshots, channels, cost).
+//!
+//! Only recorded facts are counted; a field no fact has set stays `None` (shown as `unknown`),
+//! and a call with no result stays open, never assumed to have succeeded.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use journal_format::payload::{
+    ArtifactPayload, CompactionPayload, CostPayload, EvidencePayload, SubagentPayload,
+    ToolResultPayload, ToolResultStatus,
+};
+use journal_format::{Envelope, StoredEvent};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a fact is in the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct At {
+    /// The event's position.
+    pub position: u64,
+    /// The event's id.
+    pub event_id: String,
+}
+
+impl At {
+    fn of(event: &StoredEvent) -> At {
+        At {
+            position: event.position.0,
+            event_id: event.envelope.event_id.clone(),
+        }
+    }
+}
+
+/// A turn of a thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnSummary {
+    /// The turn.
+    pub turn_id: String,
+    /// `submitted`, `running`, `completed`, `failed` (or the event's own status word).
+    pub status: String,
+    /// The task it ran, when an event said.
+    pub task_id: Option<String>,
+    /// The run, when an event said.
+    pub run_id: Option<String>,
+}
+
+/// A thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSummary {
+    /// The status the last `thread.*` event gave.
+    pub status: Option<String>,
+    /// Its turns, in the order first seen.
+    pub turns: Vec<TurnSummary>,
+    /// The newest turn.
+    pub active_turn_id: Option<String>,
+}
+
+/// A call with a start and an end (model request, tool call, process, job, subagent).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Call {
+    /// A name, when given (tool name, model, profile).
+    pub name: Option<String>,
+    /// `open` until an end is recorded; then the end's word (`succeeded`, `failed`, `denied`,
+    /// `completed`, `cancelled`, ...).
+    pub status: String,
+    /// The first event about it.
+    pub started: At,
+    /// The event that ended it.
+    pub ended: Option<At>,
+    /// A reference to its output, when recorded.
+    pub output_ref: Option<String>,
+}
+
+/// Routing and limits (seed 002's routing and limit summary).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Routing {
+    /// Routing decisions recorded.
+    pub decisions: u64,
+    /// The newest selected model.
+    pub selected_model: Option<String>,
+    /// The newest candidate count.
+    pub candidate_count: Option<u64>,
+    /// Whether the newest routing had a single candidate.
+    pub single_candidate: Option<bool>,
+    /// Fallbacks applied.
+    pub fallbacks: u64,
+    /// Routings that were not possible.
+    pub not_possible: u64,
+    /// `limit.changed`, `rate_limit.hit`, `quota.low`, `quota.blocked`, in order.
+    pub limit_events: Vec<(String, At)>,
+}
+
+/// Permissions and sandbox (seed 002's permission and sandbox summary).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Permissions {
+    /// `permission.requested` events.
+    pub requested: u64,
+    /// `permission.resolved` decisions by their word (`allow`, `deny`, ...; `unknown` when
+    /// the event gave none).
+    pub resolved: BTreeMap<String, u64>,
+    /// `permission.evaluated` events.
+    pub evaluated: u64,
+    /// The newest sandbox profile applied.
+    pub sandbox_profile: Option<Value>,
+    /// `sandbox.violation` events.
+    pub sandbox_violations: Vec<At>,
+}
+
+/// A context boundary (compaction).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Boundary {
+    /// Where.
+    pub at: At,
+    /// `started`, `completed` or `failed`.
+    pub status: String,
+    /// Tokens before, when recorded.
+    pub tokens_before: Option<u64>,
+    /// Tokens after, when recorded.
+    pub tokens_after: Option<u64>,
+}
+
+/// Token and money totals from `cost.recorded` (estimates are not totals).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    /// `cost.recorded` events.
+    pub records: u64,
+    /// Input tokens, when any record gave them.
+    pub input_tokens: Option<u64>,
+    /// Output tokens, when any record gave them.
+    pub output_tokens: Option<u64>,
+    /// US dollars, when any record gave them.
+    pub cost_usd: Option<f64>,
+}
+
+/// One artifact.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactSummary {
+    /// Its path, when given.
+    pub path: Option<String>,
+    /// The last change (`created`, `updated`, `deleted`, ...).
+    pub change: Option<String>,
+    /// Its content, by reference.
+    pub content_ref: Option<String>,
+    /// The newest event about it.
+    pub at: At,
+}
+
+/// One piece of evidence.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceSummary {
+    /// Its kind.
+    pub kind: Option<String>,
+    /// Its verification outcome, when recorded.
+    pub verification: Option<String>,
+    /// The reference to it.
+    pub evidence_ref: Option<String>,
+    /// The newest event about it.
+    pub at: At,
+}
+
+/// What happened in one stream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Activity {
+    /// The session, when the stream is one.
+    pub session_id: Option<String>,
+    /// The runtime, from the first event that named one.
+    pub runtime_id: Option<String>,
+    /// The product, from the first event that named one.
+    pub product_id: Option<String>,
+    /// The status word of the newest `session.*` event that gave one.
+    pub session_status: Option<String>,
+    /// Events applied.
+    pub events: u64,
+    /// The first event.
+    pub first: Option<At>,
+    /// The newest event.
+    pub last: Option<At>,
+    /// The producer's timestamp of the first event.
+    pub first_timestamp: Option<String>,
+    /// The producer's timestamp of the newest event.
+    pub last_timestamp: Option<String>,
+    /// Events by family (the type's first segment).
+    pub by_family: BTreeMap<String, u64>,
+    /// Threads by id.
+    pub threads: BTreeMap<String, ThreadSummary>,
+    /// Runs by id: their task, attempt and the newest `run.status` word.
+    pub runs: BTreeMap<String, Call>,
+    /// Model requests by `modelRequestId` (or the event id of a request without one).
+    pub model_calls: BTreeMap<String, Call>,
+    /// Tool calls by `toolCallId`.
+    pub tool_calls: BTreeMap<String, Call>,
+    /// Processes by `processId`.
+    pub processes: BTreeMap<String, Call>,
+    /// Subagents by `subagentId`.
+    pub subagents: BTreeMap<String, Call>,
+    /// Jobs by `jobId`.
+    pub jobs: BTreeMap<String, Call>,
+    /// Channels by `channelId`: the newest `channel.*` word.
+    pub channels: BTreeMap<String, String>,
+    /// Permissions and sandbox.
+    pub permissions: Permissions,
+    /// Routing and limits.
+    pub routing: Routing,
+    /// Context boundaries, in order.
+    pub compactions: Vec<Boundary>,
+    /// Artifacts by id (or path).
+    pub artifacts: BTreeMap<String, ArtifactSummary>,
+    /// Evidence by id.
+    pub evidence: BTreeMap<String, EvidenceSummary>,
+    /// Checkpoints captured (`checkpoint.captured`), in order.
+    pub checkpoints: Vec<At>,
+    /// Snapshots written or updated, in order, with their schema version when given.
+    pub snapshots: Vec<(At, Option<String>)>,
+    /// Queue changes recorded.
+    pub queue_changes: u64,
+    /// `runtime.error` events.
+    pub runtime_errors: Vec<At>,
+    /// Trace ids seen.
+    pub trace_ids: BTreeSet<String>,
+    /// Cost totals.
+    pub cost: Cost,
+}
+
+fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
+    envelope
+        .payload
+        .as_ref()
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+}
+
+fn payload_str(envelope: &Envelope, field: &str) -> Option<String> {
+    envelope
+        .payload
+        .as_ref()
+        .and_then(|p| p.get(field))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn add(total: &mut Option<u64>, value: Option<u64>) {
+    if let Some(v) = value {
+        *total = Some(total.unwrap_or(0).saturating_add(v));
+    }
+}
+
+/// Starts or updates a call: the first event opens it, `end` (when given) closes it.
+fn touch(
+    calls: &mut BTreeMap<String, Call>,
+    id: &str,
+    event: &StoredEvent,
+    name: Option<String>,
+    end: Option<&str>,
+) {
+    let call = calls.entry(id.to_string()).or_insert_with(|| Call {
+        name: None,
+        status: "open".into(),
+        started: At::of(event),
+        ended: None,
+        output_ref: None,
+    });
+    if call.name.is_none() {
+        call.name = name;
+    }
+    if let Some(r) = &event.envelope.output_ref {
+        call.output_ref = Some(r.clone());
+    }
+    if let Some(word) = end {
+        call.status = word.to_string();
+        call.ended = Some(At::of(event));
+    }
+}
+
+impl Activity {
+    /// Applies one event.
+    pub fn apply(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let t = e.event_type.as_str();
+        self.events += 1;
+        if self.first.is_none() {
+            self.first = Some(At::of(event));
+            self.first_timestamp = Some(e.timestamp.clone());
+        }
+        self.last = Some(At::of(event));
+        self.last_timestamp = Some(e.timestamp.clone());
+        let family = t.split('.').next().unwrap_or(t);
+        *self.by_family.entry(family.to_string()).or_insert(0) += 1;
+        if self.session_id.is_none() {
+            self.session_id.clone_from(&e.session_id);
+        }
+        if self.runtime_id.is_none() {
+            self.runtime_id.clone_from(&e.runtime_id);
+        }
+        if self.product_id.is_none() {
+            self.product_id.clone_from(&e.product_id);
+        }
+        if let Some(trace) = &e.trace_id {
+            self.trace_ids.insert(trace.clone());
+        }
+        if let Some(thread) = &e.thread_id {
+            self.apply_thread(thread, event);
+        }
+        if let Some(run) = &e.run_id {
+            let end = (t == "run.status")
+                .then(|| e.status.as_deref())
+                .flatten()
+                .filter(|s| {
+                    matches!(
+                        *s,
+                        "completed" | "failed" | "cancelled" | "canceled" | "timed_out" | "lost"
+                    )
+                });
+            touch(&mut self.runs, run, event, e.task_id.clone(), end);
+            if t == "run.status" && end.is_none() {
+                if let (Some(run), Some(status)) = (self.runs.get_mut(run), &e.status) {
+                    run.status.clone_from(status);
+                }
+            }
+        }
+        match family {
+            "session" => {
+                if let Some(status) = e.status.as_ref().or(e.phase.as_ref()) {
+                    self.session_status = Some(status.clone());
+                }
+            }
+            "model" => self.apply_model(event),
+            "tool" => self.apply_tool(event),
+            "process" => {
+                if let Some(id) = &e.process_id {
+                    let end = match t {
+                        "process.completed" => Some("completed"),
+                        "process.failed" => Some("failed"),
+                        "process.terminated" => Some("terminated"),
+                        _ => None,
+                    };
+                    touch(&mut self.processes, id, event, None, end);
+                }
+            }
+            "subagent" => {
+                if let Some(id) = &e.subagent_id {
+                    let p: Option<SubagentPayload> = payload(e);
+                    let end = match t {
+                        "subagent.completed" => Some("completed"),
+                        "subagent.failed" => Some("failed"),
+                        "subagent.closed" => Some("closed"),
+                        _ => None,
+                    };
+                    let name = p.and_then(|p| p.role.or(p.profile_id));
+                    touch(&mut self.subagents, id, event, name, end);
+                }
+            }
+            "job" => {
+                if let (Some(id), None) = (&e.job_id, &e.job_item_id) {
+                    let end = match t {
+                        "job.completed" => Some("completed"),
+                        "job.failed" => Some("failed"),
+                        "job.cancelled" => Some("cancelled"),
+                        _ => None,
+                    };
+                    touch(&mut self.jobs, id, event, None, end);
+                }
+            }
+            "channel" => {
+                if let Some(id) = &e.channel_id {
+                    let word = t.strip_prefix("channel.").unwrap_or(t);
+                    self.channels.insert(id.clone(), word.to_string());
+                }
+            }
+            "permission" | "sandbox" => self.apply_permission(event),
+            "routing" | "limit" | "rate_limit" | "quota" => self.apply_routing(event),
+            "context" => self.apply_context(event),
+            "artifact" => {
+                let p: ArtifactPayload = payload(e).unwrap_or_default();
+                let id = e.artifact_id.clone().or_else(|| p.path.clone());
+                if let Some(id) = id {
+                    self.artifacts.insert(
+                        id,
+                        ArtifactSummary {
+                            path: p.path,
+                            change: p.change,
+                            content_ref: p.content_ref.or_else(|| e.output_ref.clone()),
+                            at: At::of(event),
+                        },
+                    );
+                }
+            }
+            "evidence" => {
+                let p: EvidencePayload = payload(e).unwrap_or_default();
+                let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
+                self.evidence.insert(
+                    id,
+                    EvidenceSummary {
+                        kind: p.kind,
+                        verification: p.verification.or_else(|| e.status.clone()),
+                        evidence_ref: p.evidence_ref,
+                        at: At::of(event),
+                    },
+                );
+            }
+            "checkpoint" => self.checkpoints.push(At::of(event)),
+            "snapshot" => self.snapshots.push((
+                At::of(event),
+                payload_str(e, "schemaVersion").or_else(|| e.schema_version.clone()),
+            )),
+            "queue" => self.queue_changes += 1,
+            "runtime" if t == "runtime.error" => self.runtime_errors.push(At::of(event)),
+            "cost" if t == "cost.recorded" => {
+                let p: CostPayload = payload(e).unwrap_or_default();
+                self.cost.records += 1;
+                add(&mut self.cost.input_tokens, p.input_tokens);
+                add(&mut self.cost.output_tokens, p.output_tokens);
+                if let Some(usd) = p.cost_usd {
+                    self.cost.cost_usd = Some(self.cost.cost_usd.unwrap_or(0.0) + usd);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_thread(&mut self, thread: &str, event: &StoredEvent) {
+        let e = &event.envelope;
+        let t = e.event_type.as_str();
+        let summary = self.threads.entry(thread.to_string()).or_default();
+        if t.starts_with("thread.") {
+            if let Some(status) = &e.status {
+                summary.status = Some(status.clone());
+            }
+        }
+        let Some(turn_id) = &e.turn_id else {
+            return;
+        };
+        let index = match summary.turns.iter().position(|x| &x.turn_id == turn_id) {
+            Some(i) => i,
+            None => {
+                summary.turns.push(TurnSummary {
+                    turn_id: turn_id.clone(),
+                    status: "submitted".into(),
+                    task_id: None,
+                    run_id: None,
+                });
+                summary.turns.len() - 1
+            }
+        };
+        summary.active_turn_id = Some(turn_id.clone());
+        let Some(turn) = summary.turns.get_mut(index) else {
+            return;
+        };
+        if turn.task_id.is_none() {
+            turn.task_id.clone_from(&e.task_id);
+        }
+        if e.run_id.is_some() {
+            turn.run_id.clone_from(&e.run_id);
+        }
+        match t {
+            "turn.submitted" => turn.status = "submitted".into(),
+            "turn.started" => turn.status = "running".into(),
+            "turn.completed" => turn.status = "completed".into(),
+            "turn.failed" => {
+                turn.status = if e.status.as_deref() == Some("interrupted") {
+                    "interrupted".into()
+                } else {
+                    "failed".into()
+                };
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_model(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let id = e
+            .model_request_id
+            .clone()
+            .unwrap_or_else(|| e.event_id.clone());
+        let end = match e.event_type.as_str() {
+            "model.requested" | "model.delta" => None,
+            "model.completed" => Some("completed"),
+            "model.failed" => Some("failed"),
+            _ => return,
+        };
+        if e.event_type == "model.delta" && !self.model_calls.contains_key(&id) {
+            return;
+        }
+        touch(
+            &mut self.model_calls,
+            &id,
+            event,
+            payload_str(e, "model"),
+            end,
+        );
+    }
+
+    fn apply_tool(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let Some(id) = &e.tool_call_id else {
+            return;
+        };
+        let name = payload_str(e, "toolName");
+        let end = match e.event_type.as_str() {
+            "tool.result" => {
+                let p: ToolResultPayload = payload(e).unwrap_or_default();
+                Some(match (p.status, e.status.as_deref()) {
+                    (Some(ToolResultStatus::Failure), _) | (None, Some("failed" | "failure")) => {
+                        "failed"
+                    }
+                    (Some(ToolResultStatus::Success), _)
+                    | (None, Some("success" | "completed")) => "succeeded",
+                    // A result that does not say how it went is not a success.
+                    (None, _) => "ended",
+                })
+            }
+            "tool.failed" => Some("failed"),
+            _ => None,
+        };
+        touch(&mut self.tool_calls, id, event, name, end);
+    }
+
+    fn apply_permission(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let p = &mut self.permissions;
+        match e.event_type.as_str() {
+            "permission.requested" => p.requested += 1,
+            "permission.evaluated" => p.evaluated += 1,
+            "permission.resolved" => {
+                let decision = e
+                    .permission_decision
+                    .as_ref()
+                    .and_then(|d| d.get("decision").or_else(|| d.get("outcome")))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| payload_str(e, "decision"))
+                    .or_else(|| e.status.clone())
+                    .unwrap_or_else(|| "unknown".into());
+                *p.resolved.entry(decision).or_insert(0) += 1;
+            }
+            "sandbox.applied" => {
+                p.sandbox_profile = e
+                    .sandbox_profile
+                    .as_ref()
+                    .map(|m| Value::Object(m.clone()))
+                    .or_else(|| e.payload.clone());
+            }
+            "sandbox.violation" => p.sandbox_violations.push(At::of(event)),
+            _ => {}
+        }
+    }
+
+    fn apply_routing(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let r = &mut self.routing;
+        let t = e.event_type.as_str();
+        let decision = e.routing_decision.as_ref();
+        let field = |name: &str| {
+            decision
+                .and_then(|d| d.get(name))
+                .or_else(|| e.payload.as_ref().and_then(|p| p.get(name)))
+                .cloned()
+        };
+        match t {
+            "routing.decided" | "routing.single_candidate" => {
+                r.decisions += 1;
+                if let Some(Value::String(model)) =
+                    field("selectedModel").or_else(|| field("model"))
+                {
+                    r.selected_model = Some(model);
+                }
+                if let Some(n) = field("candidateCount").and_then(|v| v.as_u64()) {
+                    r.candidate_count = Some(n);
+                }
+                r.single_candidate = Some(t == "routing.single_candidate")
+                    .filter(|s| *s)
+                    .or_else(|| r.candidate_count.map(|n| n == 1));
+            }
+            "routing.candidates.resolved" => {
+                let count = e
+                    .candidate_model_set
+                    .as_ref()
+                    .and_then(|c| c.get("candidates"))
+                    .and_then(Value::as_array)
+                    .map(|a| a.len() as u64)
+                    .or_else(|| field("candidateCount").and_then(|v| v.as_u64()));
+                if count.is_some() {
+                    r.candidate_count = count;
+                }
+            }
+            "routing.fallback.applied" => r.fallbacks += 1,
+            "routing.not_possible" => r.not_possible += 1,
+            _ => r.limit_events.push((t.to_string(), At::of(event))),
+        }
+    }
+
+    fn apply_context(&mut self, event: &StoredEvent) {
+        let e = &event.envelope;
+        let status = match e.event_type.as_str() {
+            "context.compaction.started" => "started",
+            "context.compaction.completed" => "completed",
+            "context.compaction.failed" => "failed",
+            _ => return,
+        };
+        let p: CompactionPayload = payload(e).unwrap_or_default();
+        // A completion or failure closes the newest started boundary.
+        if status != "started" {
+            if let Some(open) = self
+                .compactions
+                .iter_mut()
+                .rev()
+                .find(|b| b.status == "started")
+            {
+                open.status = status.to_string();
+                open.tokens_before = open.tokens_before.or(p.tokens_before);
+                open.tokens_after = p.tokens_after;
+                open.at = At::of(event);
+                return;
+            }
+        }
+        self.compactions.push(Boundary {
+            at: At::of(event),
+            status: status.to_string(),
+            tokens_before: p.tokens_before,
+            tokens_after: p.tokens_after,
+        });
+    }
+}

@@ -1,0 +1,574 @@
+//! The journal's projections and the host that runs them: [`StateProjection`] (the rules'
+//! fold, [`StreamState`], per stream) and [`ActivityProjection`] (the family summaries,
+//! [`Activity`], per stream). [`ReadModels`] opens the store beside the journal, catches the
+//! workers up (or runs them live on tokio), and answers with freshness.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use journal_engine::Journal;
+use journal_format::{Position, StoredEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::activity::Activity;
+use crate::projection::{Freshness, FreshnessState, Progress, Projection};
+use crate::state::StreamState;
+use crate::store::{Store, StoreError};
+use crate::views;
+use crate::worker::{decode, Reached, Worker, WorkerError};
+
+/// The key of an event's stream, as commands use it; `None` for an event with no session,
+/// task or runtime.
+fn stream_of(event: &StoredEvent) -> Option<String> {
+    let key = event.envelope.stream_key();
+    (key != "none:").then_some(key)
+}
+
+fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, String)> {
+    let e = &event.envelope;
+    let mut out = Vec::new();
+    if let Some(task) = &e.task_id {
+        out.push(("task", task.clone()));
+    }
+    if let Some(run) = &e.run_id {
+        out.push(("run", run.clone()));
+    }
+    if let Some(thread) = &e.thread_id {
+        out.push(("thread", thread.clone()));
+    }
+    out
+}
+
+/// The rules' fold of each stream: tasks, actions, turns, checklist, schedules, incidents.
+#[derive(Debug, Default)]
+pub struct StateProjection;
+
+impl Projection for StateProjection {
+    type State = StreamState;
+
+    fn name(&self) -> &'static str {
+        "state"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn key(&self, event: &StoredEvent) -> Option<String> {
+        stream_of(event)
+    }
+
+    fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
+        aliases_of(event)
+    }
+
+    fn apply(&self, state: &mut StreamState, event: &StoredEvent) -> Result<(), String> {
+        // The journal numbers each stream's events 1, 2, 3, ...: anything else means an event
+        // applied twice or one missed, and the state would be wrong.
+        if event.stream_version != state.version + 1 {
+            return Err(format!(
+                "stream version {} follows {} in {}: an event was skipped or applied twice",
+                event.stream_version,
+                state.version,
+                event.envelope.stream_key()
+            ));
+        }
+        state.apply(event);
+        Ok(())
+    }
+}
+
+/// The family summaries of each stream.
+#[derive(Debug, Default)]
+pub struct ActivityProjection;
+
+impl Projection for ActivityProjection {
+    type State = Activity;
+
+    fn name(&self) -> &'static str {
+        "activity"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn key(&self, event: &StoredEvent) -> Option<String> {
+        stream_of(event)
+    }
+
+    fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
+        aliases_of(event)
+    }
+
+    fn apply(&self, state: &mut Activity, event: &StoredEvent) -> Result<(), String> {
+        state.apply(event);
+        Ok(())
+    }
+}
+
+/// A read model answer: the model (absent when nothing is known of the id) and its freshness.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer<T> {
+    /// The model.
+    pub model: Option<T>,
+    /// How current it is.
+    pub freshness: Freshness,
+}
+
+/// A projection's line in `journal status`.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectionStatus {
+    /// The projection.
+    pub name: String,
+    /// The version this build runs.
+    pub version: u32,
+    /// The version of the generation readers read, if any.
+    pub serving_version: Option<u32>,
+    /// Freshness.
+    pub freshness: Freshness,
+}
+
+/// The error of a read model operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A worker failed.
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    /// The journal failed.
+    #[error(transparent)]
+    Journal(#[from] journal_engine::Error),
+    /// A stored state could not be decoded.
+    #[error("projection {projection}, key {key}: {message}")]
+    Decode {
+        /// The projection.
+        projection: String,
+        /// The key.
+        key: String,
+        /// What failed.
+        message: String,
+    },
+    /// No such projection.
+    #[error("no projection named {0} (known: state, activity)")]
+    UnknownProjection(String),
+}
+
+/// The read models of one journal: the store, the workers, and the answers.
+#[derive(Debug, Clone)]
+pub struct ReadModels {
+    journal: Journal,
+    store: Arc<Store>,
+    state: Arc<Mutex<Worker<StateProjection>>>,
+    activity: Arc<Mutex<Worker<ActivityProjection>>>,
+}
+
+/// The projections' names, in the order they run.
+pub const PROJECTIONS: [&str; 2] = ["state", "activity"];
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A worker that panicked mid-batch left nothing half-committed (batches are
+    // transactions), so its worker is safe to use again.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ReadModels {
+    /// Opens the read models of `journal`, in `projections.redb` beside its log.
+    ///
+    /// # Errors
+    /// [`ReadError::Store`] when the store cannot be opened.
+    pub fn open(journal: &Journal) -> Result<ReadModels, ReadError> {
+        ReadModels::open_at(journal, &journal.dir().join(crate::store::FILE_NAME))
+    }
+
+    /// Opens the read models of `journal` with the store at `path`.
+    ///
+    /// # Errors
+    /// [`ReadError::Store`].
+    pub fn open_at(journal: &Journal, path: &Path) -> Result<ReadModels, ReadError> {
+        let store = Arc::new(Store::open(path)?);
+        Ok(ReadModels {
+            journal: journal.clone(),
+            state: Arc::new(Mutex::new(Worker::new(
+                Arc::new(StateProjection),
+                Arc::clone(&store),
+            ))),
+            activity: Arc::new(Mutex::new(Worker::new(
+                Arc::new(ActivityProjection),
+                Arc::clone(&store),
+            ))),
+            store,
+        })
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Catches every projection up to the head, calling `progress(name, position, head)`.
+    ///
+    /// # Errors
+    /// [`ReadError`] when the journal or the store fails (a projection that cannot apply an
+    /// event is faulted, not an error).
+    pub fn catch_up(
+        &self,
+        progress: &mut dyn FnMut(&str, u64, u64),
+    ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
+        let state =
+            lock(&self.state).catch_up(&self.journal, &mut |p, h| progress("state", p, h))?;
+        let activity =
+            lock(&self.activity).catch_up(&self.journal, &mut |p, h| progress("activity", p, h))?;
+        Ok(vec![("state", state), ("activity", activity)])
+    }
+
+    /// Runs the workers live on the current tokio runtime: after every commit to the journal,
+    /// they catch up. They stop when the journal closes.
+    pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
+        let models = self.clone();
+        tokio::spawn(async move {
+            let mut head = models.journal.watch_head();
+            loop {
+                let m = models.clone();
+                let caught =
+                    tokio::task::spawn_blocking(move || m.catch_up(&mut |_, _, _| {})).await;
+                match caught {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "projection worker"),
+                    Err(e) => tracing::error!(error = %e, "projection worker panicked"),
+                }
+                if head.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// The freshness of projection `name`.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn freshness(&self, name: &str) -> Result<Freshness, ReadError> {
+        if !PROJECTIONS.contains(&name) {
+            return Err(ReadError::UnknownProjection(name.to_string()));
+        }
+        freshness(&self.store, &self.journal, name)
+    }
+
+    /// Waits until every projection reflects at least `position` (read your own writes), for
+    /// at most `timeout`; catches up in this thread while waiting. Returns whether it got
+    /// there; either way, the next answer's freshness tells the truth.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    #[allow(clippy::disallowed_methods)] // A timeout is wall time, not the journal's clock.
+    pub fn wait_for(&self, position: u64, timeout: Duration) -> Result<bool, ReadError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let reached = PROJECTIONS
+                .iter()
+                .map(|n| self.freshness(n).map(|f| f.position >= position))
+                .collect::<Result<Vec<bool>, _>>()?;
+            if reached.iter().all(|r| *r) {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            self.catch_up(&mut |_, _, _| {})?;
+            if self.journal.head().position.0 < position {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// Every projection's status.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn status(&self) -> Result<Vec<ProjectionStatus>, ReadError> {
+        let versions = [StateProjection.version(), ActivityProjection.version()];
+        PROJECTIONS
+            .iter()
+            .zip(versions)
+            .map(|(name, version)| {
+                Ok(ProjectionStatus {
+                    name: (*name).to_string(),
+                    version,
+                    serving_version: self.store.meta(name)?.serving.map(|g| g.version),
+                    freshness: self.freshness(name)?,
+                })
+            })
+            .collect()
+    }
+
+    fn load<S: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<S>, ReadError> {
+        let meta = self.store.meta(name)?;
+        let Some(serving) = meta.serving else {
+            return Ok(None);
+        };
+        match self.store.get(name, serving.version, key)? {
+            Some(bytes) => decode(&bytes)
+                .map(Some)
+                .map_err(|message| ReadError::Decode {
+                    projection: name.to_string(),
+                    key: key.to_string(),
+                    message,
+                }),
+            None => Ok(None),
+        }
+    }
+
+    /// The stream key an id of `kind` (`task`, `run`, `thread`) belongs to.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn stream_of(&self, kind: &str, id: &str) -> Result<Option<String>, ReadError> {
+        if kind == "session" {
+            return Ok(Some(format!("session:{id}")));
+        }
+        let meta = self.store.meta("state")?;
+        let Some(serving) = meta.serving else {
+            return Ok(None);
+        };
+        Ok(self.store.lookup("state", serving.version, kind, id)?)
+    }
+
+    /// The rules' state of stream `key`, with its freshness.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn stream_state(&self, key: &str) -> Result<Answer<StreamState>, ReadError> {
+        Ok(Answer {
+            model: self.load("state", key)?,
+            freshness: self.freshness("state")?,
+        })
+    }
+
+    /// The activity of stream `key`, with its freshness.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn activity(&self, key: &str) -> Result<Answer<Activity>, ReadError> {
+        Ok(Answer {
+            model: self.load("activity", key)?,
+            freshness: self.freshness("activity")?,
+        })
+    }
+
+    /// A read model as JSON: `session`, `checklist`, `queue`, `evidence` (ID: a session id, or
+    /// a stream key such as `task:t1`), `thread`, `task`, `run` (ID: that entity's id), or
+    /// `state` / `activity` (the raw projections of a stream). `model` is `None` when nothing
+    /// is recorded about the id.
+    ///
+    /// # Errors
+    /// [`ReadError`]; an unknown kind is [`ReadError::UnknownProjection`].
+    pub fn view(&self, kind: &str, id: &str) -> Result<Answer<serde_json::Value>, ReadError> {
+        let stream = match kind {
+            "task" | "run" | "thread" => self.stream_of(kind, id)?,
+            "session" | "checklist" | "queue" | "evidence" | "state" | "activity" => {
+                Some(stream_key_of(id))
+            }
+            other => return Err(ReadError::UnknownProjection(other.to_string())),
+        };
+        let freshness =
+            Freshness::combine(&[self.freshness("state")?, self.freshness("activity")?])
+                .ok_or_else(|| ReadError::UnknownProjection(kind.to_string()))?;
+        let Some(stream) = stream else {
+            return Ok(Answer {
+                model: None,
+                freshness,
+            });
+        };
+        let state: Option<StreamState> = self.load("state", &stream)?;
+        let activity: Option<Activity> = self.load("activity", &stream)?;
+        let (state, activity) = match (state, activity) {
+            (None, None) => {
+                return Ok(Answer {
+                    model: None,
+                    freshness,
+                })
+            }
+            (s, a) => (s.unwrap_or_default(), a.unwrap_or_default()),
+        };
+        let json = |v: Result<serde_json::Value, serde_json::Error>| {
+            v.map_err(|e| ReadError::Decode {
+                projection: kind.to_string(),
+                key: stream.clone(),
+                message: e.to_string(),
+            })
+        };
+        let model = match kind {
+            "session" => Some(json(serde_json::to_value(views::session(
+                &stream, &state, &activity,
+            )))?),
+            "checklist" => Some(json(serde_json::to_value(views::checklist(&state)))?),
+            "queue" => Some(json(serde_json::to_value(views::queue(&state, &activity)))?),
+            "evidence" => Some(json(serde_json::to_value(views::evidence(
+                &state, &activity,
+            )))?),
+            "state" => Some(json(serde_json::to_value(&state))?),
+            "activity" => Some(json(serde_json::to_value(&activity))?),
+            "task" => state
+                .tasks
+                .get(id)
+                .map(|t| json(serde_json::to_value(views::TaskSnapshot::of(&stream, t))))
+                .transpose()?,
+            "thread" => views::thread(&stream, id, &state, &activity)
+                .map(|t| json(serde_json::to_value(t)))
+                .transpose()?,
+            _ => views::run(&stream, id, &activity)
+                .map(|r| json(serde_json::to_value(r)))
+                .transpose()?,
+        };
+        Ok(Answer { model, freshness })
+    }
+
+    /// A BLAKE3 digest of projection `name`'s serving generation over a canonical encoding
+    /// (each key, then its state as JSON with map keys in order), with the number of keys.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn digest(&self, name: &str) -> Result<(blake3::Hash, u64), ReadError> {
+        let meta = self.store.meta(name)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut keys = 0u64;
+        let Some(serving) = meta.serving else {
+            return Ok((hasher.finalize(), 0));
+        };
+        let mut failure = None;
+        self.store
+            .for_each(name, serving.version, &mut |key, bytes| {
+                let canonical = match name {
+                    "state" => decode::<StreamState>(bytes).and_then(|s| canonical(&s)),
+                    _ => decode::<Activity>(bytes).and_then(|s| canonical(&s)),
+                };
+                match canonical {
+                    Ok(json) => {
+                        hasher.update(&(key.len() as u64).to_le_bytes());
+                        hasher.update(key.as_bytes());
+                        hasher.update(&(json.len() as u64).to_le_bytes());
+                        hasher.update(&json);
+                        keys += 1;
+                    }
+                    Err(message) => {
+                        failure.get_or_insert(ReadError::Decode {
+                            projection: name.to_string(),
+                            key: key.to_string(),
+                            message,
+                        });
+                    }
+                }
+                Ok(())
+            })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok((hasher.finalize(), keys)),
+        }
+    }
+
+    /// Forgets projection `name` (or all), so that the next catch-up rebuilds it from the
+    /// start.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn reset(&self, name: Option<&str>) -> Result<(), ReadError> {
+        for n in PROJECTIONS {
+            if name.is_none_or(|x| x == n) {
+                self.store.reset(n)?;
+            }
+        }
+        if let Some(n) = name.filter(|n| !PROJECTIONS.contains(n)) {
+            return Err(ReadError::UnknownProjection(n.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// The freshness of projection `name` in `store` against `journal`'s head: the position its
+/// serving generation reflects, the lag in events and in milliseconds (how long the oldest
+/// event not reflected has been in the log, by the journal's clock), and the state.
+///
+/// # Errors
+/// [`ReadError`].
+pub fn freshness(store: &Store, journal: &Journal, name: &str) -> Result<Freshness, ReadError> {
+    let meta = store.meta(name)?;
+    let head = journal.head().position.0;
+    let position = meta.serving.map_or(0, |g| g.position);
+    let state = if meta.fault.is_some() {
+        FreshnessState::Faulted
+    } else if meta.building.is_some() {
+        FreshnessState::Rebuilding
+    } else if meta.serving.is_none() {
+        FreshnessState::Unknown
+    } else if position >= head {
+        FreshnessState::Fresh
+    } else {
+        FreshnessState::Stale
+    };
+    let lag_events = head.saturating_sub(position);
+    let lag_ms = if lag_events == 0 {
+        0
+    } else {
+        let oldest = journal.get_position(Position(position + 1))?;
+        let now = journal.clock().now_unix_ns();
+        u64::try_from(now.saturating_sub(oldest.recorded_at_ns) / 1_000_000).unwrap_or(0)
+    };
+    Ok(Freshness {
+        projection: name.to_string(),
+        position,
+        head,
+        lag_events,
+        lag_ms,
+        state,
+        progress: meta.building.map(|(g, target)| Progress {
+            position: g.position,
+            target,
+        }),
+        fault: meta.fault,
+    })
+}
+
+/// The stream key an id names: itself when it is one (`session:…`, `task:…`, `runtime:…`),
+/// else the session with that id.
+fn stream_key_of(id: &str) -> String {
+    if ["session:", "task:", "runtime:"]
+        .iter()
+        .any(|p| id.starts_with(p))
+    {
+        id.to_string()
+    } else {
+        format!("session:{id}")
+    }
+}
+
+/// The canonical encoding of a state: JSON of its value form, whose maps keep key order
+/// (every map in a state is a `BTreeMap`).
+fn canonical<S: Serialize>(state: &S) -> Result<Vec<u8>, String> {
+    let value = serde_json::to_value(state).map_err(|e| e.to_string())?;
+    serde_json::to_vec(&sorted(value)).map_err(|e| e.to_string())
+}
+
+fn sorted(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}

@@ -1,0 +1,306 @@
+//! The read model store: one redb file (`projections.redb` in the journal directory) holding,
+//! for every projection, its states by key, its aliases, and its checkpoint, always written
+//! together in one transaction so that a crash never leaves a state and its position apart.
+//!
+//! Tables: `meta` (projection name → [`Meta`] as JSON), and per projection and version a table
+//! of states (`model:<name>:v<version>`, key → MessagePack) and one of aliases
+//! (`alias:<name>:v<version>`, `kind\0id` → key). Two versions of a projection exist side by
+//! side only during a rebuild: readers read the serving one until the new one has caught up.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use serde::{Deserialize, Serialize};
+
+use crate::projection::Fault;
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// The store's file name in the journal directory.
+pub const FILE_NAME: &str = "projections.redb";
+
+/// A store error, with what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error("read model store {path}: {context}: {message}")]
+pub struct StoreError {
+    /// The store file.
+    pub path: PathBuf,
+    /// What was being done.
+    pub context: String,
+    /// The underlying error.
+    pub message: String,
+}
+
+/// A generation of a projection's state: the version that built it and the position it
+/// reflects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Generation {
+    /// The projection version that built it.
+    pub version: u32,
+    /// The last position applied (0: none yet).
+    pub position: u64,
+}
+
+/// A projection's checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    /// The generation readers read; `None` before the first build.
+    pub serving: Option<Generation>,
+    /// A generation being rebuilt from the start (after a version change), with the position
+    /// it is rebuilding to.
+    pub building: Option<(Generation, u64)>,
+    /// The event the newest generation could not apply.
+    pub fault: Option<Fault>,
+}
+
+/// States, aliases and the checkpoint to write in one transaction.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// `(key, encoded state)`.
+    pub states: Vec<(String, Vec<u8>)>,
+    /// `(kind, id, key)`.
+    pub aliases: Vec<(&'static str, String, String)>,
+}
+
+fn model_table(name: &str, version: u32) -> String {
+    format!("model:{name}:v{version}")
+}
+
+fn alias_table(name: &str, version: u32) -> String {
+    format!("alias:{name}:v{version}")
+}
+
+fn alias_key(kind: &str, id: &str) -> String {
+    format!("{kind}\0{id}")
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be opened (for example while another process holds
+    /// it).
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let db = Database::builder().create(&path).map_err(|e| StoreError {
+            path: path.clone(),
+            context: "opening".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Store { db, path })
+    }
+
+    fn err(&self, context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
+        let context = context.to_string();
+        move |e| StoreError {
+            path: self.path.clone(),
+            context: context.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The checkpoint of projection `name` (the default when it was never built).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn meta(&self, name: &str) -> Result<Meta, StoreError> {
+        let err = self.err(&format!("reading the checkpoint of {name}"));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let table = match txn.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Meta::default()),
+            Err(e) => return Err(err(e.into())),
+        };
+        match table.get(name).map_err(|e| err(e.into()))? {
+            Some(bytes) => serde_json::from_slice(bytes.value()).map_err(|e| StoreError {
+                path: self.path.clone(),
+                context: format!("decoding the checkpoint of {name}"),
+                message: e.to_string(),
+            }),
+            None => Ok(Meta::default()),
+        }
+    }
+
+    /// The encoded state of `key` in generation `version` of `name`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn get(&self, name: &str, version: u32, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let table_name = model_table(name, version);
+        let err = self.err(&format!("reading {key} from {table_name}"));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
+        let table = match txn.open_table(definition) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(err(e.into())),
+        };
+        Ok(table
+            .get(key)
+            .map_err(|e| err(e.into()))?
+            .map(|v| v.value().to_vec()))
+    }
+
+    /// The key an alias names in generation `version` of `name`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn lookup(
+        &self,
+        name: &str,
+        version: u32,
+        kind: &str,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let table_name = alias_table(name, version);
+        let err = self.err(&format!("looking up {kind} {id} in {table_name}"));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let definition: TableDefinition<&str, &str> = TableDefinition::new(&table_name);
+        let table = match txn.open_table(definition) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(err(e.into())),
+        };
+        Ok(table
+            .get(alias_key(kind, id).as_str())
+            .map_err(|e| err(e.into()))?
+            .map(|v| v.value().to_string()))
+    }
+
+    /// Every `(key, encoded state)` of generation `version` of `name`, in key order.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn for_each(
+        &self,
+        name: &str,
+        version: u32,
+        f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let table_name = model_table(name, version);
+        let err = self.err(&format!("scanning {table_name}"));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
+        let table = match txn.open_table(definition) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(err(e.into())),
+        };
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            let (key, value) = entry.map_err(|e| err(e.into()))?;
+            f(key.value(), value.value())?;
+        }
+        Ok(())
+    }
+
+    /// Writes `batch` into generation `version` of `name` and sets its checkpoint to `meta`, in
+    /// one transaction; drops the tables of every other generation of `name` that `meta` no
+    /// longer names. `durable` makes the transaction reach the disk before returning; without
+    /// it, a crash may roll back to an earlier durable commit (state and checkpoint together).
+    ///
+    /// # Errors
+    /// [`StoreError`]; nothing of the batch is written then.
+    pub fn commit(
+        &self,
+        name: &str,
+        version: u32,
+        batch: &Batch,
+        meta: &Meta,
+        durable: bool,
+    ) -> Result<(), StoreError> {
+        let err = self.err(&format!("committing {name} v{version}"));
+        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        txn.set_durability(if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .map_err(|e| err(e.into()))?;
+        {
+            let model_name = model_table(name, version);
+            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
+            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            for (key, bytes) in &batch.states {
+                table
+                    .insert(key.as_str(), bytes.as_slice())
+                    .map_err(|e| err(e.into()))?;
+            }
+            let alias_name = alias_table(name, version);
+            let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
+            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            for (kind, id, key) in &batch.aliases {
+                table
+                    .insert(alias_key(kind, id).as_str(), key.as_str())
+                    .map_err(|e| err(e.into()))?;
+            }
+            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
+                path: self.path.clone(),
+                context: format!("encoding the checkpoint of {name}"),
+                message: e.to_string(),
+            })?;
+            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+            table
+                .insert(name, encoded.as_slice())
+                .map_err(|e| err(e.into()))?;
+        }
+        let live: Vec<u32> = meta
+            .serving
+            .iter()
+            .map(|g| g.version)
+            .chain(meta.building.iter().map(|(g, _)| g.version))
+            .chain(std::iter::once(version))
+            .collect();
+        let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
+        let stale: Vec<_> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter(|t| {
+                prefixes.iter().any(|p| {
+                    t.name()
+                        .strip_prefix(p.as_str())
+                        .and_then(|v| v.parse::<u32>().ok())
+                        .is_some_and(|v| !live.contains(&v))
+                })
+            })
+            .collect();
+        for table in stale {
+            txn.delete_table(table).map_err(|e| err(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(e.into()))
+    }
+
+    /// Forgets projection `name` entirely: its checkpoint and every generation. The next worker
+    /// run rebuilds it from the start.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn reset(&self, name: &str) -> Result<(), StoreError> {
+        let err = self.err(&format!("resetting {name}"));
+        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| err(e.into()))?;
+        let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
+        let tables: Vec<_> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter(|t| prefixes.iter().any(|p| t.name().starts_with(p.as_str())))
+            .collect();
+        for table in tables {
+            txn.delete_table(table).map_err(|e| err(e.into()))?;
+        }
+        {
+            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+            table.remove(name).map_err(|e| err(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(e.into()))
+    }
+}

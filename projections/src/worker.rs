@@ -1,0 +1,317 @@
+//! The projection worker: runs a [`Projection`] over the log and keeps its states and
+//! checkpoint in the [`Store`], batch by batch, each batch one transaction.
+//!
+//! It resumes from the checkpoint after a crash, rebuilds from the start into a new generation
+//! when the projection's version changed (the old generation keeps serving, marked
+//! `rebuilding`), and stops at an event it cannot apply, recording it as the fault.
+//!
+//! **Invariant:** a generation's states and its position are only ever written together, and
+//! the position names the last event whose effect every state includes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use journal_engine::Journal;
+use journal_format::{Position, StoredEvent};
+
+use crate::projection::{Fault, Projection};
+use crate::store::{Batch, Generation, Meta, Store, StoreError};
+
+/// Events applied per transaction.
+pub const BATCH_EVENTS: u64 = 4096;
+
+/// Decoded states kept between batches; beyond this the cache is dropped after a commit, so
+/// memory stays bounded however many keys the log holds.
+const CACHE_KEYS_MAX: usize = 8192;
+
+/// A worker error: the journal or the store failed (a projection's own failure to apply an
+/// event is not an error but a fault, see [`Fault`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// Reading the journal failed.
+    #[error("reading the journal for projection {projection}: {source}")]
+    Journal {
+        /// The projection.
+        projection: &'static str,
+        /// The error.
+        source: journal_engine::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored state could not be decoded or a state could not be encoded.
+    #[error("projection {projection}, key {key}: {message}")]
+    Codec {
+        /// The projection.
+        projection: &'static str,
+        /// The key.
+        key: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Where a catch-up ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reached {
+    /// Every event up to this position is applied (and, when a rebuild finished, serving).
+    Position(u64),
+    /// The projection is faulted at this event.
+    Faulted(Fault),
+}
+
+/// Runs one projection.
+#[derive(Debug)]
+pub struct Worker<P: Projection> {
+    projection: Arc<P>,
+    store: Arc<Store>,
+    /// Decoded states of the generation being written, by key.
+    cache: HashMap<String, P::State>,
+    /// The generation the cache belongs to.
+    cached: Option<u32>,
+}
+
+/// Decodes a stored state.
+///
+/// # Errors
+/// A message when the bytes are not a state of this projection.
+pub fn decode<S: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<S, String> {
+    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+}
+
+fn encode<S: serde::Serialize>(state: &S) -> Result<Vec<u8>, String> {
+    rmp_serde::to_vec_named(state).map_err(|e| e.to_string())
+}
+
+impl<P: Projection> Worker<P> {
+    /// A worker for `projection` over `store`.
+    pub fn new(projection: Arc<P>, store: Arc<Store>) -> Worker<P> {
+        Worker {
+            projection,
+            store,
+            cache: HashMap::new(),
+            cached: None,
+        }
+    }
+
+    /// The generation to write next, per the checkpoint: the serving one when it has the
+    /// current version, else a rebuild (started now, or resumed).
+    fn target(&self, meta: &mut Meta, head: u64) -> Generation {
+        let version = self.projection.version();
+        match (meta.serving, meta.building) {
+            (_, Some((g, _))) if g.version == version => g,
+            (Some(g), None) if g.version == version => g,
+            (None, _) => {
+                // A first build: there is nothing older to serve, so the generation serves as
+                // it is built (stale, with its true lag, until it reaches the head).
+                let g = Generation {
+                    version,
+                    position: 0,
+                };
+                meta.serving = Some(g);
+                meta.building = None;
+                meta.fault = None;
+                g
+            }
+            _ => {
+                // A new version: rebuild from the start beside the serving generation. A fault
+                // of an earlier version belongs to the fold that raised it.
+                let g = Generation {
+                    version,
+                    position: 0,
+                };
+                meta.building = Some((g, head));
+                meta.fault = None;
+                g
+            }
+        }
+    }
+
+    /// Applies every event up to the journal's head (as of the call), in batches; calls
+    /// `progress(position, head)` after each batch.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the journal or the store fails; the checkpoint then names the last
+    /// batch committed.
+    pub fn catch_up(
+        &mut self,
+        journal: &Journal,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Reached, WorkerError> {
+        let name = self.projection.name();
+        let stored = self.store.meta(name)?;
+        let mut meta = stored.clone();
+        let head = journal.head().position.0;
+        // A version change starts a rebuild and clears the fault of the old fold; a fault of
+        // the current fold stops the worker where it is.
+        let mut generation = self.target(&mut meta, head);
+        if let Some(fault) = &meta.fault {
+            return Ok(Reached::Faulted(fault.clone()));
+        }
+        if self.cached != Some(generation.version) {
+            self.cache.clear();
+            self.cached = Some(generation.version);
+        }
+        loop {
+            if generation.position >= head {
+                // Nothing to read; a build that has caught up (a rebuild of an empty log, or a
+                // first build) commits its checkpoint and serves.
+                if meta.building.is_some() || meta != stored {
+                    self.commit(&mut meta, generation, &Batch::default(), true)?;
+                }
+                progress(generation.position, head);
+                return Ok(Reached::Position(generation.position));
+            }
+            let from = generation.position + 1;
+            let to = (generation.position + BATCH_EVENTS).min(head);
+            match self.apply_range(journal, from, to)? {
+                Applied::All(batch) => {
+                    generation.position = to;
+                    self.commit(&mut meta, generation, &batch, to >= head)?;
+                    progress(to, head);
+                    if to >= head {
+                        return Ok(Reached::Position(to));
+                    }
+                }
+                Applied::FaultAt(fault) => {
+                    // The failing event may have left its state half-changed: forget the
+                    // batch and apply it again up to the event before.
+                    self.cache.clear();
+                    let batch = if fault.position > from {
+                        match self.apply_range(journal, from, fault.position - 1)? {
+                            Applied::All(batch) => batch,
+                            Applied::FaultAt(again) => {
+                                return Err(WorkerError::Codec {
+                                    projection: name,
+                                    key: again.event_id,
+                                    message: format!(
+                                        "the fold is not deterministic: {} failed only on a second pass",
+                                        again.position
+                                    ),
+                                })
+                            }
+                        }
+                    } else {
+                        Batch::default()
+                    };
+                    generation.position = fault.position - 1;
+                    meta.fault = Some(fault.clone());
+                    self.commit(&mut meta, generation, &batch, true)?;
+                    self.cache.clear();
+                    tracing::warn!(
+                        projection = name,
+                        position = fault.position,
+                        event_id = %fault.event_id,
+                        error = %fault.error,
+                        "projection faulted"
+                    );
+                    progress(generation.position, head);
+                    return Ok(Reached::Faulted(fault));
+                }
+            }
+        }
+    }
+
+    fn commit(
+        &mut self,
+        meta: &mut Meta,
+        generation: Generation,
+        batch: &Batch,
+        durable: bool,
+    ) -> Result<(), WorkerError> {
+        match &mut meta.building {
+            Some((g, target)) => {
+                *g = generation;
+                if generation.position >= *target {
+                    meta.serving = Some(generation);
+                    meta.building = None;
+                }
+            }
+            None => meta.serving = Some(generation),
+        }
+        self.store.commit(
+            self.projection.name(),
+            generation.version,
+            batch,
+            meta,
+            durable,
+        )?;
+        if self.cache.len() > CACHE_KEYS_MAX {
+            self.cache.clear();
+        }
+        Ok(())
+    }
+
+    /// Applies events `from..=to` to the cached states; the batch of changed states.
+    fn apply_range(
+        &mut self,
+        journal: &Journal,
+        from: u64,
+        to: u64,
+    ) -> Result<Applied, WorkerError> {
+        let name = self.projection.name();
+        let version = self.cached.unwrap_or_else(|| self.projection.version());
+        let mut dirty: HashSet<String> = HashSet::new();
+        let mut aliases = Vec::new();
+        for event in journal.read(Position(from), Some(Position(to)), false) {
+            let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
+                projection: name,
+                source,
+            })?;
+            let Some(key) = self.projection.key(&event) else {
+                continue;
+            };
+            for (kind, id) in self.projection.aliases(&event) {
+                aliases.push((kind, id, key.clone()));
+            }
+            if !self.cache.contains_key(&key) {
+                let state = match self.store.get(name, version, &key)? {
+                    Some(bytes) => decode(&bytes).map_err(|message| WorkerError::Codec {
+                        projection: name,
+                        key: key.clone(),
+                        message,
+                    })?,
+                    None => P::State::default(),
+                };
+                self.cache.insert(key.clone(), state);
+            }
+            let Some(state) = self.cache.get_mut(&key) else {
+                continue;
+            };
+            if let Err(error) = self.projection.apply(state, &event) {
+                return Ok(Applied::FaultAt(Fault {
+                    position: event.position.0,
+                    event_id: event.envelope.event_id.clone(),
+                    error,
+                }));
+            }
+            dirty.insert(key);
+        }
+        let mut batch = Batch {
+            states: Vec::with_capacity(dirty.len()),
+            aliases,
+        };
+        let mut keys: Vec<String> = dirty.into_iter().collect();
+        keys.sort_unstable();
+        for key in keys {
+            if let Some(state) = self.cache.get(&key) {
+                let bytes = encode(state).map_err(|message| WorkerError::Codec {
+                    projection: name,
+                    key: key.clone(),
+                    message,
+                })?;
+                batch.states.push((key, bytes));
+            }
+        }
+        Ok(Applied::All(batch))
+    }
+}
+
+enum Applied {
+    All(Batch),
+    FaultAt(Fault),
+}
+
+/// A worker shared between the live task and callers that want it caught up now.
+pub type Shared<P> = Arc<Mutex<Worker<P>>>;

@@ -1,0 +1,473 @@
+//! Read models against a real journal: incremental equals rebuilt across crashes, exact lag of
+//! a stalled worker, a poison event faulting the projection, a version bump rebuilding while the
+//! old answers stay readable, read-your-writes, and `unknown` where facts are missing.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use journal_engine::seams::Clock;
+use journal_engine::{AppendOptions, Journal, Options};
+use journal_format::{Envelope, StoredEvent};
+use journal_projections::models::{freshness, ReadModels};
+use journal_projections::store::Store;
+use journal_projections::worker::{decode, Reached, Worker, BATCH_EVENTS};
+use journal_projections::{workload, FreshnessState, Projection};
+use serde_json::Value;
+
+#[derive(Debug)]
+struct TestClock(AtomicI64);
+
+impl Clock for TestClock {
+    fn now_unix_ns(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl TestClock {
+    fn advance_ms(&self, ms: i64) {
+        self.0.fetch_add(ms * 1_000_000, Ordering::SeqCst);
+    }
+}
+
+fn journal_with(dir: &std::path::Path, clock: Option<Arc<TestClock>>) -> Journal {
+    let mut options = Options::default();
+    if let Some(clock) = clock {
+        options.clock = clock;
+    }
+    Journal::open(dir, options).unwrap()
+}
+
+fn append(journal: &Journal, events: &[Envelope]) {
+    for chunk in events.chunks(2000) {
+        journal
+            .append_batch_blocking(chunk.to_vec(), AppendOptions::default())
+            .unwrap();
+    }
+}
+
+#[test]
+fn incremental_equals_rebuilt_across_random_crashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let events = workload::generate(7, 40, 24_000);
+    assert!(events.len() > 20_000, "{}", events.len());
+    let mut rng = workload::Rng::new(99);
+    let mut appended = 0;
+    let mut crashes = 0;
+    while appended < events.len() {
+        let n = (1 + rng.below(6000) as usize).min(events.len() - appended);
+        append(&journal, &events[appended..appended + n]);
+        appended += n;
+        // A worker that dies after a random number of committed batches; the next one resumes
+        // from the checkpoint.
+        let models = ReadModels::open(&journal).unwrap();
+        let die_after = rng.below(3);
+        let mut batches = 0;
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            models.catch_up(&mut |_, _, _| {
+                batches += 1;
+                assert!(batches <= die_after + 10, "never reached");
+                if batches == die_after + 1 && die_after < 2 {
+                    panic!("simulated crash");
+                }
+            })
+        }));
+        crashes += u32::from(result.is_err());
+        drop(models);
+    }
+    assert!(crashes > 0, "the test crashed no worker");
+    let models = ReadModels::open(&journal).unwrap();
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let rebuilt = ReadModels::open_at(&journal, &dir.path().join("rebuilt.redb")).unwrap();
+    rebuilt.catch_up(&mut |_, _, _| {}).unwrap();
+    for name in ["state", "activity"] {
+        let (incremental, keys) = models.digest(name).unwrap();
+        let (scratch, scratch_keys) = rebuilt.digest(name).unwrap();
+        assert_eq!(keys, 40, "{name}: one state per session");
+        assert_eq!((incremental, keys), (scratch, scratch_keys), "{name}");
+        assert_eq!(models.freshness(name).unwrap().state, FreshnessState::Fresh);
+    }
+}
+
+#[test]
+fn a_stalled_worker_reports_stale_with_the_exact_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock(AtomicI64::new(1_778_000_000_000_000_000)));
+    let journal = journal_with(dir.path(), Some(Arc::clone(&clock)));
+    let events = workload::generate(1, 2, 200);
+    let (first, rest) = events.split_at(10);
+    append(&journal, first);
+    let models = ReadModels::open(&journal).unwrap();
+    let f = models.freshness("state").unwrap();
+    assert_eq!(
+        (f.state, f.position, f.lag_events),
+        (FreshnessState::Unknown, 0, 10)
+    );
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let f = models.freshness("state").unwrap();
+    assert_eq!(
+        (f.state, f.position, f.lag_events, f.lag_ms),
+        (FreshnessState::Fresh, 10, 0, 0)
+    );
+    clock.advance_ms(1500);
+    append(&journal, &rest[..7]);
+    clock.advance_ms(2500);
+    for name in ["state", "activity"] {
+        let f = models.freshness(name).unwrap();
+        assert_eq!(
+            (f.state, f.position, f.head, f.lag_events, f.lag_ms),
+            (FreshnessState::Stale, 10, 17, 7, 2500),
+            "{name}"
+        );
+    }
+    let session = events[0].session_id.clone().unwrap();
+    let answer = models.view("session", &session).unwrap();
+    assert_eq!(answer.freshness.state, FreshnessState::Stale);
+    assert_eq!(answer.freshness.lag_events, 7);
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    assert_eq!(
+        models.freshness("activity").unwrap().state,
+        FreshnessState::Fresh
+    );
+}
+
+/// Counts events per stream; fails on `vendor.test.poison` unless `tolerant`.
+struct Counting {
+    version: u32,
+    tolerant: bool,
+}
+
+impl Projection for Counting {
+    type State = u64;
+
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn key(&self, event: &StoredEvent) -> Option<String> {
+        Some(event.envelope.stream_key())
+    }
+
+    fn apply(&self, state: &mut u64, event: &StoredEvent) -> Result<(), String> {
+        // A half-applied change before the failure: the worker must not keep it.
+        *state += u64::from(self.version);
+        if event.envelope.event_type == "vendor.test.poison" && !self.tolerant {
+            return Err("the test projection refuses this event".into());
+        }
+        Ok(())
+    }
+}
+
+fn count(store: &Store, version: u32, key: &str) -> u64 {
+    store
+        .get("counting", version, key)
+        .unwrap()
+        .map_or(0, |b| decode::<u64>(&b).unwrap())
+}
+
+#[test]
+fn a_poison_event_faults_the_projection_naming_it_and_a_version_bump_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let mut events = Vec::new();
+    for i in 0..100 {
+        let mut e = Envelope::new(
+            if i == 60 {
+                "vendor.test.poison"
+            } else {
+                "tool.progress"
+            },
+            &format!("e{i}"),
+            "2026-05-11T10:00:00Z",
+        );
+        e.session_id = Some("s".into());
+        events.push(e);
+    }
+    append(&journal, &events);
+    let store = Arc::new(Store::open(dir.path().join("test.redb")).unwrap());
+    let mut worker = Worker::new(
+        Arc::new(Counting {
+            version: 1,
+            tolerant: false,
+        }),
+        Arc::clone(&store),
+    );
+    let Reached::Faulted(fault) = worker.catch_up(&journal, &mut |_, _| {}).unwrap() else {
+        panic!("expected a fault")
+    };
+    assert_eq!((fault.position, fault.event_id.as_str()), (61, "e60"));
+    assert!(fault.error.contains("refuses"), "{}", fault.error);
+    let f = freshness(&store, &journal, "counting").unwrap();
+    assert_eq!(
+        (f.state, f.position, f.lag_events),
+        (FreshnessState::Faulted, 60, 40)
+    );
+    assert_eq!(f.fault.as_ref().unwrap().event_id, "e60");
+    // The last good state is served: the 60 events before the poison, not the half-applied one.
+    assert_eq!(count(&store, 1, "session:s"), 60);
+    // It does not skip the event: more appends leave it where it is.
+    let mut more = Envelope::new("tool.progress", "e100", "2026-05-11T10:00:00Z");
+    more.session_id = Some("s".into());
+    append(&journal, &[more]);
+    assert!(matches!(
+        worker.catch_up(&journal, &mut |_, _| {}).unwrap(),
+        Reached::Faulted(_)
+    ));
+    assert_eq!(count(&store, 1, "session:s"), 60);
+
+    // A new version of the fold rebuilds from the start and clears the fault.
+    let mut worker = Worker::new(
+        Arc::new(Counting {
+            version: 2,
+            tolerant: true,
+        }),
+        Arc::clone(&store),
+    );
+    assert_eq!(
+        worker.catch_up(&journal, &mut |_, _| {}).unwrap(),
+        Reached::Position(101)
+    );
+    let f = freshness(&store, &journal, "counting").unwrap();
+    assert_eq!(
+        (f.state, f.position, f.fault),
+        (FreshnessState::Fresh, 101, None)
+    );
+    assert_eq!(count(&store, 2, "session:s"), 202);
+    assert_eq!(
+        count(&store, 1, "session:s"),
+        0,
+        "the old generation is dropped"
+    );
+}
+
+#[test]
+fn during_a_rebuild_the_old_answers_stay_readable_marked_rebuilding() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let total = BATCH_EVENTS * 2 + 100;
+    let events: Vec<Envelope> = (0..total)
+        .map(|i| {
+            let mut e = Envelope::new("tool.progress", &format!("e{i}"), "2026-05-11T10:00:00Z");
+            e.session_id = Some("s".into());
+            e
+        })
+        .collect();
+    append(&journal, &events);
+    let store = Arc::new(Store::open(dir.path().join("test.redb")).unwrap());
+    let v1 = |tolerant| Counting {
+        version: 1,
+        tolerant,
+    };
+    Worker::new(Arc::new(v1(true)), Arc::clone(&store))
+        .catch_up(&journal, &mut |_, _| {})
+        .unwrap();
+    assert_eq!(count(&store, 1, "session:s"), total);
+
+    let mut seen = Vec::new();
+    let mut worker = Worker::new(
+        Arc::new(Counting {
+            version: 2,
+            tolerant: true,
+        }),
+        Arc::clone(&store),
+    );
+    worker
+        .catch_up(&journal, &mut |position, _| {
+            let f = freshness(&store, &journal, "counting").unwrap();
+            let served = store.meta("counting").unwrap().serving.unwrap();
+            seen.push((
+                position,
+                f.state,
+                f.progress.map(|p| (p.position, p.target)),
+                served.version,
+                count(&store, served.version, "session:s"),
+            ));
+        })
+        .unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                BATCH_EVENTS,
+                FreshnessState::Rebuilding,
+                Some((BATCH_EVENTS, total)),
+                1,
+                total
+            ),
+            (
+                BATCH_EVENTS * 2,
+                FreshnessState::Rebuilding,
+                Some((BATCH_EVENTS * 2, total)),
+                1,
+                total
+            ),
+            (total, FreshnessState::Fresh, None, 2, total * 2),
+        ]
+    );
+}
+
+#[test]
+fn read_your_own_writes_with_live_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let journal = journal_with(dir.path(), None);
+        let models = ReadModels::open(&journal).unwrap();
+        let _workers = models.spawn();
+        let events = workload::generate(3, 3, 600);
+        let mut last = 0;
+        for chunk in events.chunks(50) {
+            let appended = journal
+                .append_batch(chunk.to_vec(), AppendOptions::default())
+                .await
+                .unwrap();
+            last = appended.last().unwrap().position.0;
+        }
+        let m = models.clone();
+        let reached =
+            tokio::task::spawn_blocking(move || m.wait_for(last, Duration::from_secs(30)).unwrap())
+                .await
+                .unwrap();
+        assert!(reached);
+        let answer = models.view("session", "sess_00001").unwrap();
+        assert!(answer.freshness.position >= last);
+        assert!(answer.model.is_some());
+    });
+}
+
+#[test]
+fn read_models_of_a_generated_workload_tell_what_the_facts_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let events = workload::generate(11, 4, 2_000);
+    append(&journal, &events);
+    let models = ReadModels::open(&journal).unwrap();
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+
+    // Counts derived from the events independently.
+    let of = |session: &str| -> Vec<&Envelope> {
+        events
+            .iter()
+            .filter(|e| e.session_id.as_deref() == Some(session))
+            .collect()
+    };
+    let session_events = of("sess_00002");
+    let answer = models.view("session", "sess_00002").unwrap();
+    assert_eq!(answer.freshness.state, FreshnessState::Fresh);
+    let s = answer.model.unwrap();
+    assert_eq!(s["events"], session_events.len());
+    let tool_calls: std::collections::BTreeSet<&str> = session_events
+        .iter()
+        .filter_map(|e| {
+            e.tool_call_id
+                .as_deref()
+                .filter(|_| e.event_type == "tool.started")
+        })
+        .collect();
+    let results: std::collections::BTreeSet<&str> = session_events
+        .iter()
+        .filter(|e| e.event_type == "tool.result")
+        .filter_map(|e| e.tool_call_id.as_deref())
+        .collect();
+    assert_eq!(s["toolCalls"]["total"], tool_calls.len());
+    assert_eq!(s["toolCalls"]["open"], tool_calls.len() - results.len());
+    // Tasks completed without an accepted decision are unverified, with an incident naming the
+    // event.
+    let decided: std::collections::BTreeSet<&str> = session_events
+        .iter()
+        .filter(|e| e.event_type == "task.completion.decided")
+        .filter_map(|e| e.task_id.as_deref())
+        .collect();
+    let completed: Vec<&Envelope> = session_events
+        .iter()
+        .copied()
+        .filter(|e| e.event_type == "task.completed")
+        .collect();
+    let undecided: Vec<&&Envelope> = completed
+        .iter()
+        .filter(|e| !decided.contains(e.task_id.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        s["taskSummary"]["unverified"],
+        undecided.len(),
+        "{}",
+        s["taskSummary"]
+    );
+    assert_eq!(
+        s["taskSummary"]["completed"],
+        completed.len() - undecided.len()
+    );
+    for e in &undecided {
+        let task = models.view("task", e.task_id.as_deref().unwrap()).unwrap();
+        let task = task.model.unwrap();
+        assert_eq!(task["outcome"], "unverified");
+        assert!(
+            task["incidents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["eventId"] == Value::from(e.event_id.as_str())
+                    && i["rule"] == "completion_not_accepted"),
+            "{task}"
+        );
+    }
+    assert!(
+        !undecided.is_empty(),
+        "the workload has an undecided completion"
+    );
+    // The checklist, a thread and a run.
+    let checklist = models
+        .view("checklist", "sess_00002")
+        .unwrap()
+        .model
+        .unwrap();
+    assert_eq!(checklist["verificationNudgeNeeded"], true);
+    let thread = models
+        .view("thread", "thread_00002")
+        .unwrap()
+        .model
+        .unwrap();
+    assert_eq!(thread["stream"], "session:sess_00002");
+    assert!(!thread["turns"].as_array().unwrap().is_empty());
+    let run = models.view("run", "run_00002_0").unwrap().model.unwrap();
+    assert_eq!(run["taskId"], "task_00002_0");
+    // Nothing known of an id: no model, still a freshness.
+    let none = models.view("task", "no_such_task").unwrap();
+    assert!(none.model.is_none());
+    assert_eq!(none.freshness.state, FreshnessState::Fresh);
+}
+
+#[test]
+fn fields_without_facts_say_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let mut call = Envelope::new("tool.started", "only", "2026-05-11T10:00:00Z");
+    call.session_id = Some("bare".into());
+    call.tool_call_id = Some("c1".into());
+    let mut task = Envelope::new("task.progress", "mention", "2026-05-11T10:00:01Z");
+    task.session_id = Some("bare".into());
+    task.task_id = Some("t1".into());
+    append(&journal, &[call, task]);
+    let models = ReadModels::open(&journal).unwrap();
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let s = models.view("session", "bare").unwrap().model.unwrap();
+    for field in ["runtimeId", "status", "checklist"] {
+        assert_eq!(s[field], "unknown", "{field}: {s}");
+    }
+    assert_eq!(s["toolCalls"]["open"], 1, "a call with no result is open");
+    assert_eq!(s["toolCalls"]["byStatus"], serde_json::json!({}));
+    assert_eq!(s["cost"]["inputTokens"], "unknown");
+    assert_eq!(s["routing"]["selectedModel"], "unknown");
+    assert_eq!(s["permissions"]["sandboxProfile"], "unknown");
+    let t = models.view("task", "t1").unwrap().model.unwrap();
+    assert_eq!(t["title"], "unknown");
+    assert_eq!(t["outcome"], "not_applicable");
+    assert_eq!(t["decision"], "unknown");
+    assert_eq!(t["currentAttemptId"], "unknown");
+}
