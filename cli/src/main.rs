@@ -5,6 +5,7 @@
 
 mod command;
 mod export;
+mod models;
 mod schema;
 
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
@@ -16,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
 use journal_engine::{AppendOptions, Error, Filter, Journal, Limits, Options, VerifyOptions};
 use journal_format::{ChainHash, Envelope, Position, StoredEvent};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// The journal engine's command line.
 #[derive(Parser, Debug)]
@@ -64,6 +65,37 @@ enum Verb {
     Command(CommandArgs),
     /// Print JSON Schemas: the event form, payloads, commands, state (all, or NAME).
     Schema(SchemaArgs),
+    /// Print a read model with its freshness, after catching the projections up.
+    Get(GetArgs),
+    /// Rebuild the read models from the log and print each one's digest.
+    Rebuild(RebuildArgs),
+}
+
+#[derive(Args, Debug)]
+struct GetArgs {
+    /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, or the raw
+    /// projections `state` and `activity`.
+    kind: String,
+    /// The id: a session id for session, checklist, queue, evidence, state and activity (or a
+    /// stream key such as `task:t1`); else the thread's, task's or run's id.
+    id: String,
+    /// Wait until the read models reflect at least this position (read your own writes).
+    #[arg(long)]
+    min_position: Option<u64>,
+    /// How long to wait for --min-position, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+#[derive(Args, Debug)]
+struct RebuildArgs {
+    /// Rebuild only this projection (`state` or `activity`).
+    #[arg(long)]
+    projection: Option<String>,
+    /// Keep the stored read models: catch them up, rebuild from scratch beside them, and
+    /// compare digests (exit 3 when they differ).
+    #[arg(long)]
+    verify: bool,
 }
 
 /// Which Agent Runtime schema `--strict` and `export --profile` check against.
@@ -397,13 +429,23 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             0
         }
         Verb::Status => {
-            let status = journal.status()?;
-            println!(
-                "{}",
-                serde_json::to_string(&status).map_err(|e| fail(e.to_string()))?
-            );
+            let mut status =
+                serde_json::to_value(journal.status()?).map_err(|e| fail(e.to_string()))?;
+            if let Value::Object(o) = &mut status {
+                o.insert("projections".into(), models::status(&journal)?);
+            }
+            println!("{status}");
             0
         }
+        Verb::Get(args) => models::get(
+            &journal,
+            &args.kind,
+            &args.id,
+            args.min_position,
+            std::time::Duration::from_millis(args.timeout_ms),
+        )?,
+        Verb::Rebuild(args) if args.verify => models::verify(&journal, args.projection.as_deref())?,
+        Verb::Rebuild(args) => models::rebuild(&journal, args.projection.as_deref())?,
         Verb::Blob(BlobCommand::Put { file }) => {
             let bytes =
                 std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;

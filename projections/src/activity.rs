@@ -316,7 +316,7 @@ impl Activity {
         }
         if let Some(run) = &e.run_id {
             let end = (t == "run.status")
-                .then(|| e.status.as_deref())
+                .then_some(e.status.as_deref())
                 .flatten()
                 .filter(|s| {
                     matches!(

@@ -158,6 +158,9 @@ pub enum ReadError {
     /// No such projection.
     #[error("no projection named {0} (known: state, activity)")]
     UnknownProjection(String),
+    /// No such read model.
+    #[error("no read model named {0} (known: session, thread, task, run, checklist, queue, evidence, state, activity)")]
+    UnknownModel(String),
 }
 
 /// The read models of one journal: the store, the workers, and the answers.
@@ -380,7 +383,7 @@ impl ReadModels {
             "session" | "checklist" | "queue" | "evidence" | "state" | "activity" => {
                 Some(stream_key_of(id))
             }
-            other => return Err(ReadError::UnknownProjection(other.to_string())),
+            other => return Err(ReadError::UnknownModel(other.to_string())),
         };
         let freshness =
             Freshness::combine(&[self.freshness("state")?, self.freshness("activity")?])

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 use serde::{Deserialize, Serialize};
 
+use journal_format::ChainHash;
+
 use crate::projection::Fault;
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -40,6 +42,29 @@ pub struct Generation {
     pub version: u32,
     /// The last position applied (0: none yet).
     pub position: u64,
+    /// The chain link of the event at `position`: lets the worker notice a log that no longer
+    /// holds what was applied (a buffered append lost in a power failure, a restored backup).
+    #[serde(with = "hash_hex")]
+    pub hash: Option<ChainHash>,
+}
+
+/// A chain link in a checkpoint, as hex.
+mod hash_hex {
+    use journal_format::ChainHash;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(hash: &Option<ChainHash>, s: S) -> Result<S::Ok, S::Error> {
+        match hash {
+            Some(h) => s.serialize_some(&h.to_hex()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ChainHash>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|hex| ChainHash::from_hex(&hex).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 /// A projection's checkpoint.
@@ -75,6 +100,9 @@ fn alias_table(name: &str, version: u32) -> String {
 fn alias_key(kind: &str, id: &str) -> String {
     format!("{kind}\0{id}")
 }
+
+/// A visitor of `(key, encoded state)` pairs.
+pub type Visit<'a> = dyn FnMut(&str, &[u8]) -> Result<(), StoreError> + 'a;
 
 /// The store.
 #[derive(Debug)]
@@ -180,12 +208,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`].
-    pub fn for_each(
-        &self,
-        name: &str,
-        version: u32,
-        f: &mut dyn FnMut(&str, &[u8]) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    pub fn for_each(&self, name: &str, version: u32, f: &mut Visit<'_>) -> Result<(), StoreError> {
         let table_name = model_table(name, version);
         let err = self.err(&format!("scanning {table_name}"));
         let txn = self.db.begin_read().map_err(|e| err(e.into()))?;

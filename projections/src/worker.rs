@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use journal_engine::Journal;
-use journal_format::{Position, StoredEvent};
+use journal_format::{ChainHash, Position, StoredEvent};
 
 use crate::projection::{Fault, Projection};
 use crate::store::{Batch, Generation, Meta, Store, StoreError};
@@ -108,6 +108,7 @@ impl<P: Projection> Worker<P> {
                 let g = Generation {
                     version,
                     position: 0,
+                    hash: None,
                 };
                 meta.serving = Some(g);
                 meta.building = None;
@@ -120,6 +121,7 @@ impl<P: Projection> Worker<P> {
                 let g = Generation {
                     version,
                     position: 0,
+                    hash: None,
                 };
                 meta.building = Some((g, head));
                 meta.fault = None;
@@ -140,9 +142,20 @@ impl<P: Projection> Worker<P> {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Reached, WorkerError> {
         let name = self.projection.name();
+        let head = journal.head().position.0;
+        if self.diverged(journal, head)? {
+            // What the projection applied is not the log's history any more: start over.
+            tracing::warn!(
+                projection = name,
+                head,
+                "the read model reflects events the log no longer holds; rebuilding it"
+            );
+            self.store.reset(name)?;
+            self.cache.clear();
+            self.cached = None;
+        }
         let stored = self.store.meta(name)?;
         let mut meta = stored.clone();
-        let head = journal.head().position.0;
         // A version change starts a rebuild and clears the fault of the old fold; a fault of
         // the current fold stops the worker where it is.
         let mut generation = self.target(&mut meta, head);
@@ -166,8 +179,9 @@ impl<P: Projection> Worker<P> {
             let from = generation.position + 1;
             let to = (generation.position + BATCH_EVENTS).min(head);
             match self.apply_range(journal, from, to)? {
-                Applied::All(batch) => {
+                Applied::All(batch, last) => {
                     generation.position = to;
+                    generation.hash = last;
                     self.commit(&mut meta, generation, &batch, to >= head)?;
                     progress(to, head);
                     if to >= head {
@@ -180,7 +194,10 @@ impl<P: Projection> Worker<P> {
                     self.cache.clear();
                     let batch = if fault.position > from {
                         match self.apply_range(journal, from, fault.position - 1)? {
-                            Applied::All(batch) => batch,
+                            Applied::All(batch, last) => {
+                                generation.hash = last;
+                                batch
+                            }
                             Applied::FaultAt(again) => {
                                 return Err(WorkerError::Codec {
                                     projection: name,
@@ -211,6 +228,34 @@ impl<P: Projection> Worker<P> {
                 }
             }
         }
+    }
+
+    /// Whether a stored generation names an event the log does not hold (beyond the head, or
+    /// with another chain link).
+    fn diverged(&self, journal: &Journal, head: u64) -> Result<bool, WorkerError> {
+        let meta = self.store.meta(self.projection.name())?;
+        for g in meta
+            .serving
+            .iter()
+            .chain(meta.building.iter().map(|(g, _)| g))
+        {
+            if g.position == 0 {
+                continue;
+            }
+            if g.position > head {
+                return Ok(true);
+            }
+            let event = journal
+                .get_position(Position(g.position))
+                .map_err(|source| WorkerError::Journal {
+                    projection: self.projection.name(),
+                    source,
+                })?;
+            if g.hash.is_some_and(|h| h != event.hash) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn commit(
@@ -254,11 +299,13 @@ impl<P: Projection> Worker<P> {
         let version = self.cached.unwrap_or_else(|| self.projection.version());
         let mut dirty: HashSet<String> = HashSet::new();
         let mut aliases = Vec::new();
+        let mut last = None;
         for event in journal.read(Position(from), Some(Position(to)), false) {
             let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
                 projection: name,
                 source,
             })?;
+            last = Some(event.hash);
             let Some(key) = self.projection.key(&event) else {
                 continue;
             };
@@ -304,12 +351,13 @@ impl<P: Projection> Worker<P> {
                 batch.states.push((key, bytes));
             }
         }
-        Ok(Applied::All(batch))
+        Ok(Applied::All(batch, last))
     }
 }
 
 enum Applied {
-    All(Batch),
+    /// Every event applied: the changed states, and the chain link of the last event read.
+    All(Batch, Option<ChainHash>),
     FaultAt(Fault),
 }
 

@@ -65,8 +65,8 @@ impl Session {
         self.clock_ms += 37;
         let mut e = Envelope::new(
             event_type,
-            &format!("{}-e{}", self.id, self.seq),
-            &timestamp(self.clock_ms),
+            format!("{}-e{}", self.id, self.seq),
+            timestamp(self.clock_ms),
         );
         e.session_id = Some(self.id.clone());
         e.runtime_id = Some("runtime_demo".into());

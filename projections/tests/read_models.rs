@@ -14,7 +14,6 @@ use journal_projections::models::{freshness, ReadModels};
 use journal_projections::store::Store;
 use journal_projections::worker::{decode, Reached, Worker, BATCH_EVENTS};
 use journal_projections::{workload, FreshnessState, Projection};
-use serde_json::Value;
 
 #[derive(Debug)]
 struct TestClock(AtomicI64);
@@ -183,7 +182,7 @@ fn a_poison_event_faults_the_projection_naming_it_and_a_version_bump_rebuilds() 
             } else {
                 "tool.progress"
             },
-            &format!("e{i}"),
+            format!("e{i}"),
             "2026-05-11T10:00:00Z",
         );
         e.session_id = Some("s".into());
@@ -253,7 +252,7 @@ fn during_a_rebuild_the_old_answers_stay_readable_marked_rebuilding() {
     let total = BATCH_EVENTS * 2 + 100;
     let events: Vec<Envelope> = (0..total)
         .map(|i| {
-            let mut e = Envelope::new("tool.progress", &format!("e{i}"), "2026-05-11T10:00:00Z");
+            let mut e = Envelope::new("tool.progress", format!("e{i}"), "2026-05-11T10:00:00Z");
             e.session_id = Some("s".into());
             e
         })
@@ -412,7 +411,7 @@ fn read_models_of_a_generated_workload_tell_what_the_facts_say() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|i| i["eventId"] == Value::from(e.event_id.as_str())
+                .any(|i| i["eventId"] == e.event_id.as_str()
                     && i["rule"] == "completion_not_accepted"),
             "{task}"
         );

@@ -1,0 +1,186 @@
+//! `journal get`, `journal rebuild` and the projections of `journal status`: the read models
+//! kept in `projections.redb` beside the log. The CLI catches the projections up before it
+//! answers, so an answer is fresh unless another process keeps appending (or a projection is
+//! faulted), and it says so either way.
+
+use std::io::{self, IsTerminal};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use journal_engine::Journal;
+use journal_projections::models::{ReadError, PROJECTIONS};
+use journal_projections::ReadModels;
+use serde_json::{json, Value};
+
+use crate::{fail, Failure};
+
+impl From<ReadError> for Failure {
+    fn from(e: ReadError) -> Failure {
+        Failure {
+            code: match e {
+                ReadError::UnknownProjection(_) | ReadError::UnknownModel(_) => 2,
+                _ => 1,
+            },
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A progress bar on a terminal, hidden otherwise.
+fn bar(template: &str) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Opens the read models and catches them up, with a progress bar on a terminal.
+pub fn caught_up(journal: &Journal) -> Result<ReadModels, Failure> {
+    let models = ReadModels::open(journal)?;
+    catch_up(&models)?;
+    Ok(models)
+}
+
+fn catch_up(models: &ReadModels) -> Result<(), Failure> {
+    let bar = bar("{msg:>10} {bar:40} {pos}/{len} events {per_sec} {eta}");
+    let reached = models.catch_up(&mut |name, position, head| {
+        bar.set_message(name.to_string());
+        bar.set_length(head);
+        bar.set_position(position);
+    })?;
+    bar.finish_and_clear();
+    for (name, reached) in reached {
+        if let journal_projections::worker::Reached::Faulted(fault) = reached {
+            eprintln!(
+                "journal: projection {name} is faulted at position {} (event {}): {}",
+                fault.position, fault.event_id, fault.error
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `journal get KIND ID`: prints `{"model":…,"freshness":…}`; exit 1 when nothing is recorded
+/// about the id.
+pub fn get(
+    journal: &Journal,
+    kind: &str,
+    id: &str,
+    min_position: Option<u64>,
+    timeout: Duration,
+) -> Result<u8, Failure> {
+    let models = caught_up(journal)?;
+    if let Some(position) = min_position {
+        if !models.wait_for(position, timeout)? {
+            eprintln!("journal: the read models did not reach position {position} in time; the answer is marked with its true lag");
+        }
+    }
+    let answer = models.view(kind, id)?;
+    let found = answer.model.is_some();
+    println!(
+        "{}",
+        serde_json::to_string(&answer).map_err(|e| fail(e.to_string()))?
+    );
+    if !found {
+        eprintln!("journal: nothing is recorded about {kind} {id}");
+    }
+    Ok(u8::from(!found))
+}
+
+/// `journal rebuild [--projection NAME]`: forgets the projection(s), rebuilds from the log, and
+/// prints each one's digest over a canonical encoding.
+pub fn rebuild(journal: &Journal, projection: Option<&str>) -> Result<u8, Failure> {
+    check_name(projection)?;
+    let models = ReadModels::open(journal)?;
+    models.reset(projection)?;
+    let clock = journal.clock();
+    let started = clock.now_unix_ns();
+    catch_up(&models)?;
+    let elapsed_ns = clock.now_unix_ns().saturating_sub(started).max(1);
+    let head = journal.head().position.0;
+    let mut out = Vec::new();
+    for name in selected(projection) {
+        let (digest, keys) = models.digest(name)?;
+        let freshness = models.freshness(name)?;
+        out.push(json!({
+            "projection": name,
+            "position": freshness.position,
+            "state": freshness.state,
+            "keys": keys,
+            "digest": digest.to_hex().to_string(),
+        }));
+    }
+    let seconds = elapsed_ns as f64 / 1e9;
+    println!(
+        "{}",
+        json!({
+            "events": head,
+            "seconds": seconds,
+            "eventsPerSecond": (head as f64 / seconds).round(),
+            "projections": out,
+        })
+    );
+    Ok(0)
+}
+
+fn check_name(projection: Option<&str>) -> Result<(), Failure> {
+    match projection {
+        Some(p) if !PROJECTIONS.contains(&p) => {
+            Err(ReadError::UnknownProjection(p.to_string()).into())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn selected(projection: Option<&str>) -> impl Iterator<Item = &'static str> + '_ {
+    PROJECTIONS
+        .into_iter()
+        .filter(move |name| projection.is_none_or(|p| p == *name))
+}
+
+/// `journal rebuild --verify`: catches the stored read models up, rebuilds them from scratch
+/// into a scratch store beside them, and compares digests; exit 3 when any differ (the stored
+/// models are then wrong: rebuild them).
+pub fn verify(journal: &Journal, projection: Option<&str>) -> Result<u8, Failure> {
+    let models = caught_up(journal)?;
+    check_name(projection)?;
+    let scratch_path = journal
+        .dir()
+        .join(format!("projections.verify.{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&scratch_path);
+    let result = (|| {
+        let scratch = ReadModels::open_at(journal, &scratch_path)?;
+        scratch.catch_up(&mut |_, _, _| {})?;
+        let mut out = Vec::new();
+        let mut equal = true;
+        for name in selected(projection) {
+            let (kept, keys) = models.digest(name)?;
+            let (rebuilt, rebuilt_keys) = scratch.digest(name)?;
+            let same = kept == rebuilt && keys == rebuilt_keys;
+            equal &= same;
+            out.push(json!({
+                "projection": name,
+                "position": models.freshness(name)?.position,
+                "keys": keys,
+                "digest": kept.to_hex().to_string(),
+                "rebuiltDigest": rebuilt.to_hex().to_string(),
+                "equal": same,
+            }));
+        }
+        Ok::<_, ReadError>((equal, out))
+    })();
+    let _ = std::fs::remove_file(&scratch_path);
+    let (equal, out) = result?;
+    println!("{}", json!({"equal": equal, "projections": out}));
+    Ok(if equal { 0 } else { 3 })
+}
+
+/// The projections' part of `journal status` (not caught up first: it shows the true lag).
+pub fn status(journal: &Journal) -> Result<Value, Failure> {
+    let models = ReadModels::open(journal)?;
+    serde_json::to_value(models.status()?).map_err(|e| fail(e.to_string()))
+}
