@@ -85,6 +85,10 @@ struct GetArgs {
     /// How long to wait for --min-position, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// `journal` (the read model as the journal keeps it) or `agentruntime` (session and
+    /// thread only: the Agent Runtime snapshot form, validating against its schema).
+    #[arg(long, value_enum, default_value = "journal")]
+    format: models::Form,
 }
 
 #[derive(Args, Debug)]
@@ -439,6 +443,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Verb::Get(args) => models::get(
             &journal,
+            args.format,
             &args.kind,
             &args.id,
             args.min_position,

@@ -64,10 +64,20 @@ fn catch_up(models: &ReadModels) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The form `journal get` answers in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// The read model as the journal keeps it, `unknown` where facts are missing.
+    Journal,
+    /// The Agent Runtime snapshot form (session and thread).
+    Agentruntime,
+}
+
 /// `journal get KIND ID`: prints `{"model":…,"freshness":…}`; exit 1 when nothing is recorded
 /// about the id.
 pub fn get(
     journal: &Journal,
+    form: Form,
     kind: &str,
     id: &str,
     min_position: Option<u64>,
@@ -79,7 +89,10 @@ pub fn get(
             eprintln!("journal: the read models did not reach position {position} in time; the answer is marked with its true lag");
         }
     }
-    let answer = models.view(kind, id)?;
+    let answer = match form {
+        Form::Journal => models.view(kind, id)?,
+        Form::Agentruntime => models.view_agentruntime(kind, id)?,
+    };
     let found = answer.model.is_some();
     println!(
         "{}",

@@ -81,6 +81,17 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
     assert_eq!(answer["model"]["taskId"], "task_00003_0");
     assert_eq!(answer["freshness"]["state"], "fresh");
     assert_eq!(answer["freshness"]["lagEvents"], 0);
+    // The session snapshot in Agent Runtime form validates against the spec's schema.
+    let out = journal(&dir)
+        .args(["get", "session", "sess_00004", "--format", "agentruntime"])
+        .output()
+        .unwrap();
+    let snapshot = json_out(&out)["model"].clone();
+    journal_format::conformance::Schema::Snapshot
+        .check(&snapshot)
+        .unwrap();
+    assert_eq!(snapshot["sessionId"], "sess_00004");
+    assert_eq!(snapshot["threads"][0]["threadId"], "thread_00004");
     // Waiting for a position past the head gives up in time and says so.
     let out = journal(&dir)
         .args([

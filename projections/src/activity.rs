@@ -168,6 +168,12 @@ pub struct EvidenceSummary {
     pub verification: Option<String>,
     /// The reference to it.
     pub evidence_ref: Option<String>,
+    /// The verification outcomes the event recorded (`payload.verificationOutcomes`), as given.
+    pub verification_outcomes: Vec<Value>,
+    /// The thread it belongs to.
+    pub thread_id: Option<String>,
+    /// The task it is evidence for.
+    pub task_id: Option<String>,
     /// The newest event about it.
     pub at: At,
 }
@@ -182,6 +188,12 @@ pub struct Activity {
     pub runtime_id: Option<String>,
     /// The product, from the first event that named one.
     pub product_id: Option<String>,
+    /// The workspace, from the first event that named one (`workspaceId`).
+    pub workspace_id: Option<String>,
+    /// The schema version of the newest event that gave one.
+    pub schema_version: Option<String>,
+    /// The newest `telemetry.joinStatus` recorded.
+    pub telemetry_join_status: Option<String>,
     /// The status word of the newest `session.*` event that gave one.
     pub session_status: Option<String>,
     /// Events applied.
@@ -308,6 +320,24 @@ impl Activity {
         if self.product_id.is_none() {
             self.product_id.clone_from(&e.product_id);
         }
+        if self.workspace_id.is_none() {
+            self.workspace_id = e
+                .extra
+                .get("workspaceId")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        if e.schema_version.is_some() {
+            self.schema_version.clone_from(&e.schema_version);
+        }
+        if let Some(join) = e
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.get("joinStatus"))
+            .and_then(Value::as_str)
+        {
+            self.telemetry_join_status = Some(join.to_string());
+        }
         if let Some(trace) = &e.trace_id {
             self.trace_ids.insert(trace.clone());
         }
@@ -401,12 +431,22 @@ impl Activity {
             "evidence" => {
                 let p: EvidencePayload = payload(e).unwrap_or_default();
                 let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
+                let verification_outcomes = e
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get("verificationOutcomes"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 self.evidence.insert(
                     id,
                     EvidenceSummary {
                         kind: p.kind,
                         verification: p.verification.or_else(|| e.status.clone()),
                         evidence_ref: p.evidence_ref,
+                        verification_outcomes,
+                        thread_id: e.thread_id.clone(),
+                        task_id: e.task_id.clone(),
                         at: At::of(event),
                     },
                 );

@@ -24,6 +24,7 @@
 )]
 
 pub mod activity;
+pub mod agentruntime;
 pub mod commands;
 pub mod models;
 pub mod projection;

@@ -438,6 +438,53 @@ impl ReadModels {
         Ok(Answer { model, freshness })
     }
 
+    /// The session snapshot (`kind` `session`, ID a session id or stream key) or a thread read
+    /// model (`thread`) in Agent Runtime form, validating against
+    /// `agentruntime-snapshot.schema.json`.
+    ///
+    /// # Errors
+    /// [`ReadError`]; another kind is [`ReadError::UnknownModel`].
+    pub fn view_agentruntime(
+        &self,
+        kind: &str,
+        id: &str,
+    ) -> Result<Answer<serde_json::Value>, ReadError> {
+        let stream = match kind {
+            "session" => Some(stream_key_of(id)),
+            "thread" => self.stream_of("thread", id)?,
+            other => {
+                return Err(ReadError::UnknownModel(format!(
+                    "{other} (in Agent Runtime form: session, thread)"
+                )))
+            }
+        };
+        let freshness =
+            Freshness::combine(&[self.freshness("state")?, self.freshness("activity")?])
+                .ok_or_else(|| ReadError::UnknownModel(kind.to_string()))?;
+        let loaded = match &stream {
+            Some(stream) => (
+                self.load::<StreamState>("state", stream)?,
+                self.load::<Activity>("activity", stream)?,
+            ),
+            None => (None, None),
+        };
+        let model = match loaded {
+            (None, None) => None,
+            (state, activity) => {
+                let (state, activity) = (state.unwrap_or_default(), activity.unwrap_or_default());
+                if kind == "session" {
+                    Some(crate::agentruntime::snapshot(&state, &activity))
+                } else {
+                    activity
+                        .threads
+                        .get(id)
+                        .map(|t| crate::agentruntime::thread(id, t, &state, &activity))
+                }
+            }
+        };
+        Ok(Answer { model, freshness })
+    }
+
     /// A BLAKE3 digest of projection `name`'s serving generation over a canonical encoding
     /// (each key, then its state as JSON with map keys in order), with the number of keys.
     ///

@@ -47,6 +47,9 @@ pub struct Attempt {
     pub status: String,
     /// Where it started.
     pub started_at_position: u64,
+    /// The run executing it, when the event named one.
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 /// The completion decision that applies to a task (the newest).
@@ -77,6 +80,15 @@ pub struct TaskState {
     pub parent_task_id: Option<String>,
     /// Its title, when given.
     pub title: Option<String>,
+    /// Its objective, when given.
+    #[serde(default)]
+    pub objective: Option<String>,
+    /// The thread it was first seen in.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The turn it was first seen in.
+    #[serde(default)]
+    pub turn_id: Option<String>,
     /// Seed 003's source (the dedupe key of an enqueue).
     pub source: Option<String>,
     /// The idempotency key it was created with.
@@ -115,6 +127,9 @@ impl TaskState {
             runtime_id: None,
             parent_task_id: None,
             title: None,
+            objective: None,
+            thread_id: None,
+            turn_id: None,
             source: None,
             idempotency_key: None,
             lifecycle: Lifecycle::Unknown,
@@ -437,6 +452,12 @@ impl StreamState {
         let Some(task) = self.task_mut(e) else {
             return;
         };
+        if task.thread_id.is_none() {
+            task.thread_id.clone_from(&e.thread_id);
+        }
+        if task.turn_id.is_none() {
+            task.turn_id.clone_from(&e.turn_id);
+        }
         let p: TaskPayload = if t.starts_with("task.attempt.") || t.starts_with("task.completion.")
         {
             TaskPayload::default()
@@ -456,7 +477,8 @@ impl StreamState {
             task.session_id = e.session_id.clone();
             task.runtime_id = e.runtime_id.clone();
             task.parent_task_id = parent.clone();
-            task.title = p.title.clone().or(p.objective.clone());
+            task.title = p.title.clone();
+            task.objective = p.objective.clone();
             task.source = p.source.clone();
             task.idempotency_key = e.idempotency_key.clone();
             task.evidence_requirements = p.evidence_requirements.clone();
@@ -515,6 +537,7 @@ impl StreamState {
                 attempt_id,
                 status: "running".into(),
                 started_at_position: position,
+                run_id: e.run_id.clone(),
             });
             task.outcome = None;
             task.decision = None;

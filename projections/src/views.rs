@@ -140,6 +140,12 @@ pub struct TaskSnapshot {
     pub session_id: Known<String>,
     /// Its title.
     pub title: Known<String>,
+    /// Its objective.
+    pub objective: Known<String>,
+    /// The thread it was first seen in.
+    pub thread_id: Known<String>,
+    /// The turn it was first seen in.
+    pub turn_id: Known<String>,
     /// Where it stands (`unknown` when only mentioned).
     pub lifecycle: Lifecycle,
     /// How it ended: `not_applicable` while not terminal, `unverified` when it completed
@@ -193,6 +199,9 @@ impl TaskSnapshot {
             stream: stream.to_string(),
             session_id: task.session_id.clone().into(),
             title: task.title.clone().into(),
+            objective: task.objective.clone().into(),
+            thread_id: task.thread_id.clone().into(),
+            turn_id: task.turn_id.clone().into(),
             lifecycle: task.lifecycle,
             outcome,
             reason: task.reason.clone().into(),
