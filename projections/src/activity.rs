@@ -252,7 +252,7 @@ fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
     envelope
         .payload
         .as_ref()
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .and_then(|p| T::deserialize(p).ok())
 }
 
 fn payload_str(envelope: &Envelope, field: &str) -> Option<String> {

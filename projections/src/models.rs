@@ -210,6 +210,21 @@ impl ReadModels {
         })
     }
 
+    /// Makes the workers commit every `n` events (see [`crate::worker::BATCH_EVENTS`]).
+    #[must_use]
+    pub fn with_batch_events(self, n: u64) -> ReadModels {
+        let store = Arc::clone(&self.store);
+        ReadModels {
+            state: Arc::new(Mutex::new(
+                Worker::new(Arc::new(StateProjection), Arc::clone(&store)).with_batch_events(n),
+            )),
+            activity: Arc::new(Mutex::new(
+                Worker::new(Arc::new(ActivityProjection), Arc::clone(&store)).with_batch_events(n),
+            )),
+            ..self
+        }
+    }
+
     /// The store.
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {

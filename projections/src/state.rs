@@ -302,7 +302,7 @@ fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
     envelope
         .payload
         .as_ref()
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .and_then(|p| T::deserialize(p).ok())
 }
 
 fn incident(event: &StoredEvent, violation: Violation) -> Incident {
@@ -447,7 +447,16 @@ impl StreamState {
                 .cloned()
                 .collect::<Vec<_>>()
         };
-        let artifacts = self.artifacts.clone();
+        // The required artifacts a completion lacks, looked up before the task is borrowed.
+        let missing: Vec<String> = match (t, e.task_id.as_ref()) {
+            ("task.completed", Some(id)) => self
+                .tasks
+                .get(id)
+                .and_then(|task| task.evidence_requirements.as_ref())
+                .map(|reqs| artifacts_present(reqs, &self.artifacts))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
         let parent = e.parent_task_id.clone();
         let Some(task) = self.task_mut(e) else {
             return;
@@ -560,8 +569,7 @@ impl StreamState {
                         ),
                     ));
                 }
-                if let Some(reqs) = &task.evidence_requirements {
-                    let missing = artifacts_present(reqs, &artifacts);
+                {
                     if !missing.is_empty() {
                         broke.push(Violation::new(
                             Rule::EvidenceMissing,

@@ -18,6 +18,10 @@ use crate::projection::Fault;
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
+/// redb's page cache: states are read once per catch-up and cached decoded by the worker, so
+/// a large page cache buys little and would dominate memory.
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 /// The store's file name in the journal directory.
 pub const FILE_NAME: &str = "projections.redb";
 
@@ -80,14 +84,18 @@ pub struct Meta {
     pub fault: Option<Fault>,
 }
 
-/// States, aliases and the checkpoint to write in one transaction.
+/// The keys whose states changed and the aliases to write in one transaction; the states are
+/// encoded one at a time while writing, so a batch never holds them all encoded at once.
 #[derive(Debug, Default)]
 pub struct Batch {
-    /// `(key, encoded state)`.
-    pub states: Vec<(String, Vec<u8>)>,
+    /// The keys whose states changed, in order.
+    pub keys: Vec<String>,
     /// `(kind, id, key)`.
     pub aliases: Vec<(&'static str, String, String)>,
 }
+
+/// Encodes the state of a key for [`Store::commit`]: `None` when the key has no state to write.
+pub type Encode<'a> = dyn Fn(&str) -> Result<Option<Vec<u8>>, String> + 'a;
 
 fn model_table(name: &str, version: u32) -> String {
     format!("model:{name}:v{version}")
@@ -119,11 +127,14 @@ impl Store {
     /// it).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let db = Database::builder().create(&path).map_err(|e| StoreError {
-            path: path.clone(),
-            context: "opening".into(),
-            message: e.to_string(),
-        })?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| StoreError {
+                path: path.clone(),
+                context: "opening".into(),
+                message: e.to_string(),
+            })?;
         Ok(Store { db, path })
     }
 
@@ -225,8 +236,8 @@ impl Store {
         Ok(())
     }
 
-    /// Writes `batch` into generation `version` of `name` and sets its checkpoint to `meta`, in
-    /// one transaction; drops the tables of every other generation of `name` that `meta` no
+    /// Writes `batch` (each state as `encode` gives it) into generation `version` of `name` and
+    /// sets its checkpoint to `meta`, in one transaction; returns the bytes of state written; drops the tables of every other generation of `name` that `meta` no
     /// longer names. `durable` makes the transaction reach the disk before returning; without
     /// it, a crash may roll back to an earlier durable commit (state and checkpoint together).
     ///
@@ -237,10 +248,12 @@ impl Store {
         name: &str,
         version: u32,
         batch: &Batch,
+        encode: &Encode<'_>,
         meta: &Meta,
         durable: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let err = self.err(&format!("committing {name} v{version}"));
+        let mut written = 0u64;
         let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
         txn.set_durability(if durable {
             Durability::Immediate
@@ -252,10 +265,18 @@ impl Store {
             let model_name = model_table(name, version);
             let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
             let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
-            for (key, bytes) in &batch.states {
-                table
-                    .insert(key.as_str(), bytes.as_slice())
-                    .map_err(|e| err(e.into()))?;
+            for key in &batch.keys {
+                let bytes = encode(key).map_err(|message| StoreError {
+                    path: self.path.clone(),
+                    context: format!("encoding the state of {key} in {name}"),
+                    message,
+                })?;
+                if let Some(bytes) = bytes {
+                    written += bytes.len() as u64;
+                    table
+                        .insert(key.as_str(), bytes.as_slice())
+                        .map_err(|e| err(e.into()))?;
+                }
             }
             let alias_name = alias_table(name, version);
             let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
@@ -298,7 +319,8 @@ impl Store {
         for table in stale {
             txn.delete_table(table).map_err(|e| err(e.into()))?;
         }
-        txn.commit().map_err(|e| err(e.into()))
+        txn.commit().map_err(|e| err(e.into()))?;
+        Ok(written)
     }
 
     /// Forgets projection `name` entirely: its checkpoint and every generation. The next worker

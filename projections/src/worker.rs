@@ -17,12 +17,18 @@ use journal_format::{ChainHash, Position, StoredEvent};
 use crate::projection::{Fault, Projection};
 use crate::store::{Batch, Generation, Meta, Store, StoreError};
 
-/// Events applied per transaction.
-pub const BATCH_EVENTS: u64 = 4096;
+/// Events applied per transaction by default. A commit rewrites every state the batch
+/// changed, so fewer, larger batches cost less when catching up over many events; a worker
+/// that has caught up commits after every append anyway.
+pub const BATCH_EVENTS: u64 = 65_536;
 
-/// Decoded states kept between batches; beyond this the cache is dropped after a commit, so
-/// memory stays bounded however many keys the log holds.
+/// Decoded states kept between batches; beyond this many keys, or when the states a batch
+/// wrote exceed [`CACHE_BYTES_MAX`], the cache is dropped after the commit, so memory stays
+/// bounded however many keys the log holds.
 const CACHE_KEYS_MAX: usize = 8192;
+
+/// See [`CACHE_KEYS_MAX`]: the encoded bytes of the states one batch wrote.
+const CACHE_BYTES_MAX: u64 = 32 * 1024 * 1024;
 
 /// A worker error: the journal or the store failed (a projection's own failure to apply an
 /// event is not an error but a fault, see [`Fault`]).
@@ -70,6 +76,8 @@ pub struct Worker<P: Projection> {
     cache: HashMap<String, P::State>,
     /// The generation the cache belongs to.
     cached: Option<u32>,
+    /// Events per transaction.
+    batch_events: u64,
 }
 
 /// Decodes a stored state.
@@ -92,7 +100,15 @@ impl<P: Projection> Worker<P> {
             store,
             cache: HashMap::new(),
             cached: None,
+            batch_events: BATCH_EVENTS,
         }
+    }
+
+    /// Commits every `n` events (at least 1) instead of [`BATCH_EVENTS`].
+    #[must_use]
+    pub fn with_batch_events(mut self, n: u64) -> Worker<P> {
+        self.batch_events = n.max(1);
+        self
     }
 
     /// The generation to write next, per the checkpoint: the serving one when it has the
@@ -177,7 +193,7 @@ impl<P: Projection> Worker<P> {
                 return Ok(Reached::Position(generation.position));
             }
             let from = generation.position + 1;
-            let to = (generation.position + BATCH_EVENTS).min(head);
+            let to = (generation.position + self.batch_events).min(head);
             match self.apply_range(journal, from, to)? {
                 Applied::All(batch, last) => {
                     generation.position = to;
@@ -275,14 +291,17 @@ impl<P: Projection> Worker<P> {
             }
             None => meta.serving = Some(generation),
         }
-        self.store.commit(
+        let cache = &self.cache;
+        let encode = |key: &str| cache.get(key).map(encode).transpose();
+        let written = self.store.commit(
             self.projection.name(),
             generation.version,
             batch,
+            &encode,
             meta,
             durable,
         )?;
-        if self.cache.len() > CACHE_KEYS_MAX {
+        if self.cache.len() > CACHE_KEYS_MAX || written > CACHE_BYTES_MAX {
             self.cache.clear();
         }
         Ok(())
@@ -335,23 +354,9 @@ impl<P: Projection> Worker<P> {
             }
             dirty.insert(key);
         }
-        let mut batch = Batch {
-            states: Vec::with_capacity(dirty.len()),
-            aliases,
-        };
         let mut keys: Vec<String> = dirty.into_iter().collect();
         keys.sort_unstable();
-        for key in keys {
-            if let Some(state) = self.cache.get(&key) {
-                let bytes = encode(state).map_err(|message| WorkerError::Codec {
-                    projection: name,
-                    key: key.clone(),
-                    message,
-                })?;
-                batch.states.push((key, bytes));
-            }
-        }
-        Ok(Applied::All(batch, last))
+        Ok(Applied::All(Batch { keys, aliases }, last))
     }
 }
 
