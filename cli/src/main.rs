@@ -73,11 +73,11 @@ enum Verb {
 
 #[derive(Args, Debug)]
 struct GetArgs {
-    /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, or the raw
-    /// projections `state` and `activity`.
+    /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, `ecosystem`
+    /// (seed 000's Agent* views), or the raw projections `state` and `activity`.
     kind: String,
-    /// The id: a session id for session, checklist, queue, evidence, state and activity (or a
-    /// stream key such as `task:t1`); else the thread's, task's or run's id.
+    /// The id: a session id for session, checklist, queue, evidence, ecosystem, state and
+    /// activity (or a stream key such as `task:t1`); else the thread's, task's or run's id.
     id: String,
     /// Wait until the read models reflect at least this position (read your own writes).
     #[arg(long)]

@@ -178,6 +178,20 @@ pub struct EvidenceSummary {
     pub at: At,
 }
 
+/// A checkpoint captured (seed 000's AgentCheckpoint), as recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRecord {
+    /// Where.
+    pub at: At,
+    /// The producer's time.
+    pub timestamp: String,
+    /// The run, when the event named one.
+    pub run_id: Option<String>,
+    /// Its payload (`CheckpointPayload`).
+    pub payload: Option<Value>,
+}
+
 /// What happened in one stream.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -188,6 +202,10 @@ pub struct Activity {
     pub runtime_id: Option<String>,
     /// The product, from the first event that named one.
     pub product_id: Option<String>,
+    /// The user, from the first event that named one.
+    pub user_id: Option<String>,
+    /// The newest dispatch context (`dispatch.requested`).
+    pub dispatch_context: Option<Value>,
     /// The workspace, from the first event that named one (`workspaceId`).
     pub workspace_id: Option<String>,
     /// The schema version of the newest event that gave one.
@@ -235,7 +253,7 @@ pub struct Activity {
     /// Evidence by id.
     pub evidence: BTreeMap<String, EvidenceSummary>,
     /// Checkpoints captured (`checkpoint.captured`), in order.
-    pub checkpoints: Vec<At>,
+    pub checkpoints: Vec<CheckpointRecord>,
     /// Snapshots written or updated, in order, with their schema version when given.
     pub snapshots: Vec<(At, Option<String>)>,
     /// Queue changes recorded.
@@ -319,6 +337,9 @@ impl Activity {
         }
         if self.product_id.is_none() {
             self.product_id.clone_from(&e.product_id);
+        }
+        if self.user_id.is_none() {
+            self.user_id.clone_from(&e.user_id);
         }
         if self.workspace_id.is_none() {
             self.workspace_id = e
@@ -451,7 +472,13 @@ impl Activity {
                     },
                 );
             }
-            "checkpoint" => self.checkpoints.push(At::of(event)),
+            "checkpoint" => self.checkpoints.push(CheckpointRecord {
+                at: At::of(event),
+                timestamp: e.timestamp.clone(),
+                run_id: e.run_id.clone(),
+                payload: e.payload.clone(),
+            }),
+            "dispatch" => self.dispatch_context.clone_from(&e.payload),
             "snapshot" => self.snapshots.push((
                 At::of(event),
                 payload_str(e, "schemaVersion").or_else(|| e.schema_version.clone()),

@@ -26,6 +26,7 @@
 pub mod activity;
 pub mod agentruntime;
 pub mod commands;
+pub mod ecosystem;
 pub mod models;
 pub mod projection;
 pub mod rules;

@@ -159,7 +159,7 @@ pub enum ReadError {
     #[error("no projection named {0} (known: state, activity)")]
     UnknownProjection(String),
     /// No such read model.
-    #[error("no read model named {0} (known: session, thread, task, run, checklist, queue, evidence, state, activity)")]
+    #[error("no read model named {0} (known: session, thread, task, run, checklist, queue, evidence, ecosystem, state, activity)")]
     UnknownModel(String),
 }
 
@@ -385,7 +385,9 @@ impl ReadModels {
         })
     }
 
-    /// A read model as JSON: `session`, `checklist`, `queue`, `evidence` (ID: a session id, or
+    /// A read model as JSON: `session`, `checklist`, `queue`, `evidence`, `ecosystem` (seed
+    /// 000's AgentSession, AgentTask, AgentTodo, AgentRun, AgentApprovalCheckpoint,
+    /// AgentActionLog and AgentCheckpoint) (ID: a session id, or
     /// a stream key such as `task:t1`), `thread`, `task`, `run` (ID: that entity's id), or
     /// `state` / `activity` (the raw projections of a stream). `model` is `None` when nothing
     /// is recorded about the id.
@@ -395,7 +397,7 @@ impl ReadModels {
     pub fn view(&self, kind: &str, id: &str) -> Result<Answer<serde_json::Value>, ReadError> {
         let stream = match kind {
             "task" | "run" | "thread" => self.stream_of(kind, id)?,
-            "session" | "checklist" | "queue" | "evidence" | "state" | "activity" => {
+            "session" | "checklist" | "queue" | "evidence" | "ecosystem" | "state" | "activity" => {
                 Some(stream_key_of(id))
             }
             other => return Err(ReadError::UnknownModel(other.to_string())),
@@ -434,6 +436,9 @@ impl ReadModels {
             "checklist" => Some(json(serde_json::to_value(views::checklist(&state)))?),
             "queue" => Some(json(serde_json::to_value(views::queue(&state, &activity)))?),
             "evidence" => Some(json(serde_json::to_value(views::evidence(
+                &state, &activity,
+            )))?),
+            "ecosystem" => Some(json(serde_json::to_value(crate::ecosystem::views(
                 &state, &activity,
             )))?),
             "state" => Some(json(serde_json::to_value(&state))?),

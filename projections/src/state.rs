@@ -89,6 +89,15 @@ pub struct TaskState {
     /// The turn it was first seen in.
     #[serde(default)]
     pub turn_id: Option<String>,
+    /// The producer's time of its `task.created`.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// The producer's time of its newest event.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+    /// Its priority, as given (a number or a word).
+    #[serde(default)]
+    pub priority: Option<Value>,
     /// Seed 003's source (the dedupe key of an enqueue).
     pub source: Option<String>,
     /// The idempotency key it was created with.
@@ -130,6 +139,9 @@ impl TaskState {
             objective: None,
             thread_id: None,
             turn_id: None,
+            created_at: None,
+            updated_at: None,
+            priority: None,
             source: None,
             idempotency_key: None,
             lifecycle: Lifecycle::Unknown,
@@ -200,6 +212,12 @@ pub struct Checklist {
     pub verification_nudge_needed: bool,
     /// The last event that set it.
     pub event_id: String,
+    /// The producer's time of the first checklist event.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// The producer's time of the last one.
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 impl Checklist {
@@ -359,10 +377,17 @@ impl StreamState {
                     if let Err(v) = Checklist::check_items(&p.items) {
                         self.incidents.push(incident(event, v));
                     }
+                    let created_at = self
+                        .checklist
+                        .as_ref()
+                        .and_then(|c| c.created_at.clone())
+                        .or_else(|| Some(e.timestamp.clone()));
                     self.checklist = Some(Checklist {
                         items: p.items,
                         verification_nudge_needed: p.verification_nudge_needed,
                         event_id: e.event_id.clone(),
+                        created_at,
+                        updated_at: Some(e.timestamp.clone()),
                     });
                 }
             }
@@ -467,6 +492,7 @@ impl StreamState {
         if task.turn_id.is_none() {
             task.turn_id.clone_from(&e.turn_id);
         }
+        task.updated_at = Some(e.timestamp.clone());
         let p: TaskPayload = if t.starts_with("task.attempt.") || t.starts_with("task.completion.")
         {
             TaskPayload::default()
@@ -488,6 +514,8 @@ impl StreamState {
             task.parent_task_id = parent.clone();
             task.title = p.title.clone();
             task.objective = p.objective.clone();
+            task.created_at = Some(e.timestamp.clone());
+            task.priority = p.priority.clone();
             task.source = p.source.clone();
             task.idempotency_key = e.idempotency_key.clone();
             task.evidence_requirements = p.evidence_requirements.clone();

@@ -389,7 +389,7 @@ pub struct SessionSnapshot {
     /// Context boundary snapshot: compactions in order.
     pub context_boundaries: Vec<Boundary>,
     /// Artifact checkpoint summary: checkpoints captured and snapshots written.
-    pub checkpoints: Vec<At>,
+    pub checkpoints: Vec<crate::activity::CheckpointRecord>,
     /// Snapshots written, with their schema version.
     pub snapshots: Vec<(At, Option<String>)>,
     /// The evidence summary.

@@ -437,6 +437,57 @@ fn read_models_of_a_generated_workload_tell_what_the_facts_say() {
     assert!(!thread["turns"].as_array().unwrap().is_empty());
     let run = models.view("run", "run_00002_0").unwrap().model.unwrap();
     assert_eq!(run["taskId"], "task_00002_0");
+    // Seed 000's ecosystem views, counted against the events.
+    let eco = models
+        .view("ecosystem", "sess_00002")
+        .unwrap()
+        .model
+        .unwrap();
+    let count = |t: &str| session_events.iter().filter(|e| e.event_type == t).count();
+    let distinct = |f: fn(&Envelope) -> Option<&str>| {
+        session_events
+            .iter()
+            .filter_map(|e| f(e))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!(
+        eco["tasks"].as_array().unwrap().len(),
+        count("task.created")
+    );
+    assert_eq!(
+        eco["runs"].as_array().unwrap().len(),
+        distinct(|e| e.run_id.as_deref())
+    );
+    assert_eq!(
+        eco["approvals"].as_array().unwrap().len(),
+        count("action.required")
+    );
+    assert!(eco["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["status"] == "approve" && a["decidedBy"] == "user:reviewer"));
+    let log = eco["actionLog"].as_array().unwrap();
+    assert_eq!(
+        log.iter().filter(|a| a["kind"] == "tool_call").count(),
+        tool_calls.len()
+    );
+    assert_eq!(
+        log.iter().filter(|a| a["kind"] == "model_call").count(),
+        count("model.requested")
+    );
+    let todos = eco["todos"].as_array().unwrap();
+    assert_eq!(todos.len(), 2);
+    assert!(todos.iter().all(|t| t["status"] == "done"));
+    assert_eq!(
+        eco["checkpoints"].as_array().unwrap().len(),
+        count("checkpoint.captured")
+    );
+    assert_eq!(
+        eco["session"]["resumable"],
+        count("checkpoint.captured") > 0
+    );
     // Nothing known of an id: no model, still a freshness.
     let none = models.view("task", "no_such_task").unwrap();
     assert!(none.model.is_none());
@@ -465,6 +516,14 @@ fn fields_without_facts_say_unknown() {
     assert_eq!(s["cost"]["inputTokens"], "unknown");
     assert_eq!(s["routing"]["selectedModel"], "unknown");
     assert_eq!(s["permissions"]["sandboxProfile"], "unknown");
+    let eco = models.view("ecosystem", "bare").unwrap().model.unwrap();
+    assert_eq!(eco["session"]["status"], "unknown", "{eco}");
+    assert_eq!(eco["session"]["productId"], "unknown");
+    assert_eq!(eco["session"]["resumable"], false);
+    assert_eq!(eco["tasks"][0]["status"], "unknown");
+    assert_eq!(eco["tasks"][0]["createdAt"], "unknown");
+    assert_eq!(eco["actionLog"][0]["status"], "open");
+    assert_eq!(eco["actionLog"][0]["ended"], "unknown");
     let t = models.view("task", "t1").unwrap().model.unwrap();
     assert_eq!(t["title"], "unknown");
     assert_eq!(t["outcome"], "not_applicable");
