@@ -6,6 +6,7 @@
 mod command;
 mod export;
 mod models;
+mod replay;
 mod schema;
 
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
@@ -69,6 +70,26 @@ enum Verb {
     Get(GetArgs),
     /// Rebuild the read models from the log and print each one's digest.
     Rebuild(RebuildArgs),
+    /// Tell what happened in a run, task or session: steps, gaps, final state.
+    Replay(ReplayArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReplayArgs {
+    /// What to replay.
+    #[arg(value_enum)]
+    kind: replay::Kind,
+    /// Its id.
+    id: String,
+    /// The narrative as of this position (time travel).
+    #[arg(long)]
+    at: Option<u64>,
+    /// `text` (colour on a terminal) or `json`.
+    #[arg(long, value_enum, default_value = "text")]
+    format: replay::Format,
+    /// Write to FILE instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -448,6 +469,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             &args.id,
             args.min_position,
             std::time::Duration::from_millis(args.timeout_ms),
+        )?,
+        Verb::Replay(args) => replay::replay(
+            &journal,
+            args.kind,
+            &args.id,
+            args.at,
+            args.format,
+            args.out.as_deref(),
         )?,
         Verb::Rebuild(args) if args.verify => models::verify(&journal, args.projection.as_deref())?,
         Verb::Rebuild(args) => models::rebuild(&journal, args.projection.as_deref())?,

@@ -26,6 +26,32 @@ pub fn all() -> Map<String, Value> {
         "state.stream".into(),
         value(schemars::schema_for!(StreamState)),
     );
+    out.insert(
+        "replay.narrative".into(),
+        value(schemars::schema_for!(journal_replay::Narrative)),
+    );
+    out.insert(
+        "model.session".into(),
+        value(schemars::schema_for!(
+            journal_projections::views::SessionSnapshot
+        )),
+    );
+    out.insert(
+        "model.task".into(),
+        value(schemars::schema_for!(
+            journal_projections::views::TaskSnapshot
+        )),
+    );
+    out.insert(
+        "model.ecosystem".into(),
+        value(schemars::schema_for!(
+            journal_projections::ecosystem::Ecosystem
+        )),
+    );
+    out.insert(
+        "model.freshness".into(),
+        value(schemars::schema_for!(journal_projections::Freshness)),
+    );
     for s in [
         Schema::Event,
         Schema::LimeEvent,

@@ -92,6 +92,55 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
         .unwrap();
     assert_eq!(snapshot["sessionId"], "sess_00004");
     assert_eq!(snapshot["threads"][0]["threadId"], "thread_00004");
+    // The replay of a session, as JSON (validated against `journal schema replay.narrative`),
+    // as text, and as of an earlier position.
+    let out = journal(&dir)
+        .args(["replay", "session", "sess_00004", "--format", "json"])
+        .output()
+        .unwrap();
+    let narrative = json_out(&out);
+    let schema = json_out(
+        &journal(&dir)
+            .args(["schema", "replay.narrative"])
+            .output()
+            .unwrap(),
+    );
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(validator.is_valid(&narrative));
+    let events = lines
+        .iter()
+        .filter(|l| l.contains(r#""sessionId":"sess_00004""#))
+        .count();
+    assert_eq!(narrative["counts"]["events"], events);
+    let first = narrative["steps"][5]["positions"][0].as_u64().unwrap();
+    let earlier = json_out(
+        &journal(&dir)
+            .args([
+                "replay",
+                "session",
+                "sess_00004",
+                "--format",
+                "json",
+                "--at",
+            ])
+            .arg(first.to_string())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(earlier["asOf"], first);
+    assert_eq!(earlier["steps"].as_array().unwrap().len(), 6);
+    let text = journal(&dir)
+        .args(["replay", "session", "sess_00004"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Final state:"), "{text}");
+    assert!(!text.contains('\x1b'), "no colour when not on a terminal");
+    let out = journal(&dir)
+        .args(["replay", "run", "no-such-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
     // Waiting for a position past the head gives up in time and says so.
     let out = journal(&dir)
         .args([

@@ -1,5 +1,127 @@
-//! Run narratives for review (MODEL.md §6) and their exports.
+//! Run narratives for review (MODEL.md §6, seed 000's ActionTrail replay requirements).
 //!
-//! NOTE: not built yet. This crate will turn the events of a run, task or session into an
-//! ordered narrative of observed and inferred steps, with gaps shown as gaps. Until then it
-//! exports nothing.
+//! - [`narrative`]: the narrative of a run, task or session — steps with their canonical event
+//!   ids, observed or inferred; gaps shown as gaps; the final state and why.
+//! - [`text`]: the narrative for a terminal.
+//! - [`load`]: the events of a scope from a journal, and the narrative as of a position.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+pub mod narrative;
+pub mod text;
+
+use std::collections::BTreeMap;
+
+use journal_engine::{Filter, Journal};
+use journal_format::status::Outcome;
+use journal_format::StoredEvent;
+use journal_projections::StreamState;
+
+pub use narrative::{Narrative, Scope};
+
+/// The events of `scope`, in position order: a session's or run's events, or a task's events
+/// together with the events of its runs that do not name the task.
+///
+/// # Errors
+/// A journal error.
+pub fn events(journal: &Journal, scope: &Scope) -> journal_engine::Result<Vec<StoredEvent>> {
+    let query = |filter: Filter| -> journal_engine::Result<Vec<StoredEvent>> {
+        journal.query(filter)?.collect()
+    };
+    Ok(match scope {
+        Scope::Session(id) => query(Filter {
+            session: Some(id.clone()),
+            ..Filter::default()
+        })?,
+        Scope::Run(id) => query(Filter {
+            run: Some(id.clone()),
+            ..Filter::default()
+        })?,
+        Scope::Task(id) => {
+            let mut by_position: BTreeMap<u64, StoredEvent> = BTreeMap::new();
+            let task_events = query(Filter {
+                task: Some(id.clone()),
+                ..Filter::default()
+            })?;
+            let runs: std::collections::BTreeSet<String> = task_events
+                .iter()
+                .filter_map(|e| e.envelope.run_id.clone())
+                .collect();
+            for e in task_events {
+                by_position.insert(e.position.0, e);
+            }
+            for run in runs {
+                for e in query(Filter {
+                    run: Some(run),
+                    ..Filter::default()
+                })? {
+                    by_position.insert(e.position.0, e);
+                }
+            }
+            by_position.into_values().collect()
+        }
+    })
+}
+
+/// The narrative of `scope`, as of position `at` (the head when `None`).
+///
+/// # Errors
+/// A journal error.
+pub fn load(
+    journal: &Journal,
+    scope: &Scope,
+    at: Option<u64>,
+) -> journal_engine::Result<Narrative> {
+    let head = journal.head().position.0;
+    let events = events(journal, scope)?;
+    let mut narrative = narrative::build(scope, &events, at, head);
+    judge(&mut narrative, &events, at);
+    Ok(narrative)
+}
+
+/// Applies the rules (the same fold the read models use) to the events in scope: their
+/// incidents, and the outcome of the task the scope ended with.
+fn judge(narrative: &mut Narrative, events: &[StoredEvent], at: Option<u64>) {
+    let state = StreamState::fold(
+        events
+            .iter()
+            .filter(|e| at.is_none_or(|at| e.position.0 <= at)),
+    );
+    let mut incidents: Vec<_> = state
+        .tasks
+        .values()
+        .flat_map(|t| t.incidents.iter().cloned())
+        .chain(state.incidents.iter().cloned())
+        .collect();
+    incidents.sort_by_key(|i| i.position);
+    let ended = narrative.final_state.event_id.as_ref().and_then(|id| {
+        events
+            .iter()
+            .find(|e| &e.envelope.event_id == id)
+            .and_then(|e| e.envelope.task_id.as_ref())
+            .and_then(|task| state.tasks.get(task))
+    });
+    if let Some(outcome) = ended.and_then(|t| t.outcome) {
+        let word = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string));
+        if outcome == Outcome::Unverified {
+            let why: Vec<&str> = incidents
+                .iter()
+                .filter(|i| Some(&i.event_id) == narrative.final_state.event_id.as_ref())
+                .map(|i| i.message.as_str())
+                .collect();
+            narrative.final_state.why = format!(
+                "{}; the completion is unverified: {}",
+                narrative.final_state.why,
+                why.join("; ")
+            );
+        }
+        narrative.final_state.outcome = word;
+    }
+    narrative.incidents = incidents;
+}
