@@ -84,7 +84,7 @@ struct ReplayArgs {
     /// The narrative as of this position (time travel).
     #[arg(long)]
     at: Option<u64>,
-    /// `text` (colour on a terminal) or `json`.
+    /// `text` (colour on a terminal), `json`, or `html` (one self-contained file).
     #[arg(long, value_enum, default_value = "text")]
     format: replay::Format,
     /// Write to FILE instead of standard output.

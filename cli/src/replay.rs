@@ -1,4 +1,4 @@
-//! `journal replay run|task|session ID [--at P] [--format text|json] [--out FILE]`: the
+//! `journal replay run|task|session ID [--at P] [--format text|json|html] [--out FILE]`: the
 //! narrative of a run, task or session (see `journal-replay`), as of any position.
 
 use std::io::{self, IsTerminal, Write};
@@ -16,6 +16,8 @@ pub enum Format {
     Text,
     /// Stable JSON; its schema is `journal schema replay.narrative`.
     Json,
+    /// One self-contained HTML file (no script, nothing fetched).
+    Html,
 }
 
 /// What a replay is of.
@@ -53,6 +55,7 @@ pub fn replay(
     }
     let text = match format {
         Format::Json => serde_json::to_string(&narrative).map_err(|e| fail(e.to_string()))? + "\n",
+        Format::Html => journal_replay::html::render(&narrative),
         Format::Text => {
             let colour = out.is_none() && io::stdout().is_terminal();
             journal_replay::text::render(&narrative, colour)

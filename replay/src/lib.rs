@@ -11,6 +11,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod html;
 pub mod narrative;
 pub mod text;
 

@@ -264,7 +264,11 @@ fn time_travel_tells_the_story_as_of_any_position() {
     assert!(n.gaps.is_empty(), "{:?}", n.gaps);
     // Completed, but with no accepted completion decision: the rules say unverified, and why.
     assert_eq!(n.final_state.outcome.as_deref(), Some("unverified"));
-    assert!(n.final_state.why.contains("unverified"), "{}", n.final_state.why);
+    assert!(
+        n.final_state.why.contains("unverified"),
+        "{}",
+        n.final_state.why
+    );
     assert_eq!(n.incidents.len(), 1);
     assert_eq!(n.incidents[0].event_id, "e7");
     let text = journal_replay::text::render(&n, false);
