@@ -4,6 +4,7 @@
 //! found).
 
 mod command;
+mod demo;
 mod export;
 mod models;
 mod replay;
@@ -72,6 +73,17 @@ enum Verb {
     Rebuild(RebuildArgs),
     /// Tell what happened in a run, task or session: steps, gaps, final state.
     Replay(ReplayArgs),
+    /// The whole product in a few seconds: a workload, a killed writer, recovery, read
+    /// models, a replay, verify (in ./journal-demo, replaced on each run).
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// Where to build the demo journal (replaced on each run; never a directory that holds
+    /// something else).
+    #[arg(long, default_value = "./journal-demo")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -406,6 +418,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
+    if let Verb::Demo(args) = &cli.verb {
+        return demo::run(&args.out).await;
+    }
     if let Verb::Command(args) = &cli.verb {
         // Arguments are checked before the journal is opened: a refused command leaves
         // nothing behind.
@@ -421,7 +436,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     let journal = open(&cli, access)?;
     let code = match &cli.verb {
         // Answered above, before opening.
-        Verb::Schema(_) | Verb::Command(_) => 0,
+        Verb::Schema(_) | Verb::Command(_) | Verb::Demo(_) => 0,
         Verb::Export(args) => {
             let ExportFormat::Agentruntime = args.format;
             let schema = args.profile.schema();

@@ -201,3 +201,44 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
     }
     assert_eq!(rebuilt["events"], lines.len() + 3);
 }
+
+#[test]
+fn the_demo_runs_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("demo");
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_journal"))
+            .current_dir(tmp.path())
+            .args(["demo", "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        // Twice: the second run replaces the first demo journal.
+        let out = run();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("(missing: 0)"), "{text}");
+        assert!(text.contains("\"state\":\"fresh\""), "{text}");
+        assert!(text.contains("Final state: completed"), "{text}");
+        assert!(text.contains("ok: true"), "{text}");
+        assert!(!text.contains('\x1b'), "no colour when not on a terminal");
+        assert!(out_dir.join("replay-sess_00003.html").is_file());
+    }
+    // It never replaces a directory that is not a demo journal.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("keep.txt"), "mine").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_journal"))
+        .args(["demo", "--out"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(other.join("keep.txt").is_file());
+}

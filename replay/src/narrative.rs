@@ -325,7 +325,9 @@ pub fn build(scope: &Scope, events: &[StoredEvent], at: Option<u64>, head: u64) 
         let e = &event.envelope;
         let t = e.event_type.as_str();
         counts.events += 1;
-        if let Some(seq) = e.sequence {
+        // A producer's sequence is checked over a whole session: a task or run holds only
+        // some of the session's events, so holes there would be noise.
+        if let (Some(seq), Scope::Session(_)) = (e.sequence, scope) {
             let key = format!(
                 "{}|{}",
                 e.runtime_id.as_deref().unwrap_or("-"),
