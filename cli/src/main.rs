@@ -7,6 +7,7 @@ mod command;
 mod demo;
 mod export;
 mod models;
+mod pack;
 mod replay;
 mod schema;
 
@@ -161,13 +162,18 @@ enum ExportFormat {
 
 #[derive(Args, Debug)]
 struct ExportArgs {
+    /// `replay` or `evidence`: a pack of files for a session (`--session ID --out DIR`);
+    /// without it, the events as Agent Runtime JSON Lines.
+    #[arg(value_enum)]
+    pack: Option<pack::Pack>,
     /// The output form.
     #[arg(long, value_enum, default_value = "agentruntime")]
     format: ExportFormat,
     /// The schema every written event must validate against.
     #[arg(long, value_enum, default_value = "core")]
     profile: Profile,
-    /// Write to FILE instead of standard output.
+    /// Write to FILE instead of standard output (for `replay` and `evidence`: the directory,
+    /// new or empty).
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -437,6 +443,20 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     let code = match &cli.verb {
         // Answered above, before opening.
         Verb::Schema(_) | Verb::Command(_) | Verb::Demo(_) => 0,
+        Verb::Export(ExportArgs {
+            pack: Some(what),
+            out,
+            filter,
+            ..
+        }) => {
+            let (Some(session), Some(out)) = (&filter.session, out) else {
+                return Err(Failure {
+                    code: 2,
+                    message: "export replay|evidence needs --session ID and --out DIR".into(),
+                });
+            };
+            pack::export(&journal, *what, session, out)?
+        }
         Verb::Export(args) => {
             let ExportFormat::Agentruntime = args.format;
             let schema = args.profile.schema();

@@ -141,6 +141,79 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // An evidence pack: the session's events with their chain links, the head digest, the
+    // referenced blobs (and the ones missing), the replay, and a manifest of BLAKE3 hashes.
+    let blob_file = tmp.path().join("output.txt");
+    std::fs::write(&blob_file, "the full tool output").unwrap();
+    let put = json_out(
+        &journal(&dir)
+            .args(["blob", "put"])
+            .arg(&blob_file)
+            .output()
+            .unwrap(),
+    );
+    let reference = put["ref"].as_str().unwrap().to_string();
+    let missing = format!("blake3:{}", "0".repeat(64));
+    append_file(
+        &dir,
+        tmp.path(),
+        &[
+            format!(
+                r#"{{"type":"tool.result","eventId":"with-blob","timestamp":"2026-05-12T00:00:00Z","sessionId":"sess_00004","toolCallId":"cb","outputRef":"{reference}"}}"#
+            ),
+            format!(
+                r#"{{"type":"tool.result","eventId":"dangling","timestamp":"2026-05-12T00:00:01Z","sessionId":"sess_00004","toolCallId":"cd","outputRef":"{missing}"}}"#
+            ),
+        ],
+    );
+    let pack = tmp.path().join("pack");
+    let out = journal(&dir)
+        .args(["export", "evidence", "--session", "sess_00004", "--out"])
+        .arg(&pack)
+        .output()
+        .unwrap();
+    let summary = json_out(&out);
+    assert_eq!(summary["exported"]["events"], events + 2, "{summary}");
+    assert_eq!(summary["exported"]["blobs"], 1);
+    assert_eq!(
+        summary["exported"]["blobsMissing"],
+        serde_json::json!([missing])
+    );
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(pack.join("MANIFEST.json")).unwrap()).unwrap();
+    for f in manifest["files"].as_array().unwrap() {
+        let bytes = std::fs::read(pack.join(f["file"].as_str().unwrap())).unwrap();
+        assert_eq!(f["blake3"], blake3::hash(&bytes).to_hex().to_string());
+    }
+    let stored = std::fs::read_to_string(
+        pack.join(format!("blobs/{}", reference.trim_start_matches("blake3:"))),
+    )
+    .unwrap();
+    assert_eq!(stored, "the full tool output");
+    let exported_lines = std::fs::read_to_string(pack.join("events.jsonl")).unwrap();
+    assert_eq!(exported_lines.lines().count(), events + 2);
+    assert!(exported_lines.lines().all(|l| l.contains(r#""hash":"#)));
+    let head: Value =
+        serde_json::from_slice(&std::fs::read(pack.join("head.json")).unwrap()).unwrap();
+    let digest = format!("{}:{}", head["position"], head["hash"].as_str().unwrap());
+    let verified = json_out(
+        &journal(&dir)
+            .args(["verify", "--digest", &digest])
+            .output()
+            .unwrap(),
+    );
+    // The chain checks against the digest; the only problem is the blob that never was stored.
+    let problems = verified["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{verified}");
+    assert_eq!(problems[0]["kind"], "blob_missing");
+    assert!(pack.join("replay.html").is_file());
+    // Into a directory that is not empty: refused.
+    let out = journal(&dir)
+        .args(["export", "replay", "--session", "sess_00004", "--out"])
+        .arg(&pack)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
     // Waiting for a position past the head gives up in time and says so.
     let out = journal(&dir)
         .args([
@@ -199,7 +272,7 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
         assert_eq!(r["digest"], v["digest"]);
         assert_eq!(r["state"], "fresh");
     }
-    assert_eq!(rebuilt["events"], lines.len() + 3);
+    assert_eq!(rebuilt["events"], lines.len() + 5);
 }
 
 #[test]

@@ -1,0 +1,149 @@
+//! `journal export replay|evidence --session ID --out DIR`: files a reviewer can archive.
+//!
+//! - `replay`: the session's narrative as `replay.json`, `replay.txt` and `replay.html`.
+//! - `evidence`: the session's events as stored (`events.jsonl`: each with its position, chain
+//!   link and stream version), the journal's head when exported (`head.json`: check the journal
+//!   later with `journal verify --digest POSITION:HASH`), every blob the events reference
+//!   (`blobs/<hex>`, with the references that could not be found listed), and the replay.
+//!
+//! Both end with `MANIFEST.json`: every file with its size and BLAKE3 hash.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use journal_engine::{Filter, Journal};
+use journal_replay::Scope;
+use serde_json::{json, Value};
+
+use crate::{fail, Failure};
+
+/// What to export.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pack {
+    /// The narrative in JSON, text and HTML.
+    Replay,
+    /// The events with their chain links, the head digest, the referenced blobs, the replay.
+    Evidence,
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8], manifest: &mut Vec<Value>) -> Result<(), Failure> {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| fail(format!("{}: {e}", parent.display())))?;
+    }
+    std::fs::write(&path, bytes).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    manifest.push(json!({
+        "file": name,
+        "bytes": bytes.len(),
+        "blake3": blake3::hash(bytes).to_hex().to_string(),
+    }));
+    Ok(())
+}
+
+/// Every `blake3:<hex>` reference in a value.
+fn blob_refs(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::String(s) if s.starts_with("blake3:") => {
+            out.insert(s.clone());
+        }
+        Value::Array(items) => items.iter().for_each(|v| blob_refs(v, out)),
+        Value::Object(map) => map.values().for_each(|v| blob_refs(v, out)),
+        _ => {}
+    }
+}
+
+/// Writes the pack; returns the exit code (1 when the session has no events).
+pub fn export(journal: &Journal, what: Pack, session: &str, out: &Path) -> Result<u8, Failure> {
+    let scope = Scope::Session(session.to_string());
+    let narrative = journal_replay::load(journal, &scope, None)?;
+    if narrative.counts.events == 0 {
+        eprintln!("journal: nothing is recorded for session {session}");
+        return Ok(1);
+    }
+    if out.exists()
+        && std::fs::read_dir(out)
+            .map_err(|e| fail(format!("{}: {e}", out.display())))?
+            .next()
+            .is_some()
+    {
+        return Err(fail(format!(
+            "{} is not empty: export into a new or empty directory",
+            out.display()
+        )));
+    }
+    std::fs::create_dir_all(out).map_err(|e| fail(format!("{}: {e}", out.display())))?;
+    let mut manifest = Vec::new();
+    write(
+        out,
+        "replay.json",
+        &serde_json::to_vec_pretty(&narrative).map_err(|e| fail(e.to_string()))?,
+        &mut manifest,
+    )?;
+    write(
+        out,
+        "replay.txt",
+        journal_replay::text::render(&narrative, false).as_bytes(),
+        &mut manifest,
+    )?;
+    write(
+        out,
+        "replay.html",
+        journal_replay::html::render(&narrative).as_bytes(),
+        &mut manifest,
+    )?;
+    let mut summary = json!({"session": session, "replay": narrative.counts});
+    if what == Pack::Evidence {
+        let head = journal.head();
+        let mut lines = String::new();
+        let mut refs = BTreeSet::new();
+        let mut count = 0u64;
+        for event in journal.query(Filter {
+            session: Some(session.to_string()),
+            ..Filter::default()
+        })? {
+            let value = event?.to_json_value();
+            blob_refs(&value, &mut refs);
+            lines.push_str(&value.to_string());
+            lines.push('\n');
+            count += 1;
+        }
+        write(out, "events.jsonl", lines.as_bytes(), &mut manifest)?;
+        let head_json = json!({
+            "position": head.position.0,
+            "hash": head.hash.to_hex(),
+            "verify": format!("journal verify --digest {}:{}", head.position.0, head.hash.to_hex()),
+        });
+        write(
+            out,
+            "head.json",
+            &serde_json::to_vec_pretty(&head_json).map_err(|e| fail(e.to_string()))?,
+            &mut manifest,
+        )?;
+        let mut missing = Vec::new();
+        let mut stored = 0u64;
+        for reference in &refs {
+            match journal.blobs().get(reference) {
+                Ok(Some(bytes)) => {
+                    let hex = reference.trim_start_matches("blake3:");
+                    write(out, &format!("blobs/{hex}"), &bytes, &mut manifest)?;
+                    stored += 1;
+                }
+                Ok(None) => missing.push(reference.clone()),
+                Err(e) => missing.push(format!("{reference}: {e}")),
+            }
+        }
+        summary["events"] = json!(count);
+        summary["blobs"] = json!(stored);
+        summary["blobsMissing"] = json!(missing);
+        summary["head"] = head_json;
+    }
+    let manifest_json = json!({"exported": summary, "files": manifest});
+    let bytes = serde_json::to_vec_pretty(&manifest_json).map_err(|e| fail(e.to_string()))?;
+    std::fs::write(out.join("MANIFEST.json"), &bytes)
+        .map_err(|e| fail(format!("{}: {e}", out.display())))?;
+    println!(
+        "{}",
+        json!({"out": out.display().to_string(), "exported": manifest_json["exported"]})
+    );
+    Ok(0)
+}
