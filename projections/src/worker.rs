@@ -74,8 +74,10 @@ pub struct Worker<P: Projection> {
     store: Arc<Store>,
     /// Decoded states of the generation being written, by key.
     cache: HashMap<String, P::State>,
-    /// The generation the cache belongs to.
-    cached: Option<u32>,
+    /// The generation the cache is valid for: its version and the position every cached state
+    /// reflects. The cache is dropped whenever the stored checkpoint says otherwise (a reset, a
+    /// rebuild, a fault), so it never serves a state the store does not hold.
+    cached: Option<(u32, u64)>,
     /// Events per transaction.
     batch_events: u64,
 }
@@ -178,9 +180,9 @@ impl<P: Projection> Worker<P> {
         if let Some(fault) = &meta.fault {
             return Ok(Reached::Faulted(fault.clone()));
         }
-        if self.cached != Some(generation.version) {
+        if self.cached != Some((generation.version, generation.position)) {
             self.cache.clear();
-            self.cached = Some(generation.version);
+            self.cached = Some((generation.version, generation.position));
         }
         loop {
             if generation.position >= head {
@@ -304,6 +306,7 @@ impl<P: Projection> Worker<P> {
         if self.cache.len() > CACHE_KEYS_MAX || written > CACHE_BYTES_MAX {
             self.cache.clear();
         }
+        self.cached = Some((generation.version, generation.position));
         Ok(())
     }
 
@@ -315,7 +318,9 @@ impl<P: Projection> Worker<P> {
         to: u64,
     ) -> Result<Applied, WorkerError> {
         let name = self.projection.name();
-        let version = self.cached.unwrap_or_else(|| self.projection.version());
+        let version = self
+            .cached
+            .map_or_else(|| self.projection.version(), |(version, _)| version);
         let mut dirty: HashSet<String> = HashSet::new();
         let mut aliases = Vec::new();
         let mut last = None;

@@ -530,3 +530,22 @@ fn fields_without_facts_say_unknown() {
     assert_eq!(t["decision"], "unknown");
     assert_eq!(t["currentAttemptId"], "unknown");
 }
+
+#[test]
+fn a_reset_rebuilds_from_scratch_even_with_states_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    append(&journal, &workload::generate(8, 3, 600));
+    let models = ReadModels::open(&journal).unwrap();
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let before = models.digest("activity").unwrap();
+    // The same workers, their caches warm: a reset must not let them reuse cached states.
+    models.reset(None).unwrap();
+    assert_eq!(
+        models.freshness("activity").unwrap().state,
+        FreshnessState::Unknown
+    );
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    assert_eq!(models.digest("activity").unwrap(), before);
+    assert_eq!(models.digest("state").unwrap().1, 3);
+}
