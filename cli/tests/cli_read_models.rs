@@ -315,3 +315,21 @@ fn the_demo_runs_end_to_end() {
     assert_eq!(out.status.code(), Some(1));
     assert!(other.join("keep.txt").is_file());
 }
+
+#[test]
+fn status_before_any_read_model_says_unknown_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    append_file(
+        &dir,
+        tmp.path(),
+        &[r#"{"type":"session.created","eventId":"e1","timestamp":"2026-05-11T10:00:00Z","sessionId":"s1"}"#.to_string()],
+    );
+    let status = json_out(&journal(&dir).arg("status").output().unwrap());
+    for p in status["projections"].as_array().unwrap() {
+        assert_eq!(p["freshness"]["state"], "unknown", "{p}");
+        assert_eq!(p["freshness"]["lagEvents"], 1, "{p}");
+        assert_eq!(p["version"], 1, "{p}");
+    }
+    assert!(!dir.join("projections.redb").exists());
+}

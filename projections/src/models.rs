@@ -175,6 +175,15 @@ pub struct ReadModels {
 /// The projections' names, in the order they run.
 pub const PROJECTIONS: [&str; 2] = ["state", "activity"];
 
+/// Each projection's name and the version this build runs.
+#[must_use]
+pub fn versions() -> [(&'static str, u32); 2] {
+    [
+        (StateProjection.name(), StateProjection.version()),
+        (ActivityProjection.name(), ActivityProjection.version()),
+    ]
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A worker that panicked mid-batch left nothing half-committed (batches are
     // transactions), so its worker is safe to use again.
@@ -312,10 +321,8 @@ impl ReadModels {
     /// # Errors
     /// [`ReadError`].
     pub fn status(&self) -> Result<Vec<ProjectionStatus>, ReadError> {
-        let versions = [StateProjection.version(), ActivityProjection.version()];
-        PROJECTIONS
-            .iter()
-            .zip(versions)
+        versions()
+            .into_iter()
             .map(|(name, version)| {
                 Ok(ProjectionStatus {
                     name: (*name).to_string(),
