@@ -108,7 +108,9 @@ struct ReplayArgs {
 #[derive(Args, Debug)]
 struct GetArgs {
     /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, `ecosystem`
-    /// (seed 000's Agent* views), or the raw projections `state` and `activity`.
+    /// (seed 000's Agent* views), `resume` (what a runtime restores from), `history` (a window
+    /// of the session's events: --cursor, --limit), or the raw projections `state` and
+    /// `activity`.
     kind: String,
     /// The id: a session id for session, checklist, queue, evidence, ecosystem, state and
     /// activity (or a stream key such as `task:t1`); else the thread's, task's or run's id.
@@ -119,6 +121,12 @@ struct GetArgs {
     /// How long to wait for --min-position, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// With `history`: the position the window starts from.
+    #[arg(long, default_value_t = 1)]
+    cursor: u64,
+    /// With `history`: the most events in the window.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
     /// `journal` (the read model as the journal keeps it) or `agentruntime` (session and
     /// thread only: the Agent Runtime snapshot form, validating against its schema).
     #[arg(long, value_enum, default_value = "journal")]
@@ -496,6 +504,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             }
             println!("{status}");
             0
+        }
+        Verb::Get(args) if args.kind == "history" => {
+            models::history(&journal, &args.id, args.cursor, args.limit)?
         }
         Verb::Get(args) => models::get(
             &journal,

@@ -230,3 +230,16 @@ pub fn status(journal: &Journal) -> Result<Value, Failure> {
     let models = ReadModels::open(journal)?;
     serde_json::to_value(models.status()?).map_err(|e| fail(e.to_string()))
 }
+
+/// `journal get history SESSION [--cursor P] [--limit N]`: one window of the session's events,
+/// with the cursor of the next (`null` at the end). Read from the log: always current.
+pub fn history(journal: &Journal, session: &str, cursor: u64, limit: usize) -> Result<u8, Failure> {
+    let models = ReadModels::open(journal)?;
+    let window = models.history(session, cursor, limit)?;
+    let empty = window.events.is_empty();
+    println!(
+        "{}",
+        serde_json::to_string(&json!({"model": window})).map_err(|e| fail(e.to_string()))?
+    );
+    Ok(u8::from(empty))
+}

@@ -254,7 +254,7 @@ pub struct Activity {
     pub evidence: BTreeMap<String, EvidenceSummary>,
     /// Checkpoints captured (`checkpoint.captured`), in order.
     pub checkpoints: Vec<CheckpointRecord>,
-    /// Snapshots written or updated, in order, with their schema version when given.
+    /// Snapshots written or updated, in order, with their schema (`session_runtime_v2`) when given.
     pub snapshots: Vec<(At, Option<String>)>,
     /// Queue changes recorded.
     pub queue_changes: u64,
@@ -479,10 +479,12 @@ impl Activity {
                 payload: e.payload.clone(),
             }),
             "dispatch" => self.dispatch_context.clone_from(&e.payload),
-            "snapshot" => self.snapshots.push((
-                At::of(event),
-                payload_str(e, "schemaVersion").or_else(|| e.schema_version.clone()),
-            )),
+            // `snapshot.written` carries the snapshot's schema (`session_runtime_v2`); an Agent
+            // Runtime `snapshot.updated` has none.
+            "snapshot" if t == "snapshot.written" || t == "snapshot.updated" => {
+                self.snapshots
+                    .push((At::of(event), payload_str(e, "schema")));
+            }
             "queue" => self.queue_changes += 1,
             "runtime" if t == "runtime.error" => self.runtime_errors.push(At::of(event)),
             "cost" if t == "cost.recorded" => {

@@ -118,6 +118,22 @@ pub struct Answer<T> {
     pub freshness: Freshness,
 }
 
+/// A window of a session's history: see [`ReadModels::history`].
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryWindow {
+    /// The session.
+    pub session: String,
+    /// The position the window starts from.
+    pub cursor: u64,
+    /// The events, as stored (with position, recordedAt, hash, streamVersion).
+    pub events: Vec<serde_json::Value>,
+    /// Where the next window starts; `None` when this one reaches the end.
+    pub next_cursor: Option<u64>,
+    /// The journal's head when read.
+    pub head: u64,
+}
+
 /// A projection's line in `journal status`.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -159,7 +175,7 @@ pub enum ReadError {
     #[error("no projection named {0} (known: state, activity)")]
     UnknownProjection(String),
     /// No such read model.
-    #[error("no read model named {0} (known: session, thread, task, run, checklist, queue, evidence, ecosystem, state, activity)")]
+    #[error("no read model named {0} (known: session, thread, task, run, checklist, queue, evidence, ecosystem, resume, history, state, activity)")]
     UnknownModel(String),
 }
 
@@ -404,9 +420,8 @@ impl ReadModels {
     pub fn view(&self, kind: &str, id: &str) -> Result<Answer<serde_json::Value>, ReadError> {
         let stream = match kind {
             "task" | "run" | "thread" => self.stream_of(kind, id)?,
-            "session" | "checklist" | "queue" | "evidence" | "ecosystem" | "state" | "activity" => {
-                Some(stream_key_of(id))
-            }
+            "session" | "checklist" | "queue" | "evidence" | "ecosystem" | "resume" | "state"
+            | "activity" => Some(stream_key_of(id)),
             other => return Err(ReadError::UnknownModel(other.to_string())),
         };
         let freshness =
@@ -448,6 +463,19 @@ impl ReadModels {
             "ecosystem" => Some(json(serde_json::to_value(crate::ecosystem::views(
                 &state, &activity,
             )))?),
+            "resume" => {
+                let journal = &self.journal;
+                let payload = |id: &str| {
+                    journal
+                        .get(id)
+                        .ok()
+                        .flatten()
+                        .and_then(|e| e.envelope.payload)
+                };
+                Some(json(serde_json::to_value(views::resume(
+                    &stream, &state, &activity, &payload,
+                )))?)
+            }
             "state" => Some(json(serde_json::to_value(&state))?),
             "activity" => Some(json(serde_json::to_value(&activity))?),
             "task" => state
@@ -463,6 +491,43 @@ impl ReadModels {
                 .transpose()?,
         };
         Ok(Answer { model, freshness })
+    }
+
+    /// A window of a session's history (MODEL.md §5, seed 002's `history.window.loaded`): at
+    /// most `limit` of its events from position `cursor` on, as stored, with the cursor of the
+    /// next window (`None` at the end), so that a long session is read page by page.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn history(
+        &self,
+        session: &str,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<HistoryWindow, ReadError> {
+        let limit = limit.max(1);
+        let mut events = Vec::with_capacity(limit);
+        let mut next_cursor = None;
+        for event in self.journal.query(journal_engine::Filter {
+            session: Some(session.to_string()),
+            from: Some(Position(cursor.max(1))),
+            limit: Some(limit + 1),
+            ..journal_engine::Filter::default()
+        })? {
+            let event = event?;
+            if events.len() == limit {
+                next_cursor = Some(event.position.0);
+                break;
+            }
+            events.push(event.to_json_value());
+        }
+        Ok(HistoryWindow {
+            session: session.to_string(),
+            cursor: cursor.max(1),
+            events,
+            next_cursor,
+            head: self.journal.head().position.0,
+        })
     }
 
     /// The session snapshot (`kind` `session`, ID a session id or stream key) or a thread read

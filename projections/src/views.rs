@@ -390,7 +390,7 @@ pub struct SessionSnapshot {
     pub context_boundaries: Vec<Boundary>,
     /// Artifact checkpoint summary: checkpoints captured and snapshots written.
     pub checkpoints: Vec<crate::activity::CheckpointRecord>,
-    /// Snapshots written, with their schema version.
+    /// Snapshots written, with their schema.
     pub snapshots: Vec<(At, Option<String>)>,
     /// The evidence summary.
     pub evidence: EvidenceView,
@@ -588,5 +588,83 @@ pub fn session(stream: &str, state: &StreamState, activity: &Activity) -> Sessio
         trace_ids: activity.trace_ids.iter().cloned().collect(),
         by_family: activity.by_family.clone(),
         incidents,
+    }
+}
+
+/// The snapshot schema a runtime resumes from first (seed 001).
+pub const CURRENT_SNAPSHOT_SCHEMA: &str = "session_runtime_v2";
+
+/// Where a resume state comes from, by seed 001's precedence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeSource {
+    /// The newest snapshot of the current schema.
+    Snapshot,
+    /// The newest snapshot of an older schema (the runtime writes a current one at its next
+    /// checkpoint).
+    OlderSnapshot,
+    /// No snapshot: the state folded from the events themselves (`history.reconstructed`).
+    HistoryReconstructed,
+}
+
+/// The resume state of a session: what a runtime coming back after a crash restores from.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeState {
+    /// Which source was used.
+    pub source: ResumeSource,
+    /// Whether the session can be resumed (some source exists).
+    pub resumable: bool,
+    /// The snapshot used, when one was: where, and its schema.
+    pub snapshot_at: Known<At>,
+    /// Its schema.
+    pub schema: Known<String>,
+    /// The snapshot's payload as recorded (`SnapshotPayload`; the body may be by reference).
+    pub snapshot: Known<serde_json::Value>,
+    /// The position from which the stream's events are replayed on top of the snapshot (the
+    /// snapshot's position plus one), or 1 when reconstructing from the events.
+    pub replay_from_position: u64,
+    /// With `history_reconstructed`: the state folded from the events.
+    pub reconstructed: Known<SessionSnapshot>,
+}
+
+/// The resume state of a stream; `snapshot_payload` fetches a snapshot event's payload by id.
+#[must_use]
+pub fn resume(
+    stream: &str,
+    state: &StreamState,
+    activity: &Activity,
+    snapshot_payload: &dyn Fn(&str) -> Option<serde_json::Value>,
+) -> ResumeState {
+    let newest = |current: bool| {
+        activity
+            .snapshots
+            .iter()
+            .rev()
+            .find(|(_, schema)| (schema.as_deref() == Some(CURRENT_SNAPSHOT_SCHEMA)) == current)
+    };
+    let chosen = newest(true)
+        .map(|s| (ResumeSource::Snapshot, s))
+        .or_else(|| newest(false).map(|s| (ResumeSource::OlderSnapshot, s)));
+    match chosen {
+        Some((source, (at, schema))) => ResumeState {
+            source,
+            resumable: true,
+            snapshot_at: Known::Value(at.clone()),
+            schema: schema.clone().into(),
+            snapshot: snapshot_payload(&at.event_id)
+                .map_or(Known::Missing(Missing::Unavailable), Known::Value),
+            replay_from_position: at.position + 1,
+            reconstructed: Known::Missing(Missing::NotApplicable),
+        },
+        None => ResumeState {
+            source: ResumeSource::HistoryReconstructed,
+            resumable: activity.events > 0,
+            snapshot_at: Known::Missing(Missing::NotApplicable),
+            schema: Known::Missing(Missing::NotApplicable),
+            snapshot: Known::Missing(Missing::NotApplicable),
+            replay_from_position: 1,
+            reconstructed: Known::Value(session(stream, state, activity)),
+        },
     }
 }
