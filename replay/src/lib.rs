@@ -81,7 +81,51 @@ pub fn load(
     let events = events(journal, scope)?;
     let mut narrative = narrative::build(scope, &events, at, head);
     judge(&mut narrative, &events, at);
+    nest_subagents(journal, &mut narrative, at, head, SUBAGENT_DEPTH_MAX)?;
     Ok(narrative)
+}
+
+/// How deep subagents' narratives are nested (a subagent of a subagent of ...).
+const SUBAGENT_DEPTH_MAX: u32 = 4;
+
+/// Nests under each subagent step the narrative of the session it ran in
+/// (`payload.childSessionId`), as the step's children, and adds its gaps to the narrative's.
+fn nest_subagents(
+    journal: &Journal,
+    narrative: &mut Narrative,
+    at: Option<u64>,
+    head: u64,
+    depth: u32,
+) -> journal_engine::Result<()> {
+    if depth == 0 {
+        return Ok(());
+    }
+    let own = match &narrative.scope {
+        Scope::Session(id) => Some(id.clone()),
+        _ => None,
+    };
+    let mut nested_gaps = Vec::new();
+    for step in narrative.steps.iter_mut().filter(|s| s.kind == "subagent") {
+        let child = step
+            .details
+            .get("payload")
+            .and_then(|p| p.get("childSessionId"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        let Some(child) = child.filter(|c| Some(c) != own.as_ref()) else {
+            continue;
+        };
+        let scope = Scope::Session(child);
+        let events = events(journal, &scope)?;
+        let mut nested = narrative::build(&scope, &events, at, head);
+        nest_subagents(journal, &mut nested, at, head, depth - 1)?;
+        step.children.extend(nested.steps);
+        nested_gaps.extend(nested.gaps);
+    }
+    // A subagent's gaps (a call it never got a result for, ...) are the run's gaps too.
+    narrative.counts.gaps += nested_gaps.len() as u64;
+    narrative.gaps.extend(nested_gaps);
+    Ok(())
 }
 
 /// Applies the rules (the same fold the read models use) to the events in scope: their

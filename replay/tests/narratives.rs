@@ -325,3 +325,59 @@ fn each_agent_runtime_fixture_event_is_narrated_as_observed() {
     }
     assert_eq!(checked, 5, "the five lime-profile event fixtures");
 }
+
+#[test]
+fn a_subagents_own_narrative_is_nested_under_the_step_that_spawned_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = |t: &str, id: &str, ts: &str, fields: Value| {
+        let mut e = ev(t, id, ts, fields);
+        e.session_id = Some("child".into());
+        e
+    };
+    let events = vec![
+        ev(
+            "subagent.spawned",
+            "p1",
+            "2026-05-11T10:00:00Z",
+            json!({"subagentId": "sa", "payload": {"role": "reviewer", "childSessionId": "child"}}),
+        ),
+        child(
+            "tool.started",
+            "c1",
+            "2026-05-11T10:00:01Z",
+            json!({"toolCallId": "k1", "payload": {"toolName": "grep"}}),
+        ),
+        child(
+            "tool.result",
+            "c2",
+            "2026-05-11T10:00:02Z",
+            json!({"toolCallId": "k1", "payload": {"status": "success"}}),
+        ),
+        ev(
+            "subagent.completed",
+            "p2",
+            "2026-05-11T10:00:03Z",
+            json!({"subagentId": "sa"}),
+        ),
+    ];
+    let journal = journal(dir.path(), events);
+    let n = load(&journal, &Scope::Session("s".into()), None).unwrap();
+    assert_eq!(n.steps.len(), 1);
+    let spawned = &n.steps[0];
+    assert_eq!(spawned.kind, "subagent");
+    assert!(spawned.complete);
+    assert_eq!(spawned.children.len(), 1, "{:?}", spawned.children);
+    assert_eq!(spawned.children[0].kind, "tool_call");
+    assert_eq!(spawned.children[0].event_ids, vec!["c1", "c2"]);
+    // As of a position before the child's result, the nested call is still open.
+    let n = load(&journal, &Scope::Session("s".into()), Some(2)).unwrap();
+    assert!(!n.steps[0].children[0].complete);
+    assert!(
+        n.gaps
+            .iter()
+            .any(|g| g.kind == "call_without_result" && g.event_ids == vec!["c1"]),
+        "the subagent's open call is a gap of the parent's narrative: {:?}",
+        n.gaps
+    );
+    schema_check(&n);
+}
