@@ -273,7 +273,8 @@ impl ReadModels {
     }
 
     /// Runs the workers live on the current tokio runtime: after every commit to the journal,
-    /// they catch up. They stop when the journal closes.
+    /// they catch up. They run until the returned handle is aborted (or the runtime shuts
+    /// down); abort it before closing the journal, since the task holds a handle to it.
     pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
         let models = self.clone();
         tokio::spawn(async move {

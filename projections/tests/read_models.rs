@@ -319,7 +319,7 @@ fn read_your_own_writes_with_live_workers() {
     runtime.block_on(async {
         let journal = journal_with(dir.path(), None);
         let models = ReadModels::open(&journal).unwrap();
-        let _workers = models.spawn();
+        let workers = models.spawn();
         let events = workload::generate(3, 3, 600);
         let mut last = 0;
         for chunk in events.chunks(50) {
@@ -338,6 +338,7 @@ fn read_your_own_writes_with_live_workers() {
         let answer = models.view("session", "sess_00001").unwrap();
         assert!(answer.freshness.position >= last);
         assert!(answer.model.is_some());
+        workers.abort();
     });
 }
 
