@@ -18,6 +18,7 @@ use journal_replay::Scope;
 use crate::{fail, Failure};
 
 /// The marker that says a directory holds a demo journal (and may be replaced by the next run).
+/// Nothing else is ever removed.
 const MARKER: &str = "DEMO";
 
 fn step(n: u32, text: &str) {
@@ -110,8 +111,8 @@ pub async fn run(dir: &Path) -> Result<u8, Failure> {
     prepare(dir)?;
 
     step(1, "A generated agent workload");
-    let events = workload::generate(2026, 8, 6_000);
     let sessions = 8;
+    let events = workload::generate(2026, sessions, 6_000);
     println!(
         "{} events over {sessions} sessions: threads and turns, model calls with cost, tool calls (some failing, some never answered), retries with new attempts, approvals that pause a task, subagents, compactions, checkpoints, artifacts, evidence, and tasks completed without their evidence or decision",
         events.len()
