@@ -23,13 +23,14 @@ use journal_format::{ChainHash, Envelope, Position};
 
 /// Seeds that failed once; they run on every test run.
 const REGRESSION_SEEDS: &[u64] = &[
-    24,  // a zeroed header after a reordered write was taken for bit rot
-    36,  // a bit flip in the last frame, whose body ends in a zero byte, was taken for a torn write
-    43,  // reordered sectors zeroed part of a header, then part of a body
-    64,  // a sector boundary inside a header, the sector after it unwritten
-    78,  // a crash while sealing a segment left part of its footer
-    80,  // an injected fsync failure while opening
+    24,   // a zeroed header after a reordered write was taken for bit rot
+    36, // a bit flip in the last frame, whose body ends in a zero byte, was taken for a torn write
+    43, // reordered sectors zeroed part of a header, then part of a body
+    64, // a sector boundary inside a header, the sector after it unwritten
+    78, // a crash while sealing a segment left part of its footer
+    80, // an injected fsync failure while opening
     136, // a flip in a synced but unacknowledged last frame, cut as torn (depends on scheduling)
+    2871, // a full disk refused every reopen (no room for a new segment's header)
     138, // a sector boundary two bytes into a header, the piece before it unwritten
 ];
 
@@ -74,6 +75,8 @@ struct Sim {
     next_event: u64,
     flipped: Option<(PathBuf, u64)>,
     faults_fail_syncs: bool,
+    /// The faults the disk was made with.
+    faults: Faults,
     reopens: u64,
     crashes: u64,
 }
@@ -160,6 +163,16 @@ impl Sim {
         }
         let journal = match Journal::open(&self.dir, self.options()) {
             Ok(j) => j,
+            // A full disk refuses the open (a new tail segment's header cannot be written), with
+            // the error naming ENOSPC; once space is freed, as an operator would, it opens.
+            Err(e @ Error::Io { .. })
+                if e.to_string().contains("os error 28")
+                    && self.faults.capacity_bytes.is_some() =>
+            {
+                self.faults.capacity_bytes = None;
+                self.disk.set_faults(self.faults);
+                return self.reopen();
+            }
             // An injected `fsync` failure while opening (creating a segment, cutting a tail):
             // the state of the disk is unknown, as after a crash; a restarted process retries.
             Err(Error::Io { .. }) if self.faults_fail_syncs && self.reopens < 1000 => {
@@ -347,6 +360,7 @@ fn run(seed: u64) -> (u64, u64, u64) {
         next_event: 0,
         flipped: None,
         faults_fail_syncs: faults.sync_failures_per_mille > 0,
+        faults,
         reopens: 0,
         crashes: 0,
     };
