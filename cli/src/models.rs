@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use journal_engine::Journal;
-use journal_projections::models::{versions, ProjectionStatus, ReadError, PROJECTIONS};
+use journal_projections::models::{
+    freshness_of, versions, ProjectionStatus, ReadError, PROJECTIONS,
+};
+use journal_projections::store::Meta;
 use journal_projections::ReadModels;
-use journal_projections::{Freshness, FreshnessState};
 use serde_json::{json, Value};
 
 use crate::{fail, Failure};
@@ -199,32 +201,17 @@ pub fn verify(journal: &Journal, projection: Option<&str>) -> Result<u8, Failure
 pub fn status(journal: &Journal) -> Result<Value, Failure> {
     let path = journal.dir().join(journal_projections::store::FILE_NAME);
     if !path.exists() {
-        let head = journal.head().position.0;
-        let lag_ms = if head == 0 {
-            0
-        } else {
-            let first = journal.get_position(journal_format::Position(1))?;
-            let now = journal.clock().now_unix_ns();
-            u64::try_from(now.saturating_sub(first.recorded_at_ns) / 1_000_000).unwrap_or(0)
-        };
-        let unknown: Vec<ProjectionStatus> = versions()
+        let unknown = versions()
             .into_iter()
-            .map(|(name, version)| ProjectionStatus {
-                name: name.to_string(),
-                version,
-                serving_version: None,
-                freshness: Freshness {
-                    projection: name.to_string(),
-                    position: 0,
-                    head,
-                    lag_events: head,
-                    lag_ms,
-                    state: FreshnessState::Unknown,
-                    progress: None,
-                    fault: None,
-                },
+            .map(|(name, version)| {
+                Ok(ProjectionStatus {
+                    name: name.to_string(),
+                    version,
+                    serving_version: None,
+                    freshness: freshness_of(&Meta::default(), journal, name)?,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, ReadError>>()?;
         return serde_json::to_value(unknown).map_err(|e| fail(e.to_string()));
     }
     let models = ReadModels::open(journal)?;

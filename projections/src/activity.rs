@@ -13,9 +13,10 @@ use journal_format::payload::{
     ToolResultPayload, ToolResultStatus,
 };
 use journal_format::{Envelope, StoredEvent};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::state::payload;
 
 /// Where a fact is in the log.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -264,13 +265,6 @@ pub struct Activity {
     pub trace_ids: BTreeSet<String>,
     /// Cost totals.
     pub cost: Cost,
-}
-
-fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
-    envelope
-        .payload
-        .as_ref()
-        .and_then(|p| T::deserialize(p).ok())
 }
 
 fn payload_str(envelope: &Envelope, field: &str) -> Option<String> {

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::activity::Activity;
 use crate::projection::{Freshness, FreshnessState, Progress, Projection};
 use crate::state::StreamState;
-use crate::store::{Store, StoreError};
+use crate::store::{Meta, Store, StoreError};
 use crate::views;
-use crate::worker::{decode, Reached, Worker, WorkerError};
+use crate::worker::{decode, Reached, Worker, WorkerError, BATCH_EVENTS};
 
 /// The key of an event's stream, as commands use it; `None` for an event with no session,
 /// task or runtime.
@@ -221,33 +221,32 @@ impl ReadModels {
     /// [`ReadError::Store`].
     pub fn open_at(journal: &Journal, path: &Path) -> Result<ReadModels, ReadError> {
         let store = Arc::new(Store::open(path)?);
-        Ok(ReadModels {
-            journal: journal.clone(),
-            state: Arc::new(Mutex::new(Worker::new(
-                Arc::new(StateProjection),
-                Arc::clone(&store),
-            ))),
-            activity: Arc::new(Mutex::new(Worker::new(
-                Arc::new(ActivityProjection),
-                Arc::clone(&store),
-            ))),
+        Ok(ReadModels::with_workers(
+            journal.clone(),
             store,
-        })
+            BATCH_EVENTS,
+        ))
     }
 
-    /// Makes the workers commit every `n` events (see [`crate::worker::BATCH_EVENTS`]).
-    #[must_use]
-    pub fn with_batch_events(self, n: u64) -> ReadModels {
-        let store = Arc::clone(&self.store);
+    fn with_workers(journal: Journal, store: Arc<Store>, batch_events: u64) -> ReadModels {
         ReadModels {
+            journal,
             state: Arc::new(Mutex::new(
-                Worker::new(Arc::new(StateProjection), Arc::clone(&store)).with_batch_events(n),
+                Worker::new(Arc::new(StateProjection), Arc::clone(&store))
+                    .with_batch_events(batch_events),
             )),
             activity: Arc::new(Mutex::new(
-                Worker::new(Arc::new(ActivityProjection), Arc::clone(&store)).with_batch_events(n),
+                Worker::new(Arc::new(ActivityProjection), Arc::clone(&store))
+                    .with_batch_events(batch_events),
             )),
-            ..self
+            store,
         }
+    }
+
+    /// Makes the workers commit every `n` events (see [`BATCH_EVENTS`]).
+    #[must_use]
+    pub fn with_batch_events(self, n: u64) -> ReadModels {
+        ReadModels::with_workers(self.journal, self.store, n)
     }
 
     /// The store.
@@ -372,6 +371,28 @@ impl ReadModels {
         }
     }
 
+    /// The freshness of an answer drawn from both projections.
+    fn combined_freshness(&self) -> Result<Freshness, ReadError> {
+        let parts = [self.freshness("state")?, self.freshness("activity")?];
+        Freshness::combine(&parts).ok_or_else(|| ReadError::UnknownProjection("state".into()))
+    }
+
+    /// Both projections' states of `stream`; `None` when neither holds anything about it.
+    fn stream_models(
+        &self,
+        stream: Option<String>,
+    ) -> Result<Option<(String, StreamState, Activity)>, ReadError> {
+        let Some(stream) = stream else {
+            return Ok(None);
+        };
+        let state: Option<StreamState> = self.load("state", &stream)?;
+        let activity: Option<Activity> = self.load("activity", &stream)?;
+        Ok(match (state, activity) {
+            (None, None) => None,
+            (s, a) => Some((stream, s.unwrap_or_default(), a.unwrap_or_default())),
+        })
+    }
+
     /// The stream key an id of `kind` (`task`, `run`, `thread`) belongs to.
     ///
     /// # Errors
@@ -425,25 +446,12 @@ impl ReadModels {
             | "activity" => Some(stream_key_of(id)),
             other => return Err(ReadError::UnknownModel(other.to_string())),
         };
-        let freshness =
-            Freshness::combine(&[self.freshness("state")?, self.freshness("activity")?])
-                .ok_or_else(|| ReadError::UnknownProjection(kind.to_string()))?;
-        let Some(stream) = stream else {
+        let freshness = self.combined_freshness()?;
+        let Some((stream, state, activity)) = self.stream_models(stream)? else {
             return Ok(Answer {
                 model: None,
                 freshness,
             });
-        };
-        let state: Option<StreamState> = self.load("state", &stream)?;
-        let activity: Option<Activity> = self.load("activity", &stream)?;
-        let (state, activity) = match (state, activity) {
-            (None, None) => {
-                return Ok(Answer {
-                    model: None,
-                    freshness,
-                })
-            }
-            (s, a) => (s.unwrap_or_default(), a.unwrap_or_default()),
         };
         let json = |v: Result<serde_json::Value, serde_json::Error>| {
             v.map_err(|e| ReadError::Decode {
@@ -551,29 +559,16 @@ impl ReadModels {
                 )))
             }
         };
-        let freshness =
-            Freshness::combine(&[self.freshness("state")?, self.freshness("activity")?])
-                .ok_or_else(|| ReadError::UnknownModel(kind.to_string()))?;
-        let loaded = match &stream {
-            Some(stream) => (
-                self.load::<StreamState>("state", stream)?,
-                self.load::<Activity>("activity", stream)?,
-            ),
-            None => (None, None),
-        };
-        let model = match loaded {
-            (None, None) => None,
-            (state, activity) => {
-                let (state, activity) = (state.unwrap_or_default(), activity.unwrap_or_default());
-                if kind == "session" {
-                    Some(crate::agentruntime::snapshot(&state, &activity))
-                } else {
-                    activity
-                        .threads
-                        .get(id)
-                        .map(|t| crate::agentruntime::thread(id, t, &state, &activity))
-                }
+        let freshness = self.combined_freshness()?;
+        let model = match self.stream_models(stream)? {
+            None => None,
+            Some((_, state, activity)) if kind == "session" => {
+                Some(crate::agentruntime::snapshot(&state, &activity))
             }
+            Some((_, state, activity)) => activity
+                .threads
+                .get(id)
+                .map(|t| crate::agentruntime::thread(id, t, &state, &activity)),
         };
         Ok(Answer { model, freshness })
     }
@@ -646,7 +641,15 @@ impl ReadModels {
 /// # Errors
 /// [`ReadError`].
 pub fn freshness(store: &Store, journal: &Journal, name: &str) -> Result<Freshness, ReadError> {
-    let meta = store.meta(name)?;
+    freshness_of(&store.meta(name)?, journal, name)
+}
+
+/// The freshness a checkpoint gives against `journal`'s head (`Meta::default()`: a projection
+/// never built, `unknown`).
+///
+/// # Errors
+/// [`ReadError`] when the journal cannot be read.
+pub fn freshness_of(meta: &Meta, journal: &Journal, name: &str) -> Result<Freshness, ReadError> {
     let head = journal.head().position.0;
     let position = meta.serving.map_or(0, |g| g.position);
     let state = if meta.fault.is_some() {
@@ -679,7 +682,7 @@ pub fn freshness(store: &Store, journal: &Journal, name: &str) -> Result<Freshne
             position: g.position,
             target,
         }),
-        fault: meta.fault,
+        fault: meta.fault.clone(),
     })
 }
 

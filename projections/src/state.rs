@@ -316,7 +316,7 @@ pub struct StreamState {
 
 /// Deserializes a typed payload; `None` when absent or of another shape (the append check makes
 /// the latter impossible for events appended by this version).
-fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
+pub(crate) fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
     envelope
         .payload
         .as_ref()
@@ -341,6 +341,19 @@ impl StreamState {
             state.apply(event);
         }
         state
+    }
+
+    /// Every incident of the stream, on its tasks and on the stream itself, in log order.
+    #[must_use]
+    pub fn all_incidents(&self) -> Vec<Incident> {
+        let mut incidents: Vec<Incident> = self
+            .tasks
+            .values()
+            .flat_map(|t| t.incidents.iter().cloned())
+            .chain(self.incidents.iter().cloned())
+            .collect();
+        incidents.sort_by_key(|i| i.position);
+        incidents
     }
 
     /// Applies one event. Never fails: a fact that breaks a rule is applied and recorded as an

@@ -540,13 +540,7 @@ pub fn session(stream: &str, state: &StreamState, activity: &Activity) -> Sessio
             _ => {}
         }
     }
-    let mut incidents: Vec<Incident> = state
-        .tasks
-        .values()
-        .flat_map(|t| t.incidents.iter().cloned())
-        .chain(state.incidents.iter().cloned())
-        .collect();
-    incidents.sort_by_key(|i| i.position);
+    let incidents = state.all_incidents();
     SessionSnapshot {
         stream: stream.to_string(),
         session_id: activity.session_id.clone().into(),

@@ -161,7 +161,8 @@ impl<P: Projection> Worker<P> {
     ) -> Result<Reached, WorkerError> {
         let name = self.projection.name();
         let head = journal.head().position.0;
-        if self.diverged(journal, head)? {
+        let mut stored = self.store.meta(name)?;
+        if self.diverged(&stored, journal, head)? {
             // What the projection applied is not the log's history any more: start over.
             tracing::warn!(
                 projection = name,
@@ -171,8 +172,8 @@ impl<P: Projection> Worker<P> {
             self.store.reset(name)?;
             self.cache.clear();
             self.cached = None;
+            stored = Meta::default();
         }
-        let stored = self.store.meta(name)?;
         let mut meta = stored.clone();
         // A version change starts a rebuild and clears the fault of the old fold; a fault of
         // the current fold stops the worker where it is.
@@ -250,8 +251,7 @@ impl<P: Projection> Worker<P> {
 
     /// Whether a stored generation names an event the log does not hold (beyond the head, or
     /// with another chain link).
-    fn diverged(&self, journal: &Journal, head: u64) -> Result<bool, WorkerError> {
-        let meta = self.store.meta(self.projection.name())?;
+    fn diverged(&self, meta: &Meta, journal: &Journal, head: u64) -> Result<bool, WorkerError> {
         for g in meta
             .serving
             .iter()

@@ -4,37 +4,30 @@
 //! checklists, artifacts and evidence, compactions, subagents, checkpoints. Used by the tests,
 //! the benchmarks and the demo; every event passes the append checks.
 
+use journal_engine::sim_disk::SimRng;
 use journal_format::Envelope;
 use serde_json::{json, Value};
 
-/// SplitMix64: small, seedable, good enough to vary a workload.
+/// The workload's random source: the simulator's SplitMix64 ([`SimRng`]), with chances in
+/// percent.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SimRng);
 
 impl Rng {
     /// A generator from `seed`.
     #[must_use]
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SimRng::new(seed))
     }
 
-    /// The next number.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
+    /// A number in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
+        self.0.below(n)
     }
 
     /// True with probability `percent` / 100.
     pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
+        self.0.below(100) < percent
     }
 }
 

@@ -136,13 +136,7 @@ fn judge(narrative: &mut Narrative, events: &[StoredEvent], at: Option<u64>) {
             .iter()
             .filter(|e| at.is_none_or(|at| e.position.0 <= at)),
     );
-    let mut incidents: Vec<_> = state
-        .tasks
-        .values()
-        .flat_map(|t| t.incidents.iter().cloned())
-        .chain(state.incidents.iter().cloned())
-        .collect();
-    incidents.sort_by_key(|i| i.position);
+    let incidents = state.all_incidents();
     let ended = narrative.final_state.event_id.as_ref().and_then(|id| {
         events
             .iter()
