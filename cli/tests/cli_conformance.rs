@@ -4,9 +4,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use common::journal;
 use serde_json::{json, Value};
@@ -23,20 +22,7 @@ fn fixtures_dir() -> PathBuf {
 }
 
 fn run(dir: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = journal(dir)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    common::output_with_stdin(journal(dir).args(args), stdin)
 }
 
 fn lines(out: &Output) -> Vec<Value> {

@@ -2,14 +2,32 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
 /// The `journal` binary, pointed at `dir`.
 pub fn journal(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_journal"));
     cmd.arg("--dir").arg(dir);
     cmd
+}
+
+/// Runs `cmd` with `stdin` as its standard input; its output.
+pub fn output_with_stdin(cmd: &mut Command, stdin: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// Every file under `dir` (by path relative to it) and its bytes.
