@@ -1,6 +1,9 @@
-//! Benchmarks of the journal: criterion benches of the hot paths (`benches/hot_paths.rs`) and the
-//! workload they share. Not published; peers used for comparison are dependencies of this crate
-//! only, never of the engine.
+//! Benchmarks of the journal: criterion benches of the hot paths (`benches/hot_paths.rs`), the
+//! comparison command's workloads ([`compare`], run by `src/bin/compare.rs`), and the event
+//! workload they share. Not published; peers used for comparison (SQLite, redb, okaywal) are
+//! dependencies of this crate only, never of the engine.
+
+pub mod compare;
 
 use journal_format::Envelope;
 use serde_json::json;
@@ -37,7 +40,7 @@ pub fn workload_event(i: u64) -> Envelope {
     e.payload = Some(json!({
         "toolName": "shell",
         "arguments": {"command": format!("cargo test -p crate-{} -- --nocapture", i % 13), "cwd": "/workspace/project"},
-        "status": if i.is_multiple_of(17) { "failed" } else { "ok" },
+        "status": if i.is_multiple_of(17) { "failure" } else { "success" },
         "exitCode": i % 3,
         "durationMs": 1200 + i % 500,
         "stdoutPreview": "running 42 tests\ntest result: ok. 42 passed; 0 failed; 0 ignored",

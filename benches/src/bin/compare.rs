@@ -1,0 +1,111 @@
+//! The comparison command: the journal against the bound of the disk and against SQLite (WAL),
+//! redb and okaywal, in alternation within one run, reported as ratios; and the journal's other
+//! workloads (read-back, open after a crash, read-model rebuild, replay) against their baselines.
+//!
+//! ```text
+//! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
+//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay[,...]]
+//! ```
+//!
+//! - `--events N`: each workload's main size (append: events per cell; read, open, rebuild: the
+//!   journal's size; replay: the session's size). Defaults: 50,000; 1,000,000; 1,000,000;
+//!   1,000,000; 100,000.
+//! - `--dir DIR`: where the scratch directory goes (default: the system's temporary directory).
+//! - `--quick`: small sizes and one round, for a smoke run.
+//! - `--rounds N`: rounds per cell, the median reported (default 3).
+//! - `--json FILE`: also write the JSON document there (it is always printed last).
+//! - `--only W,...`: run only these workloads (repeatable).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a measurement tool reads the wall clock by design"
+)]
+
+use std::path::PathBuf;
+
+use journal_benches::compare::{child, machine, Context, Res, Workload};
+use serde_json::{json, Value};
+
+struct Args {
+    ctx: Context,
+    only: Vec<Workload>,
+    json: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Res<Args> {
+    let mut out = Args {
+        ctx: Context {
+            dir: PathBuf::new(),
+            quick: false,
+            events: None,
+            rounds: 3,
+            exe: std::env::current_exe()?,
+        },
+        only: Vec::new(),
+        json: None,
+        dir: None,
+    };
+    let mut rounds = None;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--events" => out.ctx.events = Some(value()?.parse()?),
+            "--dir" => out.dir = Some(PathBuf::from(value()?)),
+            "--quick" => out.ctx.quick = true,
+            "--rounds" => rounds = Some(value()?.parse()?),
+            "--json" => out.json = Some(PathBuf::from(value()?)),
+            "--only" => {
+                for name in value()?.split(',') {
+                    out.only.push(Workload::parse(name.trim())?);
+                }
+            }
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    out.ctx.rounds = rounds.unwrap_or(if out.ctx.quick { 1 } else { 3 });
+    if out.only.is_empty() {
+        out.only = Workload::ALL.to_vec();
+    }
+    Ok(out)
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let result = if argv.first().map(String::as_str) == Some("--child") {
+        child(argv.get(1..).unwrap_or_default()).map(|v| println!("{v}"))
+    } else {
+        run(&argv)
+    };
+    if let Err(e) = result {
+        eprintln!("compare: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(argv: &[String]) -> Res<()> {
+    let mut args = parse(argv)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("journal-compare-")
+        .tempdir_in(args.dir.clone().unwrap_or_else(std::env::temp_dir))?;
+    args.ctx.dir = tmp.path().to_path_buf();
+    let machine = machine(&args.ctx.dir);
+    println!("machine: {machine}");
+    let mut sections = serde_json::Map::new();
+    for workload in &args.only {
+        eprintln!("compare: {} ...", workload.name());
+        let section = workload.run(&args.ctx)?;
+        println!("\n{}", section.text);
+        sections.insert(section.name.into(), section.json);
+    }
+    let report = json!({
+        "command": std::iter::once("compare".to_string()).chain(argv.iter().cloned()).collect::<Vec<_>>(),
+        "machine": machine,
+        "workloads": Value::Object(sections),
+    });
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
+    println!("\n{report}");
+    Ok(())
+}

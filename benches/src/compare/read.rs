@@ -1,0 +1,109 @@
+//! The read workload: every event of a journal read back in order, with the chain verified and
+//! without (checksums only), against a raw read of the same segment files' bytes. The page cache
+//! is warm for all three: this measures the read path, not the disk.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use journal_engine::{Journal, Options};
+use journal_format::Position;
+use serde_json::json;
+
+use super::stats::median_duration;
+use super::{built_journal, dir_bytes, Context, Res, Section};
+
+/// Reads every segment file under `dir/segments` in 1 MiB chunks; returns the bytes read.
+fn raw_read(dir: &Path) -> Res<u64> {
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("segments"))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    for path in files {
+        let mut file = std::fs::File::open(path)?;
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+    }
+    Ok(total)
+}
+
+fn journal_read(journal: &Journal, verify_chain: bool) -> Res<u64> {
+    let mut n = 0u64;
+    for event in journal.read(Position(1), None, verify_chain) {
+        let event = event?;
+        n += u64::from(event.position.0 > 0);
+    }
+    Ok(n)
+}
+
+/// Runs the read workload.
+///
+/// # Errors
+/// I/O and journal errors, or a read that does not return every event.
+pub fn run(ctx: &Context) -> Res<Section> {
+    let events = ctx.events_or(2_000, 1_000_000);
+    let dir = built_journal(ctx, events)?;
+    let journal = Journal::open(&dir, Options::default())?;
+    let head = journal.head().position.0;
+    let log_bytes = dir_bytes(&dir.join("segments"));
+    raw_read(&dir)?; // Warm the page cache.
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..ctx.rounds {
+        for (mode, slot) in times.iter_mut().enumerate() {
+            let t = Instant::now();
+            let n = match mode {
+                0 => {
+                    raw_read(&dir)?;
+                    head
+                }
+                1 => journal_read(&journal, false)?,
+                _ => journal_read(&journal, true)?,
+            };
+            slot.push(t.elapsed());
+            if n != head {
+                return Err(format!("read {n} events of {head}").into());
+            }
+        }
+    }
+    journal.close();
+    let [raw, unverified, verified] = times.map(|mut t| median_duration(&mut t));
+    let mut text = String::new();
+    writeln!(
+        text,
+        "{:<34} {:>10} {:>10} {:>12} {:>9} {:>7}",
+        "read", "events", "ms", "events/s", "MB/s", "×raw"
+    )?;
+    let mut rows = serde_json::Map::new();
+    for (name, key, d) in [
+        ("raw read of the segment files", "raw", raw),
+        ("journal, unverified (checksums)", "unverified", unverified),
+        ("journal, verified (checksums+chain)", "verified", verified),
+    ] {
+        let per_s = head as f64 / d.as_secs_f64();
+        let ratio = raw.as_secs_f64() / d.as_secs_f64();
+        let mb = log_bytes as f64 / d.as_secs_f64() / 1e6;
+        writeln!(
+            text,
+            "{name:<34} {head:>10} {:>10.1} {per_s:>12.0} {mb:>9.0} {ratio:>7.3}",
+            super::ms(d)
+        )?;
+        rows.insert(
+            key.into(),
+            json!({"ms": super::ms(d), "eventsPerSec": per_s, "mbPerSec": mb, "ratioToRaw": ratio}),
+        );
+    }
+    Ok(Section {
+        name: "read",
+        text,
+        json: json!({"events": head, "logBytes": log_bytes, "rounds": ctx.rounds, "modes": rows}),
+    })
+}

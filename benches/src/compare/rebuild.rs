@@ -1,0 +1,137 @@
+//! The read-model rebuild workload: how fast every projection is rebuilt from the log, and its
+//! peak memory, against a plain sequential read of the same log in the same run.
+//!
+//! The journal is a generated multi-session agent workload
+//! (`journal_projections::workload::generate`). Each measured phase runs in a child process of
+//! its own so that its peak resident memory (`VmHWM`) is its own: `read` (every event read and
+//! decoded, unverified: the floor a rebuild cannot beat) and `rebuild` (every projection rebuilt
+//! from scratch into a fresh store, one thread).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use journal_engine::{AppendOptions, Durability, Journal, Options};
+use journal_format::Position;
+use journal_projections::{workload, ReadModels};
+use serde_json::{json, Value};
+
+use super::{run_child, Context, Res, Section};
+
+/// The peak resident memory of this process, in KiB (0 where `/proc` does not say).
+#[must_use]
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One phase in a child process: `rebuild-phase read|rebuild DIR`.
+///
+/// # Errors
+/// The journal's or the read models' errors, or an unknown phase.
+pub fn phase_child(args: &[String]) -> Res<Value> {
+    let phase = args.first().ok_or("rebuild-phase needs a phase")?.clone();
+    let dir = PathBuf::from(args.get(1).ok_or("rebuild-phase needs a directory")?);
+    let journal = Journal::open(&dir, Options::default())?;
+    let head = journal.head().position.0;
+    let start = Instant::now();
+    match phase.as_str() {
+        "read" => {
+            let mut n = 0u64;
+            for e in journal.read(Position(1), None, false) {
+                n += u64::from(!e?.envelope.event_id.is_empty());
+            }
+            if n != head {
+                return Err(format!("read {n} events of {head}").into());
+            }
+        }
+        "rebuild" => {
+            let store = dir.join("bench-projections.redb");
+            let _ = std::fs::remove_file(&store);
+            let models = ReadModels::open_at(&journal, &store)?;
+            models.catch_up(&mut |_, _, _| {})?;
+            let at = models.freshness("state")?.position;
+            if at != head {
+                return Err(format!("rebuilt to {at}, head {head}").into());
+            }
+        }
+        other => return Err(format!("unknown phase {other}").into()),
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(json!({
+        "phase": phase,
+        "events": head,
+        "seconds": seconds,
+        "eventsPerSec": head as f64 / seconds,
+        "peakRssMiB": peak_rss_kib() as f64 / 1024.0,
+    }))
+}
+
+fn build(dir: &Path, events: usize) -> Res<usize> {
+    let journal = Journal::open(
+        dir,
+        Options {
+            durability: Durability::Buffered {
+                sync_interval: Duration::from_millis(200),
+            },
+            ..Options::default()
+        },
+    )?;
+    let generated = workload::generate(42, sessions(events), events);
+    let n = generated.len();
+    for chunk in generated.chunks(1000) {
+        journal.append_batch_blocking(chunk.to_vec(), AppendOptions::default())?;
+    }
+    journal.close();
+    Ok(n)
+}
+
+fn sessions(events: usize) -> usize {
+    (events / 5000).max(1)
+}
+
+/// Runs the rebuild workload.
+///
+/// # Errors
+/// The journal's or the read models' errors.
+pub fn run(ctx: &Context) -> Res<Section> {
+    let events = usize::try_from(ctx.events_or(2_000, 1_000_000))?;
+    let dir = ctx.fresh_dir("rebuild")?;
+    let n = build(&dir, events)?;
+    let read = run_child(ctx, &["rebuild-phase", "read"], &dir)?;
+    let rebuild = run_child(ctx, &["rebuild-phase", "rebuild"], &dir)?;
+    std::fs::remove_dir_all(&dir)?;
+    let per_s = |v: &Value| v["eventsPerSec"].as_f64().unwrap_or(0.0);
+    let ratio = per_s(&rebuild) / per_s(&read);
+    let mut text = String::new();
+    writeln!(
+        text,
+        "{:<26} {:>10} {:>9} {:>12} {:>9} {:>7}",
+        "rebuild", "events", "seconds", "events/s", "peak MiB", "×read"
+    )?;
+    for (name, row, r) in [
+        ("read (baseline)", &read, 1.0),
+        ("rebuild, both projections", &rebuild, ratio),
+    ] {
+        writeln!(
+            text,
+            "{name:<26} {:>10} {:>9.2} {:>12.0} {:>9.1} {r:>7.2}",
+            row["events"],
+            row["seconds"].as_f64().unwrap_or(0.0),
+            per_s(row),
+            row["peakRssMiB"].as_f64().unwrap_or(0.0),
+        )?;
+    }
+    Ok(Section {
+        name: "rebuild",
+        text,
+        json: json!({"events": n, "sessions": sessions(events), "read": read, "rebuild": rebuild, "rebuildToRead": ratio}),
+    })
+}
