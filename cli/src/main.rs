@@ -6,6 +6,7 @@
 mod command;
 mod demo;
 mod export;
+mod import;
 mod models;
 mod pack;
 mod replay;
@@ -74,6 +75,9 @@ enum Verb {
     Rebuild(RebuildArgs),
     /// Tell what happened in a run, task or session: steps, gaps, final state.
     Replay(ReplayArgs),
+    /// Import sessions other runtimes wrote (Claude Code, Codex, OpenHands) as events; a
+    /// second import of the same file adds nothing.
+    Import(import::ImportArgs),
     /// The whole product in a few seconds: a workload, a killed writer, recovery, read
     /// models, a replay, verify (in ./journal-demo, replaced on each run).
     Demo(DemoArgs),
@@ -435,6 +439,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     if let Verb::Demo(args) = &cli.verb {
         return demo::run(&args.out).await;
     }
+    if let Verb::Import(args) = &cli.verb {
+        // Every file is parsed before the journal is opened: a damaged one writes nothing.
+        let parsed = import::parse(args)?;
+        let journal = open(&cli, Access::Write)?;
+        let code = tokio::task::block_in_place(|| import::write(&journal, parsed, args.json))?;
+        journal.close();
+        return Ok(code);
+    }
     if let Verb::Command(args) = &cli.verb {
         // Arguments are checked before the journal is opened: a refused command leaves
         // nothing behind.
@@ -450,7 +462,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     let journal = open(&cli, access)?;
     let code = match &cli.verb {
         // Answered above, before opening.
-        Verb::Schema(_) | Verb::Command(_) | Verb::Demo(_) => 0,
+        Verb::Schema(_) | Verb::Command(_) | Verb::Demo(_) | Verb::Import(_) => 0,
         Verb::Export(ExportArgs {
             pack: Some(what),
             out,

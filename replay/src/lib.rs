@@ -4,6 +4,8 @@
 //!   ids, observed or inferred; gaps shown as gaps; the final state and why.
 //! - [`text`]: the narrative for a terminal.
 //! - [`load`]: the events of a scope from a journal, and the narrative as of a position.
+//! - [`import`]: sessions other runtimes wrote (Claude Code, Codex, OpenHands) turned into
+//!   events and appended, so that they can be replayed.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -12,6 +14,7 @@
 )]
 
 pub mod html;
+pub mod import;
 pub mod narrative;
 pub mod text;
 

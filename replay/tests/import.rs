@@ -1,0 +1,487 @@
+//! Import of the real agent sessions in `../shared/fixtures/agent-logs/`: each summary's counts
+//! against counts taken from the file here, independently of the importer; re-import adds
+//! nothing; replay agrees with the summary; damaged copies are refused with their line.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use journal_engine::{Journal, Options as JournalOptions};
+use journal_replay::import::{self, ImportError, Options, Parsed, Source, Summary};
+use journal_replay::Scope;
+use serde_json::Value;
+
+fn agent_logs() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs");
+    assert!(
+        dir.is_dir(),
+        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        dir.display()
+    );
+    dir
+}
+
+fn claude_file() -> PathBuf {
+    agent_logs().join("claude-code/cctrace_phase0-investigation_main.jsonl")
+}
+
+fn claude_history() -> PathBuf {
+    agent_logs().join("claude-code/cctrace_file-history")
+}
+
+fn codex_file() -> PathBuf {
+    agent_logs().join("codex/agent-history_real_sessions_codex_session-01.jsonl")
+}
+
+fn openhands_files() -> Vec<PathBuf> {
+    [
+        "trajs_basic_gui_mode.json",
+        "trajs_wrong_initial_state.json",
+    ]
+    .iter()
+    .map(|f| agent_logs().join("openhands").join(f))
+    .collect()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The counts a summary must show, taken from the source file by this test.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Expected {
+    records: u64,
+    turns: u64,
+    model_calls: u64,
+    tool_calls: u64,
+    tool_results: u64,
+    open_calls: u64,
+    subagents: u64,
+    compactions: u64,
+    resolved: u64,
+    dangling: u64,
+}
+
+fn counts(s: &Summary) -> Expected {
+    Expected {
+        records: s.records,
+        turns: s.turns,
+        model_calls: s.model_calls,
+        tool_calls: s.tool_calls,
+        tool_results: s.tool_results,
+        open_calls: s.open_calls,
+        subagents: s.subagents,
+        compactions: s.compactions,
+        resolved: s.artifact_refs_resolved,
+        dangling: s.artifact_refs_dangling,
+    }
+}
+
+fn claude_expected() -> Expected {
+    let records = lines(&claude_file());
+    let mut e = Expected {
+        records: records.len() as u64,
+        ..Expected::default()
+    };
+    let mut messages = HashSet::new();
+    let mut calls = HashSet::new();
+    let mut results = HashSet::new();
+    let mut backups = HashSet::new();
+    for r in &records {
+        let blocks = r
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        match r["type"].as_str().unwrap() {
+            "assistant" => {
+                messages.insert(r["message"]["id"].as_str().unwrap().to_string());
+                for b in blocks.iter().filter(|b| b["type"] == "tool_use") {
+                    calls.insert(b["id"].as_str().unwrap().to_string());
+                    if matches!(b["name"].as_str(), Some("Task" | "Agent")) {
+                        e.subagents += 1;
+                    }
+                }
+            }
+            "user" => {
+                let tool_results: Vec<_> = blocks
+                    .iter()
+                    .filter(|b| b["type"] == "tool_result")
+                    .collect();
+                for b in &tool_results {
+                    results.insert(b["tool_use_id"].as_str().unwrap().to_string());
+                }
+                let meta = r.get("isMeta") == Some(&Value::Bool(true))
+                    || r.get("isCompactSummary") == Some(&Value::Bool(true));
+                if tool_results.is_empty() && !meta {
+                    e.turns += 1;
+                }
+            }
+            "system" if r["subtype"] == "compact_boundary" => e.compactions += 1,
+            "file-history-snapshot" => {
+                for b in r["snapshot"]["trackedFileBackups"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                {
+                    if let Some(name) = b["backupFileName"].as_str() {
+                        backups.insert(name.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    e.model_calls = messages.len() as u64;
+    e.tool_calls = calls.len() as u64;
+    e.tool_results = results.len() as u64;
+    e.open_calls = calls.difference(&results).count() as u64;
+    for b in &backups {
+        if claude_history().join(b).is_file() {
+            e.resolved += 1;
+        } else {
+            e.dangling += 1;
+        }
+    }
+    e
+}
+
+fn codex_expected() -> Expected {
+    let records = lines(&codex_file());
+    let mut e = Expected {
+        records: records.len() as u64,
+        ..Expected::default()
+    };
+    let mut calls = HashSet::new();
+    let mut outputs = HashSet::new();
+    for r in &records {
+        let sub = r.pointer("/payload/type").and_then(Value::as_str);
+        match (r["type"].as_str().unwrap(), sub) {
+            ("event_msg", Some("task_started")) => e.turns += 1,
+            ("turn_context", _) => e.model_calls += 1,
+            ("compacted", _) => e.compactions += 1,
+            ("response_item", Some("function_call" | "custom_tool_call" | "local_shell_call")) => {
+                calls.insert(r["payload"]["call_id"].as_str().unwrap().to_string());
+            }
+            ("response_item", Some(s)) if s.ends_with("_call_output") => {
+                outputs.insert(r["payload"]["call_id"].as_str().unwrap().to_string());
+            }
+            _ => {}
+        }
+    }
+    e.tool_calls = calls.len() as u64;
+    e.tool_results = outputs.len() as u64;
+    e.open_calls = calls.difference(&outputs).count() as u64;
+    e
+}
+
+fn openhands_expected(path: &Path) -> (Expected, u64) {
+    let events: Vec<Value> = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut e = Expected {
+        records: events.len() as u64,
+        ..Expected::default()
+    };
+    let mut responses = HashSet::new();
+    let mut tool_actions = HashSet::new();
+    let mut answered = HashSet::new();
+    let mut no_zone = 0;
+    for ev in &events {
+        let ts = ev["timestamp"].as_str().unwrap();
+        if !ts.ends_with('Z') && !ts.contains('+') {
+            no_zone += 1;
+        }
+        if let Some(id) = ev.pointer("/tool_call_metadata/model_response/id") {
+            responses.insert(id.as_str().unwrap().to_string());
+        }
+        match (ev["action"].as_str(), ev["source"].as_str()) {
+            (Some("message"), Some("user")) => e.turns += 1,
+            (Some("message" | "finish" | "change_agent_state" | "system"), _) => {}
+            (Some(_), _) => {
+                tool_actions.insert(ev["id"].as_u64().unwrap());
+            }
+            (None, _) => {
+                if let Some(cause) = ev["cause"].as_u64() {
+                    answered.insert(cause);
+                }
+            }
+        }
+    }
+    e.model_calls = responses.len() as u64;
+    e.tool_calls = tool_actions.len() as u64;
+    e.tool_results = tool_actions.intersection(&answered).count() as u64;
+    e.open_calls = e.tool_calls - e.tool_results;
+    (e, no_zone)
+}
+
+fn parse(source: Source, path: &Path) -> Parsed {
+    let options = Options {
+        blobs_dir: Some(claude_history()),
+        ..Options::default()
+    };
+    import::parse_file(source, path, &options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Imports `parsed` twice: the second adds nothing. Then every session's narrative agrees with
+/// the summary.
+fn import_twice_and_replay(parsed: &Parsed) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let first = import::write(&journal, parsed, &mut |_| {}).unwrap();
+    assert_eq!(first.events_written, parsed.events.len() as u64);
+    let head = journal.head();
+    let second = import::write(&journal, parsed, &mut |_| {}).unwrap();
+    assert_eq!(second.events_written, 0, "re-import adds nothing");
+    assert_eq!(second.already_present, parsed.events.len() as u64);
+    assert_eq!(journal.head(), head, "the log did not grow");
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
+
+    let s = &parsed.summary;
+    let mut replayed = Expected::default();
+    for session in &s.sessions {
+        let n = journal_replay::load(&journal, &Scope::Session(session.clone()), None).unwrap();
+        replayed.model_calls += n.counts.model_calls;
+        replayed.tool_calls += n.counts.tool_calls;
+        replayed.tool_results += n.counts.tool_results;
+        replayed.open_calls += n.counts.open_calls;
+        replayed.subagents += n.counts.subagents;
+        replayed.compactions += n.counts.compactions;
+        let turns = n.steps.iter().filter(|s| s.title == "turn started").count();
+        replayed.turns += turns as u64;
+    }
+    let mut from_summary = counts(s);
+    from_summary.records = 0;
+    from_summary.resolved = 0;
+    from_summary.dangling = 0;
+    assert_eq!(
+        replayed, from_summary,
+        "replay agrees with the import summary"
+    );
+}
+
+#[test]
+fn claude_code_session_imports_with_counts_taken_from_the_file() {
+    let parsed = parse(Source::ClaudeCode, &claude_file());
+    assert_eq!(counts(&parsed.summary), claude_expected());
+    // FORMATS.md's own figures for this file.
+    assert_eq!(parsed.summary.model_calls, 100);
+    assert_eq!(
+        (
+            parsed.summary.artifact_refs_resolved,
+            parsed.summary.artifact_refs_dangling
+        ),
+        (10, 3)
+    );
+    assert!(parsed.summary.unknown_kinds.is_empty());
+    // The export's own command is the call left open.
+    let open = "toolu_01LYedDqGBy8HJv92hmfSZz1";
+    let of_call: Vec<&str> = parsed
+        .events
+        .iter()
+        .filter(|e| e.tool_call_id.as_deref() == Some(open))
+        .map(|e| e.event_type.as_str())
+        .collect();
+    assert_eq!(of_call, ["tool.started"]);
+    // Usage is the last record's of each message, never a sum: check every message.
+    let mut last_output = HashMap::new();
+    for r in lines(&claude_file()) {
+        if r["type"] == "assistant" {
+            last_output.insert(
+                r["message"]["id"].as_str().unwrap().to_string(),
+                r["message"]["usage"]["output_tokens"].as_u64(),
+            );
+        }
+    }
+    for e in parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == "cost.recorded")
+    {
+        let id = e.model_request_id.as_deref().unwrap();
+        let got = e.payload.as_ref().unwrap()["outputTokens"].as_u64();
+        assert_eq!(got, last_output[id], "usage of {id}");
+    }
+    // Every event says where it came from.
+    for e in &parsed.events {
+        assert_eq!(e.native_ns.as_deref(), Some("claude_code"));
+        assert!(e.native_type.is_some() && e.provenance.is_some());
+        assert!(
+            e.event_id.starts_with("claude-code:132b2f66-"),
+            "{}",
+            e.event_id
+        );
+    }
+    // Dangling backups are unavailable, resolved ones reference stored content.
+    let artifacts: Vec<&Value> = parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == "artifact.changed")
+        .map(|e| e.payload.as_ref().unwrap())
+        .collect();
+    assert_eq!(artifacts.len(), 13);
+    assert_eq!(
+        artifacts
+            .iter()
+            .filter(|a| a["availability"] == "unavailable")
+            .count(),
+        3
+    );
+    for a in artifacts.iter().filter(|a| a["exists"] == true) {
+        let reference = a["contentRef"].as_str().unwrap();
+        assert!(parsed.blobs.iter().any(|b| b.reference == reference));
+    }
+    import_twice_and_replay(&parsed);
+}
+
+#[test]
+fn codex_rollout_imports_with_counts_taken_from_the_file() {
+    let parsed = parse(Source::Codex, &codex_file());
+    assert_eq!(counts(&parsed.summary), codex_expected());
+    assert_eq!(
+        parsed.summary.sessions,
+        ["019e9625-802f-7e91-840a-cfe88d14117a"]
+    );
+    // Approvals are not in the format: none invented.
+    assert!(!parsed
+        .events
+        .iter()
+        .any(|e| e.event_type.starts_with("action.") || e.event_type.starts_with("permission.")));
+    // Redacted text is carried as is.
+    assert!(parsed.events.iter().any(|e| e
+        .payload
+        .as_ref()
+        .is_some_and(|p| p.to_string().contains("[REDACTED_PROMPT]"))));
+    import_twice_and_replay(&parsed);
+}
+
+#[test]
+fn openhands_trajectories_import_with_counts_taken_from_the_file() {
+    for path in openhands_files() {
+        let parsed = parse(Source::OpenHands, &path);
+        let (expected, no_zone) = openhands_expected(&path);
+        assert_eq!(counts(&parsed.summary), expected, "{}", path.display());
+        assert_eq!(parsed.summary.timestamps_assumed_utc, no_zone);
+        let flagged = parsed
+            .events
+            .iter()
+            .filter(|e| e.extra.get("timestampAssumedUtc") == Some(&Value::Bool(true)))
+            .count();
+        assert_eq!(
+            flagged,
+            parsed.events.len(),
+            "every event of a zoneless file is flagged"
+        );
+        import_twice_and_replay(&parsed);
+    }
+}
+
+#[test]
+fn openhands_confirmation_states_are_permission_facts() {
+    let parsed = parse(Source::OpenHands, &openhands_files()[0]);
+    let requested = parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == "permission.requested")
+        .count();
+    let resolved = parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == "permission.resolved")
+        .count();
+    let in_file = std::fs::read_to_string(&openhands_files()[0])
+        .unwrap()
+        .matches("\"confirmation_state\"")
+        .count();
+    assert_eq!(requested, in_file);
+    assert!(resolved <= requested);
+}
+
+/// A copy of `path` with line `line` (1-based) replaced by `with`.
+fn damaged_copy(dir: &Path, path: &Path, line: usize, with: impl Fn(&str) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(path).unwrap();
+    let out: Vec<String> = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            if i + 1 == line {
+                with(l)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let copy = dir.join(path.file_name().unwrap());
+    std::fs::write(&copy, out.join("\n")).unwrap();
+    copy
+}
+
+fn refused_line(source: Source, path: &Path) -> u64 {
+    match import::parse_file(source, path, &Options::default()) {
+        Err(ImportError::Damaged { line, file, .. }) => {
+            assert_eq!(file, path.display().to_string(), "the error names the file");
+            line
+        }
+        other => panic!("expected a damaged-record error, got {other:?}"),
+    }
+}
+
+#[test]
+fn damaged_copies_are_refused_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let truncate = |l: &str| l.get(..l.len() / 2).unwrap_or("").to_string();
+
+    let claude = damaged_copy(dir.path(), &claude_file(), 200, truncate);
+    assert_eq!(refused_line(Source::ClaudeCode, &claude), 200);
+    let claude = damaged_copy(dir.path(), &claude_file(), 300, |l| {
+        let mut v: serde_json::Map<String, Value> = serde_json::from_str(l).unwrap();
+        v.remove("uuid");
+        Value::Object(v).to_string()
+    });
+    assert_eq!(refused_line(Source::ClaudeCode, &claude), 300);
+
+    let codex = damaged_copy(dir.path(), &codex_file(), 5, truncate);
+    assert_eq!(refused_line(Source::Codex, &codex), 5);
+    let codex = damaged_copy(dir.path(), &codex_file(), 7, |_| "not json at all".into());
+    assert_eq!(refused_line(Source::Codex, &codex), 7);
+
+    let source = &openhands_files()[0];
+    let text = std::fs::read_to_string(source).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"id\": 9,"))
+        .expect("the trajectory has an event 9");
+    let openhands = damaged_copy(dir.path(), source, line, |l| {
+        l.replace("\"id\": 9,", "\"id\": 9,,")
+    });
+    assert_eq!(refused_line(Source::OpenHands, &openhands), line as u64);
+}
+
+#[test]
+fn skip_bad_imports_the_rest_and_reports_what_it_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = damaged_copy(dir.path(), &codex_file(), 9, |_| "{\"timestamp\": ".into());
+    let options = Options {
+        skip_bad: true,
+        ..Options::default()
+    };
+    let parsed = import::parse_file(Source::Codex, &damaged, &options).unwrap();
+    assert_eq!(parsed.summary.skipped.len(), 1);
+    assert_eq!(parsed.summary.skipped[0].line, 9);
+    assert_eq!(parsed.summary.records, 11, "the skipped record was read");
+    let whole = parse(Source::Codex, &codex_file());
+    assert!(parsed.events.len() < whole.events.len());
+    // What was imported is a subset of the whole file's events, with the same ids.
+    let ids: HashSet<&str> = whole.events.iter().map(|e| e.event_id.as_str()).collect();
+    assert!(parsed
+        .events
+        .iter()
+        .all(|e| ids.contains(e.event_id.as_str())));
+}
