@@ -485,3 +485,144 @@ fn skip_bad_imports_the_rest_and_reports_what_it_skipped() {
         .iter()
         .all(|e| ids.contains(e.event_id.as_str())));
 }
+
+fn parse_bytes(source: Source, text: &str) -> Parsed {
+    import::parse(
+        source,
+        "synthetic",
+        "synthetic",
+        text.as_bytes(),
+        &Options::default(),
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn threads_of(parsed: &Parsed) -> HashMap<String, String> {
+    parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == "turn.started" || e.event_type == "model.requested")
+        .map(|e| {
+            let key = e
+                .turn_id
+                .clone()
+                .filter(|_| e.event_type == "turn.started")
+                .or_else(|| e.model_request_id.clone())
+                .unwrap();
+            (key, e.thread_id.clone().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn claude_code_branches_sidechains_compaction_duplicates_and_unknown_kinds() {
+    let r = |json: &str| -> String {
+        let mut v: serde_json::Map<String, Value> = serde_json::from_str(json).unwrap();
+        v.insert("sessionId".into(), "s1".into());
+        v.entry("timestamp")
+            .or_insert("2026-01-06T09:00:00.000Z".into());
+        Value::Object(v).to_string()
+    };
+    let prompt = |uuid: &str, parent: &str| {
+        r(&format!(
+            r#"{{"type":"user","uuid":"{uuid}","parentUuid":{parent},"message":{{"role":"user","content":"prompt {uuid}"}}}}"#
+        ))
+    };
+    let answer = |uuid: &str, parent: &str, msg: &str, extra: &str| {
+        r(&format!(
+            r#"{{"type":"assistant","uuid":"{uuid}","parentUuid":{parent},{extra}"message":{{"id":"{msg}","model":"m","role":"assistant","content":[{{"type":"text","text":"ok"}}],"stop_reason":"end_turn","usage":{{"input_tokens":1,"output_tokens":2}}}}}}"#
+        ))
+    };
+    let lines = [
+        prompt("u1", "null"),
+        answer("a1", "\"u1\"", "m1", ""),
+        prompt("u2", "\"a1\""), // a rewind left this branch
+        answer("a2", "\"u2\"", "m2", ""),
+        prompt("u3", "\"a1\""),
+        r(
+            r#"{"type":"system","subtype":"compact_boundary","uuid":"c1","parentUuid":null,"logicalParentUuid":"u3","compactMetadata":{"trigger":"auto","preTokens":12345}}"#,
+        ),
+        r(
+            r#"{"type":"user","uuid":"u4","parentUuid":"c1","isCompactSummary":true,"message":{"role":"user","content":"summary"}}"#,
+        ),
+        prompt("u5", "\"u4\""),
+        answer("s1", "null", "m3", r#""isSidechain":true,"agentId":"abc","#),
+        r(r#"{"type":"mystery-kind","uuid":"x1","parentUuid":null}"#),
+        prompt("u5", "\"u4\""), // the same record again
+        r#"{"type":"last-prompt","leafUuid":"u5","sessionId":"s1"}"#.to_string(),
+    ];
+    let parsed = parse_bytes(Source::ClaudeCode, &lines.join("\n"));
+    let s = &parsed.summary;
+    assert_eq!((s.records, s.turns, s.model_calls), (12, 4, 3));
+    assert_eq!(s.duplicate_records, 1);
+    assert_eq!(s.compactions, 1);
+    assert_eq!(s.unknown_kinds.get("mystery-kind"), Some(&1));
+    assert_eq!(
+        s.events_by_type.get("vendor.claude_code.mystery_kind"),
+        Some(&1)
+    );
+
+    let threads = threads_of(&parsed);
+    assert_eq!(
+        threads["u1"], "s1",
+        "the path to the named leaf is the main thread"
+    );
+    assert_eq!(threads["u3"], "s1");
+    assert_eq!(
+        threads["u5"], "s1",
+        "the walk crosses the compaction to its logical parent"
+    );
+    assert_eq!(
+        threads["u2"], "branch-u2",
+        "an abandoned branch is its own thread"
+    );
+    assert_eq!(threads["m2"], "branch-u2");
+    assert_eq!(
+        threads["m3"], "agent-abc",
+        "a sidechain is its agent's thread"
+    );
+
+    let compaction = parsed
+        .events
+        .iter()
+        .find(|e| e.event_type == "context.compaction.completed")
+        .unwrap();
+    let payload = compaction.payload.as_ref().unwrap();
+    assert_eq!(payload["trigger"], "auto");
+    assert_eq!(payload["tokensBefore"], 12345);
+}
+
+#[test]
+fn openhands_evaluation_output_runs_are_attempts() {
+    let history: Value =
+        serde_json::from_slice(&std::fs::read(&openhands_files()[1]).unwrap()).unwrap();
+    let run = |error: Option<&str>| {
+        serde_json::json!({
+            "instance_id": "inst-1",
+            "instruction": "Please rename game_2048.py to 2048.py",
+            "metadata": {"agent_class": "CodeActAgent", "llm_config": {"model": "m"}, "start_time": "2025-01-27 23:16:50"},
+            "history": history,
+            "error": error,
+        })
+        .to_string()
+    };
+    let text = [run(None), run(Some("Agent reached maximum iteration"))].join("\n");
+    let parsed = parse_bytes(Source::OpenHands, &text);
+    let of = |t: &str| parsed.summary.events_by_type.get(t).copied().unwrap_or(0);
+    assert_eq!(of("task.attempt.started"), 2);
+    assert_eq!(of("task.attempt.completed"), 1);
+    assert_eq!(of("task.attempt.failed"), 1);
+    assert_eq!(parsed.summary.sessions, ["inst-1"]);
+    let (one, _) = openhands_expected(&openhands_files()[1]);
+    assert_eq!(
+        parsed.summary.tool_calls,
+        2 * one.tool_calls,
+        "each run's calls are its own"
+    );
+    assert!(parsed
+        .events
+        .iter()
+        .all(|e| e.task_id.as_deref() == Some("inst-1") && e.attempt_id.is_some()));
+    import_twice_and_replay(&parsed);
+}

@@ -352,6 +352,8 @@ impl Run {
                         "model": model,
                         "inputTokens": n("prompt_tokens"),
                         "outputTokens": n("completion_tokens"),
+                        "cacheReadTokens": n("cache_read_input_tokens"),
+                        "cacheWriteTokens": n("cache_creation_input_tokens"),
                         "totalTokens": n("total_tokens"),
                         "costUsd": cost,
                     }));
