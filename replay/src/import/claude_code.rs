@@ -46,12 +46,21 @@ pub(super) fn parse(
     out.summary.records = input.read;
 
     // Check each record has what its kind needs, before anything is mapped.
+    // A record repeating an earlier record's uuid adds nothing (Claude Code dedups by uuid).
     let mut kept = Vec::with_capacity(input.records.len());
+    let mut seen_uuids = HashSet::new();
     for record in std::mem::take(&mut input.records) {
-        match check(&record.value) {
-            Ok(()) => kept.push(record),
-            Err(message) => bad(file, options, &mut input.skipped, record.line, message)?,
+        if let Err(message) = check(&record.value) {
+            bad(file, options, &mut input.skipped, record.line, message)?;
+            continue;
         }
+        if let Some(uuid) = str_of(&record.value, "uuid") {
+            if !seen_uuids.insert(uuid.to_string()) {
+                out.summary.duplicate_records += 1;
+                continue;
+            }
+        }
+        kept.push(record);
     }
     out.summary.skipped = input.skipped;
 
@@ -82,14 +91,7 @@ pub(super) fn parse(
             state.group_last.insert(group_of(&r.value), i);
         }
     }
-    let mut seen_uuids = HashSet::new();
     for (i, record) in kept.iter().enumerate() {
-        if let Some(uuid) = str_of(&record.value, "uuid") {
-            if !seen_uuids.insert(uuid.to_string()) {
-                out.summary.duplicate_records += 1;
-                continue;
-            }
-        }
         map_record(&mut out, &mut state, &threads, i, record, resolve);
     }
     out.summary.open_calls = state.open_calls.len() as u64;
