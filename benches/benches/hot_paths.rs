@@ -1,12 +1,16 @@
 //! Criterion benchmarks of the journal's hot paths: frame encode/decode, chain hashing,
 //! envelope encoding, durable appends at batch sizes 1, 100 and 1000, sequential reads verified
-//! and unverified, and index lookups by event id.
+//! and unverified, index lookups by event id, the projection folds (`StreamState`, `Activity`)
+//! over one generated session, and replay (building one session's narrative).
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use journal_benches::workload_event;
-use journal_engine::{AppendOptions, Journal, Options};
+use journal_engine::{AppendOptions, Durability, Journal, Options};
 use journal_format::frame::{decode_frame, encode_frame};
 use journal_format::{ChainHash, Envelope, FrameFlags, FrameMeta, Position};
+use journal_projections::activity::Activity;
+use journal_projections::{workload, StreamState};
+use journal_replay::{narrative, Scope};
 
 fn frames(c: &mut Criterion) {
     let body = workload_event(7).to_msgpack().expect("encodes");
@@ -120,10 +124,66 @@ fn reads(c: &mut Criterion) {
     group.finish();
 }
 
+/// One generated session of about 10,000 events, stored (buffered) and read back: the input
+/// of the fold and replay benches.
+fn session_events() -> (tempfile::TempDir, Vec<journal_format::StoredEvent>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            durability: Durability::Buffered {
+                sync_interval: std::time::Duration::from_millis(200),
+            },
+            ..Options::default()
+        },
+    )
+    .expect("opens");
+    for chunk in workload::generate(7, 1, 10_000).chunks(1000) {
+        journal
+            .append_batch_blocking(chunk.to_vec(), AppendOptions::default())
+            .expect("appends");
+    }
+    let events = journal
+        .read(Position(1), None, false)
+        .map(|e| e.expect("reads"))
+        .collect();
+    journal.close();
+    (dir, events)
+}
+
+fn folds_and_replay(c: &mut Criterion) {
+    let (_dir, events) = session_events();
+    let head = events.last().map_or(0, |e| e.position.0);
+    let mut group = c.benchmark_group("projection_fold");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.sample_size(10);
+    group.bench_function("stream_state", |b| {
+        b.iter(|| StreamState::fold(&events).all_incidents().len())
+    });
+    group.bench_function("activity", |b| {
+        b.iter(|| {
+            let mut activity = Activity::default();
+            for e in &events {
+                activity.apply(e);
+            }
+            activity
+        })
+    });
+    group.finish();
+    let mut group = c.benchmark_group("replay");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    group.sample_size(10);
+    let scope = Scope::Session("sess_00000".into());
+    group.bench_function("narrative_build", |b| {
+        b.iter(|| narrative::build(&scope, &events, None, head).steps.len())
+    });
+    group.finish();
+}
+
 #[allow(missing_docs)] // The macro generates an undocumented function.
 mod group {
     use super::*;
-    criterion_group!(benches, frames, appends, reads);
+    criterion_group!(benches, frames, appends, reads, folds_and_replay);
 }
 use group::benches;
 criterion_main!(benches);

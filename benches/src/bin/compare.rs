@@ -15,6 +15,8 @@
 //! - `--rounds N`: rounds per cell, the median reported (default 3).
 //! - `--json FILE`: also write the JSON document there (it is always printed last).
 //! - `--only W,...`: run only these workloads (repeatable).
+//! - `--cell BATCHxPRODUCERS`, `--engines E,...`: only these append cells and engines
+//!   (repeatable; for profiling one engine in one cell).
 #![allow(
     clippy::disallowed_methods,
     reason = "a measurement tool reads the wall clock by design"
@@ -22,6 +24,7 @@
 
 use std::path::PathBuf;
 
+use journal_benches::compare::engines::Kind;
 use journal_benches::compare::{child, machine, Context, Res, Workload};
 use serde_json::{json, Value};
 
@@ -40,6 +43,8 @@ fn parse(args: &[String]) -> Res<Args> {
             events: None,
             rounds: 3,
             exe: std::env::current_exe()?,
+            cells: Vec::new(),
+            engines: Vec::new(),
         },
         only: Vec::new(),
         json: None,
@@ -55,6 +60,16 @@ fn parse(args: &[String]) -> Res<Args> {
             "--quick" => out.ctx.quick = true,
             "--rounds" => rounds = Some(value()?.parse()?),
             "--json" => out.json = Some(PathBuf::from(value()?)),
+            "--cell" => {
+                let v = value()?;
+                let (batch, producers) = v.split_once('x').ok_or("--cell BATCHxPRODUCERS")?;
+                out.ctx.cells.push((batch.parse()?, producers.parse()?));
+            }
+            "--engines" => {
+                for name in value()?.split(',') {
+                    out.ctx.engines.push(Kind::parse(name.trim())?);
+                }
+            }
             "--only" => {
                 for name in value()?.split(',') {
                     out.only.push(Workload::parse(name.trim())?);

@@ -159,12 +159,19 @@ pub fn run(ctx: &Context) -> Res<Section> {
         "p99×bound"
     )?;
     let mut cells = Vec::new();
+    let kinds: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| ctx.engines.is_empty() || ctx.engines.contains(k))
+        .collect();
     for producers in PRODUCERS {
         for batch in BATCHES {
+            if !ctx.cells.is_empty() && !ctx.cells.contains(&(batch, producers)) {
+                continue;
+            }
             let events = cell_events(ctx, batch, producers);
-            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); Kind::ALL.len()];
+            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); kinds.len()];
             for _ in 0..ctx.rounds {
-                for (i, kind) in Kind::ALL.into_iter().enumerate() {
+                for (i, &kind) in kinds.iter().enumerate() {
                     let run = run_once(ctx, kind, batch, producers, events)
                         .map_err(|e| format!("{} batch {batch} × {producers}: {e}", kind.name()))?;
                     if let Some(slot) = runs.get_mut(i) {
@@ -173,10 +180,16 @@ pub fn run(ctx: &Context) -> Res<Section> {
                 }
             }
             let all: Vec<Figures> = runs.iter().map(|r| figures(r)).collect();
-            let bound = all.first().copied().unwrap_or_default();
-            let journal = all.get(1).copied().unwrap_or_default();
+            let of = |kind: Kind| {
+                kinds
+                    .iter()
+                    .position(|k| *k == kind)
+                    .and_then(|i| all.get(i).copied())
+                    .unwrap_or_default()
+            };
+            let (bound, journal) = (of(Kind::Bound), of(Kind::Journal));
             let mut engines = serde_json::Map::new();
-            for (kind, f) in Kind::ALL.into_iter().zip(&all) {
+            for (kind, f) in kinds.iter().zip(&all) {
                 let to_bound = f.events_per_s / bound.events_per_s;
                 let to_journal = f.events_per_s / journal.events_per_s;
                 let p99_to_bound = f.latency.p99.as_secs_f64() / bound.latency.p99.as_secs_f64();
@@ -214,7 +227,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
                 "batch": batch,
                 "producers": producers,
                 "events": events,
-                "msgpackBytesPerEvent": journal.msgpack_bytes_per_event,
+                "msgpackBytesPerEvent": all.first().map_or(0.0, |f| f.msgpack_bytes_per_event),
                 "engines": Value::Object(engines),
             }));
         }

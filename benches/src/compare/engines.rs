@@ -67,6 +67,17 @@ impl Kind {
         }
     }
 
+    /// The engine named `name`.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn parse(name: &str) -> Res<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("unknown engine {name}").into())
+    }
+
     /// Builds the batch of events `keys` in this engine's form.
     ///
     /// # Errors

@@ -112,6 +112,11 @@ pub struct Context {
     pub rounds: usize,
     /// This executable, for the workloads that measure in a child process.
     pub exe: PathBuf,
+    /// `--cell BATCHxPRODUCERS`: only these append cells (all when empty); for profiling.
+    pub cells: Vec<(u64, u64)>,
+    /// `--engines a,b`: only these append engines (all when empty); for profiling. Ratios to an
+    /// engine left out are not reported.
+    pub engines: Vec<engines::Kind>,
 }
 
 impl Context {

@@ -1,0 +1,47 @@
+//! A smoke run of the comparison command: `compare --quick` runs every workload at small sizes
+//! and writes a JSON document naming each workload and, for appends, every engine.
+
+use std::process::Command;
+
+#[test]
+fn compare_quick_reports_every_workload_and_engine() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let json_path = scratch.path().join("compare.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_compare"))
+        .args(["--quick", "--events", "400", "--dir"])
+        .arg(scratch.path())
+        .arg("--json")
+        .arg(&json_path)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
+    for workload in ["append", "read", "open", "rebuild", "replay"] {
+        assert!(
+            report["workloads"][workload].is_object(),
+            "{workload} missing"
+        );
+    }
+    let cells = report["workloads"]["append"]["cells"]
+        .as_array()
+        .expect("cells");
+    assert_eq!(cells.len(), 6);
+    for cell in cells {
+        for engine in ["bound", "journal", "sqlite", "redb", "okaywal"] {
+            let events_per_s = cell["engines"][engine]["eventsPerSec"].as_f64();
+            assert!(events_per_s.is_some_and(|v| v > 0.0), "{engine} in {cell}");
+        }
+    }
+    // The scratch directory is removed at the end of the run.
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .expect("lists")
+        .flatten()
+        .filter(|e| e.path() != json_path)
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
