@@ -4,12 +4,12 @@
 //!
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
-//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay[,...]]
+//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import[,...]]
 //! ```
 //!
 //! - `--events N`: each workload's main size (append: events per cell; read, open, rebuild: the
-//!   journal's size; replay: the session's size). Defaults: 50,000; 1,000,000; 1,000,000;
-//!   1,000,000; 100,000.
+//!   journal's size; replay: the session's size; import: the rounds over the shared file).
+//!   Defaults: 50,000; 1,000,000; 1,000,000; 1,000,000; 100,000; 15.
 //! - `--dir DIR`: where the scratch directory goes (default: the system's temporary directory).
 //! - `--quick`: small sizes and one round, for a smoke run.
 //! - `--rounds N`: rounds per cell, the median reported (default 3).

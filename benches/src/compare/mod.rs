@@ -15,6 +15,7 @@
 
 pub mod append;
 pub mod engines;
+pub mod import;
 pub mod open;
 pub mod read;
 pub mod rebuild;
@@ -43,19 +44,20 @@ pub enum Workload {
     Rebuild,
     /// The replay of one session in each format, against reading the session's events.
     Replay,
-    // `Import` plugs in here: a variant, its name in `ALL` and `name`, a module `import.rs` with
-    // `pub fn run(ctx: &Context) -> Res<Section>` (parse a file into events, append them, and
-    // compare against appending the same events already parsed), and an arm in `run`.
+    /// The import of the largest shared agent session (Claude Code), against parsing its lines
+    /// as JSON and against appending the already-mapped events.
+    Import,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
         Workload::Rebuild,
         Workload::Replay,
+        Workload::Import,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -67,6 +69,7 @@ impl Workload {
             Workload::Open => "open",
             Workload::Rebuild => "rebuild",
             Workload::Replay => "replay",
+            Workload::Import => "import",
         }
     }
 
@@ -95,6 +98,7 @@ impl Workload {
             Workload::Open => open::run(ctx),
             Workload::Rebuild => rebuild::run(ctx),
             Workload::Replay => replay::run(ctx),
+            Workload::Import => import::run(ctx),
         }
     }
 }

@@ -1,0 +1,150 @@
+//! The import workload: how fast a real agent session becomes journal events, on the largest
+//! shared file (the Claude Code transcript in `../shared/fixtures/agent-logs/`), against two
+//! baselines in the same run: parsing the same lines as JSON and nothing else (the floor any
+//! importer pays), and appending the already-mapped events (the journal's share).
+//!
+//! Each round imports into a fresh journal with the durable default, so every event is
+//! written; the median round is reported.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use journal_engine::{Journal, Options};
+use journal_replay::import::{self, Options as ImportOptions, Source};
+use serde_json::{json, Value};
+
+use super::{ms, stats, Context, Res, Section};
+
+/// The largest shared agent session, and the directory of its file-history backups.
+fn shared_file() -> Res<(PathBuf, PathBuf)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/agent-logs/claude-code");
+    let file = dir.join("cctrace_phase0-investigation_main.jsonl");
+    if !file.is_file() {
+        return Err(format!(
+            "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+            file.display()
+        )
+        .into());
+    }
+    Ok((file, dir.join("cctrace_file-history")))
+}
+
+/// Runs the import workload.
+///
+/// # Errors
+/// The importer's or the journal's errors, or missing shared data.
+pub fn run(ctx: &Context) -> Res<Section> {
+    let (file, blobs) = shared_file()?;
+    let bytes = std::fs::read(&file)?;
+    let rounds = usize::try_from(ctx.events_or(3, 15))?;
+    let options = ImportOptions {
+        blobs_dir: Some(blobs),
+        ..ImportOptions::default()
+    };
+    let mut json_only = Vec::new();
+    let mut parse = Vec::new();
+    let mut append = Vec::new();
+    let mut full = Vec::new();
+    let mut summary = None;
+    for round in 0..rounds {
+        // JSON parsing of every line, nothing else.
+        let t = Instant::now();
+        let mut n = 0u64;
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: Value = serde_json::from_slice(line)?;
+            n += u64::from(v.is_object());
+        }
+        json_only.push(t.elapsed());
+        std::hint::black_box(n);
+
+        // Mapping alone.
+        let t = Instant::now();
+        let parsed = import::parse_file(Source::ClaudeCode, &file, &options)?;
+        parse.push(t.elapsed());
+
+        // Appending the mapped events alone.
+        let dir = ctx.fresh_dir(&format!("import-append-{round}"))?;
+        let journal = Journal::open(&dir, Options::default())?;
+        let t = Instant::now();
+        import::write(&journal, &parsed, &mut |_| {})?;
+        append.push(t.elapsed());
+        journal.close();
+        std::fs::remove_dir_all(&dir)?;
+
+        // The whole import: read, map, store blobs, append.
+        let dir = ctx.fresh_dir(&format!("import-full-{round}"))?;
+        let journal = Journal::open(&dir, Options::default())?;
+        let t = Instant::now();
+        let parsed = import::parse_file(Source::ClaudeCode, &file, &options)?;
+        let written = import::write(&journal, &parsed, &mut |_| {})?;
+        full.push(t.elapsed());
+        journal.close();
+        std::fs::remove_dir_all(&dir)?;
+        if written.events_written != parsed.events.len() as u64 {
+            return Err("an import into a fresh journal skipped events".into());
+        }
+        summary = Some(parsed.summary);
+    }
+    let summary = summary.ok_or("no round ran")?;
+    let records = summary.records as f64;
+    let events = summary.events as f64;
+    let median = |v: &mut Vec<Duration>| stats::median_duration(v);
+    let (json_t, parse_t, append_t, full_t) = (
+        median(&mut json_only),
+        median(&mut parse),
+        median(&mut append),
+        median(&mut full),
+    );
+    let per_s = |d: Duration, n: f64| n / d.as_secs_f64();
+    let mut text = String::new();
+    writeln!(
+        text,
+        "import of {} ({} records, {} events, {:.1} MB), median of {rounds} rounds",
+        file.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        summary.records,
+        summary.events,
+        bytes.len() as f64 / 1e6
+    )?;
+    writeln!(
+        text,
+        "{:<34} {:>10} {:>12} {:>12} {:>9}",
+        "phase", "ms", "records/s", "events/s", "×json"
+    )?;
+    for (name, d) in [
+        ("JSON parse only (baseline)", json_t),
+        ("map to events", parse_t),
+        ("append the mapped events", append_t),
+        ("whole import (durable)", full_t),
+    ] {
+        writeln!(
+            text,
+            "{name:<34} {:>10.2} {:>12.0} {:>12.0} {:>9.2}",
+            ms(d),
+            per_s(d, records),
+            per_s(d, events),
+            d.as_secs_f64() / json_t.as_secs_f64(),
+        )?;
+    }
+    Ok(Section {
+        name: "import",
+        text,
+        json: json!({
+            "file": file.display().to_string(),
+            "bytes": bytes.len(),
+            "records": summary.records,
+            "events": summary.events,
+            "rounds": rounds,
+            "jsonParseMs": ms(json_t),
+            "mapMs": ms(parse_t),
+            "appendMs": ms(append_t),
+            "importMs": ms(full_t),
+            "importRecordsPerSec": per_s(full_t, records),
+            "importEventsPerSec": per_s(full_t, events),
+            "importToJsonParse": full_t.as_secs_f64() / json_t.as_secs_f64(),
+        }),
+    })
+}
