@@ -394,6 +394,9 @@ fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Va
     let failed = b.get("is_error").and_then(Value::as_bool) == Some(true);
     let tool = state.open_calls.remove(call);
     out.summary.tool_results += 1;
+    if tool.is_none() {
+        out.summary.tool_calls += 1; // a result whose call the file does not hold
+    }
     let text = b.get("content").map(content_text).unwrap_or_default();
     let (output, output_ref) = out.text(&text);
     let structured = v.get("toolUseResult").map(|r| out.value(r));

@@ -347,6 +347,9 @@ fn map_record(out: &mut Emitter, state: &mut State, line_key: &str, v: &Map<Stri
             }
             let name = state.open_calls.remove(&call);
             out.summary.tool_results += 1;
+            if name.is_none() {
+                out.summary.tool_calls += 1; // a result whose call the file does not hold
+            }
             let text = match p.get("output") {
                 Some(Value::String(s)) => s.clone(),
                 Some(other) => other

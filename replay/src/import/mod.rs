@@ -149,7 +149,7 @@ pub struct Summary {
     pub turns: u64,
     /// Model calls.
     pub model_calls: u64,
-    /// Tool calls.
+    /// Tool calls (a result whose call the file does not hold counts as one, as in replay).
     pub tool_calls: u64,
     /// Tool results (failed ones included).
     pub tool_results: u64,
