@@ -253,6 +253,7 @@ impl Journal {
             view: None,
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,
+            preallocated_end: 0,
         };
         let writer = std::thread::Builder::new()
             .name("journal-writer".into())
