@@ -237,6 +237,13 @@ impl Index {
         txn.delete_table(BY_TASK)?;
         txn.delete_table(BY_RUN)?;
         txn.delete_table(SPARSE)?;
+        // Recreate the tables empty: a rebuild from an empty log applies nothing, and readers
+        // (the writer's id lookups) must then find empty tables, not missing ones.
+        txn.open_table(EVENT_IDS)?;
+        txn.open_table(STREAMS)?;
+        txn.open_table(BY_TASK)?;
+        txn.open_table(BY_RUN)?;
+        txn.open_table(SPARSE)?;
         txn.open_table(META)?.remove(INDEXED_KEY)?;
         txn.commit()?;
         Ok(())
