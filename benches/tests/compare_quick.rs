@@ -21,7 +21,7 @@ fn compare_quick_reports_every_workload_and_engine() {
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
-    for workload in ["append", "read", "open", "rebuild", "replay"] {
+    for workload in ["append", "read", "open", "rebuild", "replay", "import"] {
         assert!(
             report["workloads"][workload].is_object(),
             "{workload} missing"

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! - `--events N`: each workload's main size (append: events per cell; read, open, rebuild: the
-//!   journal's size; replay: the session's size; import: the rounds over the shared file).
-//!   Defaults: 50,000; 1,000,000; 1,000,000; 1,000,000; 100,000; 15.
+//!   journal's size; replay: the session's size). Defaults: 50,000; 1,000,000; 1,000,000;
+//!   1,000,000; 100,000. The import workload always imports the largest shared agent session,
+//!   5 × `--rounds` times.
 //! - `--dir DIR`: where the scratch directory goes (default: the system's temporary directory).
 //! - `--quick`: small sizes and one round, for a smoke run.
 //! - `--rounds N`: rounds per cell, the median reported (default 3).
