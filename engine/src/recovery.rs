@@ -648,7 +648,7 @@ fn is_partial_footer(rest: &[u8], base: u64, state: &SegmentState, first: Positi
 /// frames whose bytes are wrong (bit rot, tampering). Unwritten space reads as zeros, a sector
 /// (512 aligned bytes) at a time, so the evidence is:
 ///
-/// - a frame in the region runs past the end of the file;
+/// - a frame in the region runs past the end of the file (of its non-zero bytes, see below);
 /// - an aligned sector inside the region that is all zeros;
 /// - the region's first piece (from `base` to the first sector boundary) all zeros;
 /// - the region's last piece (from the last sector boundary to the end of the file) all zeros.
@@ -658,7 +658,17 @@ fn is_partial_footer(rest: &[u8], base: u64, state: &SegmentState, first: Positi
 /// field), or to the end of the file (k trailing zero bytes of a body, as a final `0` or `0.0`
 /// gives, reach back to a sector boundary about k times in 512). Such a frame would be cut as a
 /// torn write — reported, and kept in `quarantine/` — rather than refused.
+///
+/// Zeros after the last non-zero byte are left out first: the writer zero-fills the tail ahead
+/// of its frames, so an open journal's file always ends in zeros, and they say nothing about the
+/// last write. What remains must itself show unwritten space: a frame that runs past it, or a
+/// zero sector inside it. (Without this, bit rot in the last acknowledged frame of a journal that
+/// crashed would read as a torn write and be cut.)
 fn torn_evidence(rest: &[u8], base: u64) -> bool {
+    let data_len = rest.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    let Some(rest) = rest.get(..data_len).filter(|r| !r.is_empty()) else {
+        return true; // nothing but zeros: unwritten space
+    };
     match FrameHeader::decode(rest) {
         Ok(header) if header.frame_len() > rest.len() as u64 => return true,
         Err(FormatError::Truncated { .. }) => return true,

@@ -261,6 +261,31 @@ fn row12_a_complete_last_frame_with_wrong_bytes_is_corruption_not_a_torn_write()
 }
 
 #[test]
+fn row12_holds_when_the_tail_is_zero_filled_ahead_as_an_open_journal_leaves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let (o5, h5) = frames(&file)[4];
+    // What a crash leaves: the writer's zero-filled space after the frames (1 MiB ahead).
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.extend_from_slice(&vec![0u8; 1 << 20]);
+    std::fs::write(&file, bytes).unwrap();
+    flip_byte(&file, o5 + h5.frame_len() - 3);
+    let err = open(dir.path()).unwrap_err();
+    match &err {
+        Error::Corruption {
+            offset, position, ..
+        } => assert_eq!((*offset, *position), (o5, Some(Position(5)))),
+        other => panic!("bit rot in an acknowledged frame must be refused, got {other:?}"),
+    }
+    // Undamaged, the same file opens clean: the zeros are trimmed, nothing is lost.
+    flip_byte(&file, o5 + h5.frame_len() - 3);
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(5));
+    verify_ok(&journal);
+}
+
+#[test]
 fn row9b_an_unfinished_seal_is_cut_and_the_segment_sealed_again_later() {
     let dir = tempfile::tempdir().unwrap();
     multi_segment(dir.path());
