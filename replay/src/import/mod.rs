@@ -7,7 +7,7 @@
 //!   written. A damaged record (a line that is not JSON, a record without the fields its kind
 //!   needs) refuses the whole file with its line number, unless [`Options::skip_bad`] is set,
 //!   in which case it is skipped and listed in the summary.
-//! - [`write`]: the parsed file into a journal: blobs first, then the events in batches.
+//! - [`write()`]: the parsed file into a journal: blobs first, then the events in batches.
 //!
 //! # Invariants
 //! - Event ids are derived from the source's own ids (`<source>:<session>:<source id>:<part>`),
@@ -143,7 +143,7 @@ pub struct Summary {
     pub events_by_type: BTreeMap<String, u64>,
     /// Events made in all.
     pub events: u64,
-    /// Events appended by [`write`]; the rest were already in the journal.
+    /// Events appended by [`write()`]; the rest were already in the journal.
     pub events_written: Option<u64>,
     /// Turns started.
     pub turns: u64,

@@ -12,7 +12,7 @@ use super::Parsed;
 /// [`super::emit::INLINE_TEXT_MAX`] of inline text twice stays under the default batch size.
 const BATCH_EVENTS: usize = 200;
 
-/// What [`write`] did.
+/// What [`write()`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Written {
