@@ -422,6 +422,17 @@ impl Journal {
         &self.inner.dir
     }
 
+    /// Checks `events` as [`Journal::append_batch`] would (form, this journal's limits and
+    /// conformance profile), without writing anything: lets a caller that appends in several
+    /// batches refuse bad input before the first one.
+    ///
+    /// # Errors
+    /// As [`crate::Limits::check_batch`].
+    pub fn check_batch(&self, events: &[Envelope]) -> Result<()> {
+        let options = &self.inner.options;
+        options.limits.check_batch(events, options.conformance)
+    }
+
     /// What recovery found and did when this journal was opened.
     #[must_use]
     pub fn recovery_report(&self) -> &RecoveryReport {

@@ -251,6 +251,24 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// Opens the journal a workload builds its input in: buffered (synced every 200 ms), since
+/// building is not what is measured.
+///
+/// # Errors
+/// The journal's errors.
+pub fn buffered_journal(dir: &Path) -> Res<journal_engine::Journal> {
+    use journal_engine::{Durability, Journal, Options};
+    Ok(Journal::open(
+        dir,
+        Options {
+            durability: Durability::Buffered {
+                sync_interval: Duration::from_millis(200),
+            },
+            ..Options::default()
+        },
+    )?)
+}
+
 /// A journal of `events` workload events under the scratch directory, built once per run and
 /// shared by the workloads that read or open it (buffered appends in batches of 1,000, then a
 /// clean close).
@@ -258,20 +276,12 @@ pub fn ms(d: Duration) -> f64 {
 /// # Errors
 /// The journal's errors.
 pub fn built_journal(ctx: &Context, events: u64) -> Res<PathBuf> {
-    use journal_engine::{AppendOptions, Durability, Journal, Options};
+    use journal_engine::AppendOptions;
     let dir = ctx.dir.join(format!("journal-{events}"));
     if dir.join("segments").is_dir() {
         return Ok(dir);
     }
-    let journal = Journal::open(
-        &dir,
-        Options {
-            durability: Durability::Buffered {
-                sync_interval: Duration::from_millis(200),
-            },
-            ..Options::default()
-        },
-    )?;
+    let journal = buffered_journal(&dir)?;
     let mut at = 0;
     while at < events {
         let n = 1000.min(events - at);

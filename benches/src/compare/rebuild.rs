@@ -9,9 +9,9 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use journal_engine::{AppendOptions, Durability, Journal, Options};
+use journal_engine::{AppendOptions, Journal, Options};
 use journal_format::Position;
 use journal_projections::{workload, ReadModels};
 use serde_json::{json, Value};
@@ -75,15 +75,7 @@ pub fn phase_child(args: &[String]) -> Res<Value> {
 }
 
 fn build(dir: &Path, events: usize) -> Res<usize> {
-    let journal = Journal::open(
-        dir,
-        Options {
-            durability: Durability::Buffered {
-                sync_interval: Duration::from_millis(200),
-            },
-            ..Options::default()
-        },
-    )?;
+    let journal = super::buffered_journal(dir)?;
     let generated = workload::generate(42, sessions(events), events);
     let n = generated.len();
     for chunk in generated.chunks(1000) {

@@ -3,9 +3,9 @@
 //! Each figure is the median over the rounds.
 
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use journal_engine::{AppendOptions, Durability, Filter, Journal, Options};
+use journal_engine::{AppendOptions, Filter};
 use journal_projections::workload;
 use journal_replay::{html, narrative, text, Scope};
 use serde_json::json;
@@ -30,15 +30,7 @@ fn median_ms(rounds: usize, mut f: impl FnMut() -> Res<usize>) -> Res<(f64, usiz
 pub fn run(ctx: &Context) -> Res<Section> {
     let events = usize::try_from(ctx.events_or(2_000, 100_000))?;
     let dir = ctx.fresh_dir("replay")?;
-    let journal = Journal::open(
-        &dir,
-        Options {
-            durability: Durability::Buffered {
-                sync_interval: Duration::from_millis(200),
-            },
-            ..Options::default()
-        },
-    )?;
+    let journal = super::buffered_journal(&dir)?;
     let generated = workload::generate(7, 1, events);
     let n = generated.len();
     for chunk in generated.chunks(1000) {

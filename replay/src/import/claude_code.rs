@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use journal_format::Envelope;
 use serde_json::{json, Map, Value};
 
 use super::emit::{content_text, Emitter};
@@ -243,9 +244,47 @@ struct At<'a> {
     key: &'a str,
 }
 
-fn stamp(e: &mut journal_format::Envelope, at: &At, turn: Option<&String>) {
-    e.thread_id = Some(at.thread.clone());
-    e.turn_id = turn.cloned();
+impl At<'_> {
+    /// An event of this record, at its time, on its thread, in `turn`.
+    fn event<'o>(
+        &self,
+        out: &'o mut Emitter,
+        event_type: &str,
+        key: &str,
+        turn: Option<&String>,
+    ) -> Option<&'o mut Envelope> {
+        self.event_at(out, event_type, key, &self.timestamp, turn)
+    }
+
+    /// [`At::event`] at another time than the record's.
+    fn event_at<'o>(
+        &self,
+        out: &'o mut Emitter,
+        event_type: &str,
+        key: &str,
+        time: &str,
+        turn: Option<&String>,
+    ) -> Option<&'o mut Envelope> {
+        let e = out.emit(event_type, &self.session, key, time, self.kind)?;
+        e.thread_id = Some(self.thread.clone());
+        e.turn_id = turn.cloned();
+        Some(e)
+    }
+
+    /// A vendor event carrying `record`, on this record's thread, in `turn`.
+    fn vendor<'o>(
+        &self,
+        out: &'o mut Emitter,
+        kind: &str,
+        key: &str,
+        record: &Map<String, Value>,
+        turn: Option<&String>,
+    ) -> Option<&'o mut Envelope> {
+        let e = out.vendor(kind, &self.session, key, &self.timestamp, record)?;
+        e.thread_id = Some(self.thread.clone());
+        e.turn_id = turn.cloned();
+        Some(e)
+    }
 }
 
 fn map_record(
@@ -289,8 +328,7 @@ fn map_record(
                 "operation": str_of(v, "operation"),
                 "content": v.get("content").map(|c| out.value(c)),
             });
-            if let Some(e) = out.emit("queue.changed", &at.session, at.key, &at.timestamp, kind) {
-                stamp(e, &at, None);
+            if let Some(e) = at.event(out, "queue.changed", at.key, None) {
                 e.payload = Some(payload);
             }
         }
@@ -301,9 +339,7 @@ fn map_record(
                     .entry(kind.to_string())
                     .or_default() += 1;
             }
-            if let Some(e) = out.vendor(kind, &at.session, at.key, &at.timestamp, v) {
-                stamp(e, &at, None);
-            }
+            let _ = at.vendor(out, kind, at.key, v, None);
         }
     }
 }
@@ -314,8 +350,7 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
         if state.permission_mode.as_deref() != Some(mode) {
             state.permission_mode = Some(mode.to_string());
             let key = format!("{}:permission-mode", at.key);
-            if let Some(e) = out.emit("policy.changed", &at.session, &key, &at.timestamp, at.kind) {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, "policy.changed", &key, state.turn.as_ref()) {
                 e.payload = Some(json!({"permissionMode": mode}));
             }
         }
@@ -339,14 +374,7 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
     let is = |flag: &str| v.get(flag).and_then(Value::as_bool) == Some(true);
     if is("isMeta") || is("isCompactSummary") {
         let (text, text_ref) = out.text(&text);
-        if let Some(e) = out.emit(
-            "context.resolved",
-            &at.session,
-            at.key,
-            &at.timestamp,
-            at.kind,
-        ) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "context.resolved", at.key, state.turn.as_ref()) {
             e.payload = Some(json!({
                 "kind": if is("isCompactSummary") { "compaction_summary" } else { "meta" },
                 "text": text,
@@ -362,29 +390,14 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
     out.summary.turns += 1;
     let (text, text_ref) = out.text(&text);
     let submitted = format!("{}:submitted", at.key);
-    if let Some(e) = out.emit(
-        "turn.submitted",
-        &at.session,
-        &submitted,
-        &at.timestamp,
-        at.kind,
-    ) {
-        stamp(e, at, Some(&turn));
+    if let Some(e) = at.event(out, "turn.submitted", &submitted, Some(&turn)) {
         e.payload = Some(json!({
             "input": [{"type": "text", "text": text}],
             "inputRef": text_ref,
         }));
     }
     let started = format!("{}:started", at.key);
-    if let Some(e) = out.emit(
-        "turn.started",
-        &at.session,
-        &started,
-        &at.timestamp,
-        at.kind,
-    ) {
-        stamp(e, at, Some(&turn));
-    }
+    let _ = at.event(out, "turn.started", &started, Some(&turn));
 }
 
 fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>, b: &Value) {
@@ -402,8 +415,7 @@ fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Va
     let structured = v.get("toolUseResult").map(|r| out.value(r));
     let event_type = if failed { "tool.failed" } else { "tool.result" };
     let key = format!("{call}:result");
-    if let Some(e) = out.emit(event_type, &at.session, &key, &at.timestamp, at.kind) {
-        stamp(e, at, state.turn.as_ref());
+    if let Some(e) = at.event(out, event_type, &key, state.turn.as_ref()) {
         e.tool_call_id = Some(call.to_string());
         e.output_ref.clone_from(&output_ref);
         e.payload = Some(json!({
@@ -423,8 +435,7 @@ fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Va
                 "subagent.completed"
             };
             let key = format!("{call}:subagent-end");
-            if let Some(e) = out.emit(event_type, &at.session, &key, &at.timestamp, at.kind) {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, event_type, &key, state.turn.as_ref()) {
                 e.subagent_id = Some(call.to_string());
                 e.tool_call_id = Some(call.to_string());
                 e.payload = Some(json!({
@@ -445,9 +456,7 @@ fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Va
                 _ => "answered",
             };
             let response = result.and_then(|r| r.get("answers")).map(|a| out.value(a));
-            if let Some(e) = out.emit("action.resolved", &at.session, &key, &at.timestamp, at.kind)
-            {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, "action.resolved", &key, state.turn.as_ref()) {
                 e.action_id = Some(call.to_string());
                 e.tool_call_id = Some(call.to_string());
                 e.payload = Some(json!({
@@ -468,8 +477,7 @@ fn assistant(out: &mut Emitter, state: &mut State, at: &At, index: usize, v: &Ma
     if state.groups_started.insert(group.clone()) {
         out.summary.model_calls += 1;
         let key = format!("{group}:requested");
-        if let Some(e) = out.emit("model.requested", &at.session, &key, &at.timestamp, at.kind) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "model.requested", &key, state.turn.as_ref()) {
             e.model_request_id = Some(group.clone());
             e.request_id = str_of(v, "requestId").map(str::to_string);
             e.payload = Some(json!({"model": model}));
@@ -490,14 +498,7 @@ fn assistant(out: &mut Emitter, state: &mut State, at: &At, index: usize, v: &Ma
             Some("thinking") => {
                 let (text, text_ref) = out.text(str_at(block, "/thinking").unwrap_or(""));
                 let key = format!("{}:{n}:thinking", at.key);
-                if let Some(e) = out.emit(
-                    "reasoning.summary",
-                    &at.session,
-                    &key,
-                    &at.timestamp,
-                    at.kind,
-                ) {
-                    stamp(e, at, state.turn.as_ref());
+                if let Some(e) = at.event(out, "reasoning.summary", &key, state.turn.as_ref()) {
                     e.model_request_id = Some(group.clone());
                     e.payload = Some(json!({"text": text, "textRef": text_ref}));
                 }
@@ -515,8 +516,7 @@ fn assistant(out: &mut Emitter, state: &mut State, at: &At, index: usize, v: &Ma
         let (output, output_ref) = out.text(&text);
         let stop = str_at(&message, "/stop_reason").map(str::to_string);
         let key = format!("{group}:completed");
-        if let Some(e) = out.emit("model.completed", &at.session, &key, &at.timestamp, at.kind) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "model.completed", &key, state.turn.as_ref()) {
             e.model_request_id = Some(group.clone());
             e.output_ref = output_ref;
             e.payload = Some(json!({"model": model, "stopReason": stop, "output": output}));
@@ -524,8 +524,7 @@ fn assistant(out: &mut Emitter, state: &mut State, at: &At, index: usize, v: &Ma
         if let Some(usage) = message.get("usage") {
             let n = |k: &str| usage.get(k).and_then(Value::as_u64);
             let key = format!("{group}:cost");
-            if let Some(e) = out.emit("cost.recorded", &at.session, &key, &at.timestamp, at.kind) {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, "cost.recorded", &key, state.turn.as_ref()) {
                 e.model_request_id = Some(group.clone());
                 e.payload = Some(json!({
                     "model": model,
@@ -552,8 +551,7 @@ fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &
     state.open_calls.insert(call.to_string(), name.clone());
     let arguments = out.value(&input);
     let key = format!("{call}:started");
-    if let Some(e) = out.emit("tool.started", &at.session, &key, &at.timestamp, at.kind) {
-        stamp(e, at, state.turn.as_ref());
+    if let Some(e) = at.event(out, "tool.started", &key, state.turn.as_ref()) {
         e.tool_call_id = Some(call.to_string());
         e.model_request_id = Some(group.to_string());
         e.payload = Some(json!({"toolName": name, "arguments": arguments}));
@@ -565,14 +563,7 @@ fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &
             .unwrap_or("subagent")
             .to_string();
         let prompt = str_at(&input, "/description").map(str::to_string);
-        if let Some(e) = out.emit(
-            "subagent.spawned",
-            &at.session,
-            &key,
-            &at.timestamp,
-            at.kind,
-        ) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "subagent.spawned", &key, state.turn.as_ref()) {
             e.subagent_id = Some(call.to_string());
             e.tool_call_id = Some(call.to_string());
             e.payload = Some(json!({
@@ -607,14 +598,7 @@ fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &
             })
             .unwrap_or_default();
         let key = format!("{call}:checklist");
-        if let Some(e) = out.emit(
-            "checklist.updated",
-            &at.session,
-            &key,
-            &at.timestamp,
-            at.kind,
-        ) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "checklist.updated", &key, state.turn.as_ref()) {
             e.tool_call_id = Some(call.to_string());
             e.payload = Some(json!({"items": items}));
         }
@@ -628,8 +612,7 @@ fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &
         };
         let prompt = prompt.map(|p| out.text(&p).0);
         let questions = input.get("questions").map(|q| out.value(q));
-        if let Some(e) = out.emit("action.required", &at.session, &key, &at.timestamp, at.kind) {
-            stamp(e, at, state.turn.as_ref());
+        if let Some(e) = at.event(out, "action.required", &key, state.turn.as_ref()) {
             e.action_id = Some(call.to_string());
             e.tool_call_id = Some(call.to_string());
             e.payload = Some(json!({
@@ -651,8 +634,7 @@ fn complete_turn(out: &mut Emitter, state: &mut State, at: &At, why: &str) {
     }
     state.turn_completed = true;
     let key = format!("{}:turn-completed", at.key);
-    if let Some(e) = out.emit("turn.completed", &at.session, &key, &at.timestamp, at.kind) {
-        stamp(e, at, Some(&turn));
+    if let Some(e) = at.event(out, "turn.completed", &key, Some(&turn)) {
         e.payload = Some(json!({"reason": why}));
     }
 }
@@ -661,8 +643,7 @@ fn system(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>)
     match str_of(v, "subtype") {
         Some("stop_hook_summary") => {
             let key = format!("{}:hook", at.key);
-            if let Some(e) = out.emit("hook.completed", &at.session, &key, &at.timestamp, at.kind) {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, "hook.completed", &key, state.turn.as_ref()) {
                 e.payload = Some(json!({
                     "hookInfos": v.get("hookInfos"),
                     "hookErrors": v.get("hookErrors"),
@@ -675,14 +656,12 @@ fn system(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>)
         Some("compact_boundary") => {
             out.summary.compactions += 1;
             let meta = v.get("compactMetadata");
-            if let Some(e) = out.emit(
+            if let Some(e) = at.event(
+                out,
                 "context.compaction.completed",
-                &at.session,
                 at.key,
-                &at.timestamp,
-                at.kind,
+                state.turn.as_ref(),
             ) {
-                stamp(e, at, state.turn.as_ref());
                 e.payload = Some(json!({
                     "trigger": meta.and_then(|m| str_at(m, "/trigger")),
                     "tokensBefore": meta.and_then(|m| m.get("preTokens")).and_then(Value::as_u64),
@@ -691,9 +670,7 @@ fn system(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>)
             }
         }
         Some("api_error") => {
-            if let Some(e) = out.emit("runtime.error", &at.session, at.key, &at.timestamp, at.kind)
-            {
-                stamp(e, at, state.turn.as_ref());
+            if let Some(e) = at.event(out, "runtime.error", at.key, state.turn.as_ref()) {
                 e.payload = Some(json!({"error": v.get("error"), "content": v.get("content")}));
             }
         }
@@ -702,9 +679,7 @@ fn system(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>)
             if !matches!(subtype, Some("local_command" | "informational")) {
                 *out.summary.unknown_kinds.entry(kind.clone()).or_default() += 1;
             }
-            if let Some(e) = out.vendor(&kind, &at.session, at.key, &at.timestamp, v) {
-                stamp(e, at, state.turn.as_ref());
-            }
+            let _ = at.vendor(out, &kind, at.key, v, state.turn.as_ref());
         }
     }
 }
@@ -746,8 +721,7 @@ fn file_history(
             .unwrap_or(&at.timestamp)
             .to_string();
         let key = format!("artifact:{name}");
-        if let Some(e) = out.emit("artifact.changed", &at.session, &key, &time, at.kind) {
-            stamp(e, at, None);
+        if let Some(e) = at.event_at(out, "artifact.changed", &key, &time, None) {
             e.artifact_id = Some(name.to_string());
             e.payload = Some(json!({
                 "change": "backed_up",
@@ -765,8 +739,6 @@ fn file_history(
     if made == 0 {
         // A snapshot that adds no new reference is still a record: kept, never dropped.
         let key = format!("{}:{}", at.key, str_of(v, "messageId").unwrap_or(""));
-        if let Some(e) = out.vendor(at.kind, &at.session, &key, &at.timestamp, v) {
-            stamp(e, at, None);
-        }
+        let _ = at.vendor(out, at.kind, &key, v, None);
     }
 }

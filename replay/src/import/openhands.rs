@@ -265,11 +265,22 @@ impl Run {
         source_ts: &str,
         native: &str,
     ) -> Option<&'a mut journal_format::Envelope> {
-        let scope = self
-            .attempt
-            .as_ref()
-            .map_or(String::new(), |(_, a)| format!("{a}:"));
-        let e = out.emit(t, &self.session, &format!("{scope}{key}"), &time.0, native)?;
+        let e = out.emit(t, &self.session, &self.scoped(key), &time.0, native)?;
+        self.stamp(e, time, source_ts);
+        Some(e)
+    }
+
+    /// `key` within this run's attempt, when it is one: an evaluation output's runs may repeat
+    /// the same event ids.
+    fn scoped(&self, key: &str) -> String {
+        match &self.attempt {
+            Some((_, attempt)) => format!("{attempt}:{key}"),
+            None => key.to_string(),
+        }
+    }
+
+    /// Puts an event of this run on its thread, turn, task and attempt, and flags an assumed zone.
+    fn stamp(&self, e: &mut journal_format::Envelope, time: &(String, bool), source_ts: &str) {
         e.thread_id = Some(self.session.clone());
         e.turn_id.clone_from(&self.turn);
         if let Some((task, attempt)) = &self.attempt {
@@ -277,7 +288,6 @@ impl Run {
             e.attempt_id = Some(attempt.clone());
         }
         flag(e, time, Some(source_ts));
-        Some(e)
     }
 
     fn event(&mut self, out: &mut Emitter, record: &Record) {
@@ -576,18 +586,8 @@ impl Run {
                 .entry(native.to_string())
                 .or_default() += 1;
         }
-        let scope = self
-            .attempt
-            .as_ref()
-            .map_or(String::new(), |(_, a)| format!("{a}:"));
-        if let Some(e) = out.vendor(native, &self.session, &format!("{scope}{key}"), &time.0, v) {
-            e.thread_id = Some(self.session.clone());
-            e.turn_id.clone_from(&self.turn);
-            if let Some((task, attempt)) = &self.attempt {
-                e.task_id = Some(task.clone());
-                e.attempt_id = Some(attempt.clone());
-            }
-            flag(e, time, Some(source_ts));
+        if let Some(e) = out.vendor(native, &self.session, &self.scoped(key), &time.0, v) {
+            self.stamp(e, time, source_ts);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! source's, so a second import (or the rest of one cut short by a crash) appends only what is
 //! missing.
 
-use journal_engine::{AppendOptions, Journal, Limits};
+use journal_engine::{AppendOptions, Journal};
 use serde::Serialize;
 
 use super::Parsed;
@@ -28,8 +28,8 @@ pub struct Written {
 /// far after each batch.
 ///
 /// # Errors
-/// A journal error. An event the journal's limits refuse is reported before anything is
-/// written; an I/O error part-way leaves the batches before it written, and importing the file
+/// A journal error. An event the journal would refuse (its form, limits or conformance
+/// profile) is reported before anything is written; an I/O error part-way leaves the batches before it written, and importing the file
 /// again completes it.
 pub fn write(
     journal: &Journal,
@@ -37,7 +37,7 @@ pub fn write(
     progress: &mut dyn FnMut(u64),
 ) -> journal_engine::Result<Written> {
     for chunk in parsed.events.chunks(BATCH_EVENTS) {
-        Limits::default().check_batch(chunk, None)?;
+        journal.check_batch(chunk)?;
     }
     let mut written = Written::default();
     for blob in &parsed.blobs {
