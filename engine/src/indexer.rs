@@ -79,9 +79,14 @@ impl IndexProgress {
     }
 }
 
-/// Runs until the writer drops its sender.
-pub(crate) fn run(index: Arc<Index>, progress: Arc<IndexProgress>, rx: Receiver<IndexMsg>) {
-    let mut dirty = false;
+/// Runs until the writer drops its sender. `dirty` says the index holds commits not yet made
+/// durable (the catch-up at open), which the first idle moment persists.
+pub(crate) fn run(
+    index: Arc<Index>,
+    progress: Arc<IndexProgress>,
+    rx: Receiver<IndexMsg>,
+    mut dirty: bool,
+) {
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,

@@ -215,9 +215,12 @@ impl Journal {
             report.actions.push(RecoveryAction::IndexRebuilt { reason });
         }
         let (indexed, _) = index.indexed()?;
-        if indexed < head.position {
+        // The catch-up commits without a sync: the index is derived from the log, so if the
+        // process dies before the indexer's next durable commit (it makes one as soon as it is
+        // idle), the next open catches up again. Open does not wait on a device flush.
+        let caught_up = indexed < head.position;
+        if caught_up {
             catch_up(&log, &index, indexed.next(), head.position)?;
-            index.persist()?;
             report.actions.push(RecoveryAction::IndexCaughtUp {
                 from: indexed.next().0,
                 to: head.position.0,
@@ -231,7 +234,7 @@ impl Journal {
             let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
             std::thread::Builder::new()
                 .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, progress, index_rx))
+                .spawn(move || indexer::run(index, progress, index_rx, caught_up))
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
@@ -611,6 +614,32 @@ impl Journal {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
         EventIter::new(Arc::clone(&self.inner.log), from, to, verify_chain)
+    }
+
+    /// Calls `f` with each record `from..=to` (`to` defaults to the head) in position order,
+    /// before its body is decoded, until `f` breaks. Checksums are checked always, chain links
+    /// with `verify_chain`, exactly as [`Journal::read`] does; the body borrows the reader's
+    /// buffer, so nothing is allocated per event. [`Record::decode`](crate::Record::decode)
+    /// gives the event when it is wanted.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming where a frame is damaged or out of place, an I/O error, or
+    /// the first error `f` returns.
+    pub fn scan(
+        &self,
+        from: Position,
+        to: Option<Position>,
+        verify_chain: bool,
+        mut f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+    ) -> Result<()> {
+        let head = self.head().position;
+        let to = to.map_or(head, |t| t.min(head));
+        if from.max(Position(1)) > to {
+            return Ok(());
+        }
+        read::for_each_frame(&self.inner.log, from, to, verify_chain, &mut |raw| {
+            Ok(f(raw.record())?.is_continue())
+        })
     }
 
     fn wait_for_index(&self) -> Result<()> {

@@ -181,21 +181,69 @@ pub(crate) fn for_each_frame(
     Ok(())
 }
 
+/// A stored event as the log holds it, before its body is decoded: the fields the journal
+/// assigned (from the frame header) and the body's MessagePack bytes, checksum-checked and, when
+/// the read verifies the chain, chain-checked. For readers that need only some events decoded,
+/// or none (copying, hashing, counting), see [`crate::Journal::scan`].
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    /// The global, gapless position.
+    pub position: Position,
+    /// The journal's clock at append, nanoseconds since the Unix epoch (UTC).
+    pub recorded_at_ns: i64,
+    /// The 1-based index of the event within its stream.
+    pub stream_version: u64,
+    /// The event's link in the hash chain.
+    pub hash: ChainHash,
+    /// The stored body: the envelope as MessagePack (`docs/FORMAT.md`).
+    pub body: &'a [u8],
+    /// The segment holding the frame.
+    pub segment: SegmentId,
+    /// The frame's byte offset in that segment.
+    pub offset: u64,
+}
+
+impl Record<'_> {
+    /// Decodes the body into a stored event.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming the segment, offset and position when the body, whose
+    /// checksum matched, is not a valid envelope.
+    pub fn decode(&self) -> Result<StoredEvent> {
+        let envelope = Envelope::from_msgpack(self.body).map_err(|e| Error::Corruption {
+            segment: self.segment,
+            offset: self.offset,
+            position: Some(self.position),
+            detail: e.to_string(),
+        })?;
+        Ok(StoredEvent {
+            position: self.position,
+            recorded_at_ns: self.recorded_at_ns,
+            stream_version: self.stream_version,
+            hash: self.hash,
+            envelope,
+        })
+    }
+}
+
+impl<'a> RawFrame<'a> {
+    /// The frame as a public [`Record`].
+    pub(crate) fn record(&self) -> Record<'a> {
+        Record {
+            position: self.header.meta.position,
+            recorded_at_ns: self.header.meta.recorded_at_ns,
+            stream_version: self.header.meta.stream_version,
+            hash: self.header.hash,
+            body: self.body,
+            segment: self.segment,
+            offset: self.offset,
+        }
+    }
+}
+
 /// Decodes a raw frame into a stored event.
 pub(crate) fn decode(raw: &RawFrame<'_>) -> Result<StoredEvent> {
-    let envelope = Envelope::from_msgpack(raw.body).map_err(|e| Error::Corruption {
-        segment: raw.segment,
-        offset: raw.offset,
-        position: Some(raw.header.meta.position),
-        detail: e.to_string(),
-    })?;
-    Ok(StoredEvent {
-        position: raw.header.meta.position,
-        recorded_at_ns: raw.header.meta.recorded_at_ns,
-        stream_version: raw.header.meta.stream_version,
-        hash: raw.header.hash,
-        envelope,
-    })
+    raw.record().decode()
 }
 
 /// Reads the frame at a known location and checks that it holds `position`.

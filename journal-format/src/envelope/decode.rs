@@ -1,0 +1,298 @@
+//! The hand-written `Deserialize` of [`Envelope`]: one pass over the map, each key matched to its
+//! field, unknown keys kept in [`Envelope::extra`].
+//!
+//! The derived implementation buffers the whole map into serde's generic `Content` tree before
+//! it looks at a field, because of `#[serde(flatten)]` on `extra`; that copy was three quarters
+//! of the cost of reading an event back. This one reads the same maps (the `Serialize` side is
+//! still derived, so the stored bytes are unchanged) and keeps the derived rules:
+//! - `type` and `timestamp` are required, `eventId` defaults to empty;
+//! - an optional field that is present must hold a value of its type (an explicit `null` is an
+//!   error, except for `payload`, whose type is any JSON value);
+//! - a key given twice is refused, whether it names a field or not.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+
+use super::Envelope;
+
+/// Calls `$apply!` with every optional field of [`Envelope`] and its name in the stored and JSON
+/// forms. The one list the decoder and its completeness test both read.
+macro_rules! optional_fields {
+    ($apply:ident) => {
+        $apply! {
+            schema_version = "schemaVersion",
+            runtime_id = "runtimeId",
+            session_id = "sessionId",
+            thread_id = "threadId",
+            turn_id = "turnId",
+            task_id = "taskId",
+            run_id = "runId",
+            attempt_id = "attemptId",
+            parent_task_id = "parentTaskId",
+            root_task_id = "rootTaskId",
+            step_id = "stepId",
+            tool_call_id = "toolCallId",
+            action_id = "actionId",
+            subagent_id = "subagentId",
+            artifact_id = "artifactId",
+            evidence_id = "evidenceId",
+            request_id = "requestId",
+            process_id = "processId",
+            channel_id = "channelId",
+            job_id = "jobId",
+            job_item_id = "jobItemId",
+            model_request_id = "modelRequestId",
+            queue_id = "queueId",
+            output_ref = "outputRef",
+            trace_id = "traceId",
+            span_id = "spanId",
+            sequence = "sequence",
+            status = "status",
+            phase = "phase",
+            native_status = "nativeStatus",
+            status_reason = "statusReason",
+            correlation_id = "correlationId",
+            causation_id = "causationId",
+            parent_event_id = "parentEventId",
+            product_id = "productId",
+            user_id = "userId",
+            native_type = "nativeType",
+            native_ns = "nativeNs",
+            provenance = "provenance",
+            idempotency_key = "idempotencyKey",
+            payload = "payload",
+            refs = "refs",
+            task = "task",
+            task_attempt = "taskAttempt",
+            task_relationship = "taskRelationship",
+            task_graph = "taskGraph",
+            task_progress = "taskProgress",
+            task_acceptance = "taskAcceptance",
+            worker = "worker",
+            delivery_state = "deliveryState",
+            permission_decision = "permissionDecision",
+            sandbox_profile = "sandboxProfile",
+            routing_decision = "routingDecision",
+            candidate_model_set = "candidateModelSet",
+            task_profile = "taskProfile",
+            limit_state = "limitState",
+            limit_event = "limitEvent",
+            cost_state = "costState",
+            hook_run = "hookRun",
+            execution_environment = "executionEnvironment",
+            channel = "channel",
+            job = "job",
+            job_item = "jobItem",
+            output = "output",
+            history_boundary = "historyBoundary",
+            telemetry = "telemetry",
+            correlation = "correlation",
+            benchmark = "benchmark",
+            trajectory = "trajectory",
+            reward = "reward",
+            comparison = "comparison"
+        }
+    };
+}
+
+macro_rules! names {
+    ($($field:ident = $name:literal),* $(,)?) => {
+        /// The stored names of the optional fields, in declaration order.
+        #[cfg(test)]
+        pub(crate) const OPTIONAL_FIELDS: &[&str] = &[$($name),*];
+    };
+}
+optional_fields!(names);
+
+/// Reads one key: borrowed from the input when the format allows it (MessagePack), owned
+/// otherwise (a `serde_json::Value`).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct EnvelopeVisitor;
+
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an event envelope (a map of field names to values)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        let mut envelope = Envelope::default();
+        let mut event_type: Option<String> = None;
+        let mut event_id: Option<String> = None;
+        let mut timestamp: Option<String> = None;
+
+        macro_rules! decode {
+            ($($field:ident = $name:literal),* $(,)?) => {
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    match key.as_ref() {
+                        "type" => set(&mut event_type, map.next_value()?, "type")?,
+                        "eventId" => set(&mut event_id, map.next_value()?, "eventId")?,
+                        "timestamp" => set(&mut timestamp, map.next_value()?, "timestamp")?,
+                        $($name => set(&mut envelope.$field, map.next_value()?, $name)?,)*
+                        _ => {
+                            let value = map.next_value()?;
+                            if envelope.extra.insert(key.clone().into_owned(), value).is_some() {
+                                return Err(de::Error::custom(format_args!(
+                                    "duplicate field `{key}`"
+                                )));
+                            }
+                        }
+                    }
+                }
+            };
+        }
+        optional_fields!(decode);
+
+        envelope.event_type = event_type.ok_or_else(|| de::Error::missing_field("type"))?;
+        envelope.timestamp = timestamp.ok_or_else(|| de::Error::missing_field("timestamp"))?;
+        envelope.event_id = event_id.unwrap_or_default();
+        Ok(envelope)
+    }
+}
+
+/// Stores the first value of a field; a second one is an error.
+fn set<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::duplicate_field(name));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(EnvelopeVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::OPTIONAL_FIELDS;
+    use crate::Envelope;
+
+    fn decode(value: Value) -> Result<Envelope, String> {
+        serde_path_to_error::deserialize::<_, Envelope>(value)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+
+    /// A MessagePack map of short strings, written by hand so that a key can repeat.
+    fn fixmap(entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = vec![0x80 | u8::try_from(entries.len()).expect("fixmap")];
+        for text in entries.iter().flat_map(|(k, v)| [k, v]) {
+            out.push(0xa0 | u8::try_from(text.len()).expect("fixstr"));
+            out.extend_from_slice(text.as_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn the_field_list_is_the_schema_s() {
+        let schema = serde_json::to_value(Envelope::json_schema()).expect("schema");
+        let properties: Vec<&str> = schema["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut listed: Vec<&str> = ["type", "eventId", "timestamp"]
+            .into_iter()
+            .chain(OPTIONAL_FIELDS.iter().copied())
+            .collect();
+        let mut properties = properties;
+        listed.sort_unstable();
+        properties.sort_unstable();
+        assert_eq!(listed, properties);
+    }
+
+    #[test]
+    fn every_optional_field_decodes_into_itself_and_round_trips() {
+        for name in OPTIONAL_FIELDS {
+            let candidates = [json!("observed"), json!(7), json!({"k": [1, "two"]})];
+            let decoded = candidates.iter().find_map(|value| {
+                let mut object =
+                    json!({"type": "t", "eventId": "e", "timestamp": "2026-01-01T00:00:00Z"});
+                object[*name] = value.clone();
+                decode(object).ok()
+            });
+            let envelope =
+                decoded.unwrap_or_else(|| panic!("no value of any type decodes `{name}`"));
+            assert!(envelope.extra.is_empty(), "`{name}` fell into extra");
+            let bytes = envelope.to_msgpack().expect("encode");
+            assert_eq!(
+                Envelope::from_msgpack(&bytes).expect("decode"),
+                envelope,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn nulls_duplicates_and_missing_fields_are_refused_by_name() {
+        let base = || json!({"type": "t", "eventId": "e", "timestamp": "2026-01-01T00:00:00Z"});
+        let mut null_id = base();
+        null_id["sessionId"] = Value::Null;
+        assert!(decode(null_id).expect_err("null").starts_with("sessionId:"));
+
+        let mut null_payload = base();
+        null_payload["payload"] = Value::Null;
+        assert_eq!(
+            decode(null_payload).expect("payload may be null").payload,
+            Some(Value::Null)
+        );
+
+        let mut no_type = base();
+        no_type.as_object_mut().expect("object").remove("type");
+        assert!(decode(no_type)
+            .expect_err("missing")
+            .contains("missing field `type`"));
+
+        let mut no_id = base();
+        no_id.as_object_mut().expect("object").remove("eventId");
+        assert_eq!(decode(no_id).expect("eventId defaults").event_id, "");
+
+        // MessagePack can hold a key twice where JSON objects cannot.
+        for key in ["sessionId", "xCustom"] {
+            let twice = fixmap(&[
+                ("type", "t"),
+                ("timestamp", "2026-01-01T00:00:00Z"),
+                (key, "a"),
+                (key, "b"),
+            ]);
+            let error = Envelope::from_msgpack(&twice).expect_err("duplicate");
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("duplicate field `{key}`")),
+                "{error}"
+            );
+        }
+    }
+}
