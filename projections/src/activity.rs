@@ -506,7 +506,7 @@ impl Activity {
         let Some(turn_id) = &e.turn_id else {
             return;
         };
-        let index = match summary.turns.iter().position(|x| &x.turn_id == turn_id) {
+        let index = match summary.turns.iter().rposition(|x| &x.turn_id == turn_id) {
             Some(i) => i,
             None => {
                 summary.turns.push(TurnSummary {

@@ -16,7 +16,7 @@ use crate::projection::{Freshness, FreshnessState, Progress, Projection};
 use crate::state::StreamState;
 use crate::store::{Meta, Store, StoreError};
 use crate::views;
-use crate::worker::{decode, Reached, Worker, WorkerError, BATCH_EVENTS};
+use crate::worker::{decode, Reached, Worker, WorkerError};
 
 /// The key of an event's stream, as commands use it; `None` for an event with no session,
 /// task or runtime.
@@ -221,32 +221,30 @@ impl ReadModels {
     /// [`ReadError::Store`].
     pub fn open_at(journal: &Journal, path: &Path) -> Result<ReadModels, ReadError> {
         let store = Arc::new(Store::open(path)?);
-        Ok(ReadModels::with_workers(
-            journal.clone(),
-            store,
-            BATCH_EVENTS,
-        ))
+        Ok(ReadModels::with_workers(journal.clone(), store, None))
     }
 
-    fn with_workers(journal: Journal, store: Arc<Store>, batch_events: u64) -> ReadModels {
+    /// The read models with their workers; `batch_events` fixes the batch size (else the
+    /// workers' default, growing with the states).
+    fn with_workers(journal: Journal, store: Arc<Store>, batch_events: Option<u64>) -> ReadModels {
+        let state = Worker::new(Arc::new(StateProjection), Arc::clone(&store));
+        let activity = Worker::new(Arc::new(ActivityProjection), Arc::clone(&store));
+        let (state, activity) = match batch_events {
+            Some(n) => (state.with_batch_events(n), activity.with_batch_events(n)),
+            None => (state, activity),
+        };
         ReadModels {
             journal,
-            state: Arc::new(Mutex::new(
-                Worker::new(Arc::new(StateProjection), Arc::clone(&store))
-                    .with_batch_events(batch_events),
-            )),
-            activity: Arc::new(Mutex::new(
-                Worker::new(Arc::new(ActivityProjection), Arc::clone(&store))
-                    .with_batch_events(batch_events),
-            )),
+            state: Arc::new(Mutex::new(state)),
+            activity: Arc::new(Mutex::new(activity)),
             store,
         }
     }
 
-    /// Makes the workers commit every `n` events (see [`BATCH_EVENTS`]).
+    /// Makes the workers commit every `n` events exactly (see [`Worker::with_batch_events`]).
     #[must_use]
     pub fn with_batch_events(self, n: u64) -> ReadModels {
-        ReadModels::with_workers(self.journal, self.store, n)
+        ReadModels::with_workers(self.journal, self.store, Some(n))
     }
 
     /// The store.

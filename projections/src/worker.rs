@@ -22,6 +22,14 @@ use crate::store::{Batch, Generation, Meta, Store, StoreError};
 /// that has caught up commits after every append anyway.
 pub const BATCH_EVENTS: u64 = 65_536;
 
+/// How many bytes of state a long catch-up may rewrite per event it applies, amortized. A
+/// commit rewrites every state its batch touched, whole; when every batch touches every key
+/// (sessions interleaved through the log), fixed batches would make a rebuild's writing grow
+/// with the square of the log. So a batch is at least as long as the last commit's bytes
+/// divided by this: batches grow with the states, and the total written stays a small multiple
+/// of the final states' size.
+const WRITE_BYTES_PER_EVENT: u64 = 64;
+
 /// Decoded states kept between batches; beyond this many keys, or when the states a batch
 /// wrote exceed [`CACHE_BYTES_MAX`], the cache is dropped after the commit, so memory stays
 /// bounded however many keys the log holds.
@@ -78,8 +86,13 @@ pub struct Worker<P: Projection> {
     /// reflects. The cache is dropped whenever the stored checkpoint says otherwise (a reset, a
     /// rebuild, a fault), so it never serves a state the store does not hold.
     cached: Option<(u32, u64)>,
-    /// Events per transaction.
+    /// Events per transaction (the least, when `grow_batches`).
     batch_events: u64,
+    /// Whether batches grow with the bytes the last commit wrote ([`WRITE_BYTES_PER_EVENT`]);
+    /// off when a caller fixed the batch size.
+    grow_batches: bool,
+    /// The bytes of state the last commit wrote.
+    last_written: u64,
 }
 
 /// Decodes a stored state.
@@ -103,13 +116,26 @@ impl<P: Projection> Worker<P> {
             cache: HashMap::new(),
             cached: None,
             batch_events: BATCH_EVENTS,
+            grow_batches: true,
+            last_written: 0,
         }
     }
 
-    /// Commits every `n` events (at least 1) instead of [`BATCH_EVENTS`].
+    /// Commits every `n` events (at least 1), exactly, instead of at least every
+    /// [`BATCH_EVENTS`] and more when the states are large.
     #[must_use]
     pub fn with_batch_events(mut self, n: u64) -> Worker<P> {
         self.batch_events = n.max(1);
+        self.grow_batches = false;
+        self
+    }
+
+    /// Commits at least every `n` events (at least 1), and more rarely as the states grow
+    /// ([`WRITE_BYTES_PER_EVENT`]); the default is `n` = [`BATCH_EVENTS`].
+    #[must_use]
+    pub fn with_growing_batches(mut self, n: u64) -> Worker<P> {
+        self.batch_events = n.max(1);
+        self.grow_batches = true;
         self
     }
 
@@ -196,7 +222,13 @@ impl<P: Projection> Worker<P> {
                 return Ok(Reached::Position(generation.position));
             }
             let from = generation.position + 1;
-            let to = (generation.position + self.batch_events).min(head);
+            let len = if self.grow_batches {
+                self.batch_events
+                    .max(self.last_written / WRITE_BYTES_PER_EVENT)
+            } else {
+                self.batch_events
+            };
+            let to = generation.position.saturating_add(len).min(head);
             match self.apply_range(journal, from, to)? {
                 Applied::All(batch, last) => {
                     generation.position = to;
@@ -303,6 +335,7 @@ impl<P: Projection> Worker<P> {
             meta,
             durable,
         )?;
+        self.last_written = written;
         if self.cache.len() > CACHE_KEYS_MAX || written > CACHE_BYTES_MAX {
             self.cache.clear();
         }

@@ -618,3 +618,64 @@ fn resume_state_follows_the_snapshot_precedence_and_history_reads_in_windows() {
     assert_eq!(seen, expected);
     assert_eq!(windows, expected.len().div_ceil(50));
 }
+
+/// A projection whose one state grows by a KiB per event.
+#[derive(Debug)]
+struct Growing;
+
+impl Projection for Growing {
+    type State = Vec<u8>;
+
+    fn name(&self) -> &'static str {
+        "growing"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn key(&self, _event: &StoredEvent) -> Option<String> {
+        Some("all".into())
+    }
+
+    fn apply(&self, state: &mut Vec<u8>, event: &StoredEvent) -> Result<(), String> {
+        state.extend(std::iter::repeat_n(event.position.0 as u8, 1024));
+        Ok(())
+    }
+}
+
+#[test]
+fn batches_grow_with_the_states_so_a_long_catch_up_writes_linearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_with(dir.path(), None);
+    append(&journal, &workload::generate(3, 2, 1_500)[..1_500]);
+    let head = journal.head().position.0;
+
+    let mut states = Vec::new();
+    for growing in [true, false] {
+        let store = Arc::new(Store::open(dir.path().join(format!("g{growing}.redb"))).unwrap());
+        let worker = Worker::new(Arc::new(Growing), Arc::clone(&store));
+        let mut worker = if growing {
+            worker.with_growing_batches(10)
+        } else {
+            worker.with_batch_events(10)
+        };
+        let mut commits = Vec::new();
+        let reached = worker
+            .catch_up(&journal, &mut |position, _| commits.push(position))
+            .unwrap();
+        assert_eq!(reached, Reached::Position(head));
+        if growing {
+            // 10 events write 10 KiB, so the next batch is at least 10 KiB / 64 = 160 events,
+            // and so on: a handful of commits instead of one per 10 events.
+            assert!(commits.len() <= 6, "{commits:?}");
+            assert_eq!(commits[..2], [10, 170]);
+        } else {
+            assert_eq!(commits.len() as u64, head.div_ceil(10));
+        }
+        let bytes = store.get("growing", 1, "all").unwrap().unwrap();
+        states.push(decode::<Vec<u8>>(&bytes).unwrap());
+    }
+    assert_eq!(states[0].len() as u64, head * 1024);
+    assert_eq!(states[0], states[1]);
+}

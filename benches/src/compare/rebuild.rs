@@ -39,6 +39,16 @@ pub fn peak_rss_kib() -> u64 {
 pub fn phase_child(args: &[String]) -> Res<Value> {
     let phase = args.first().ok_or("rebuild-phase needs a phase")?.clone();
     let dir = PathBuf::from(args.get(1).ok_or("rebuild-phase needs a directory")?);
+    if phase == "build" {
+        // For profiling: `compare --child rebuild-phase build DIR EVENTS` leaves the workload's
+        // journal in DIR, then `... rebuild-phase rebuild DIR` runs the rebuild alone.
+        let events = args
+            .get(2)
+            .ok_or("build needs a number of events")?
+            .parse()?;
+        let n = build(&dir, events)?;
+        return Ok(json!({"phase": phase, "events": n}));
+    }
     let journal = Journal::open(&dir, Options::default())?;
     let head = journal.head().position.0;
     let start = Instant::now();
