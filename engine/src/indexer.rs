@@ -9,6 +9,7 @@ use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry};
+use crate::log::Log;
 
 /// How long the indexer waits, idle, before making its work durable.
 const PERSIST_IDLE: Duration = Duration::from_millis(500);
@@ -79,14 +80,25 @@ impl IndexProgress {
     }
 }
 
-/// Runs until the writer drops its sender. `dirty` says the index holds commits not yet made
-/// durable (the catch-up at open), which the first idle moment persists.
+/// Runs until the writer drops its sender. First indexes `backlog` (positions `from..=to` of
+/// the log that open left to it), then what the writer sends. `dirty` says the index holds
+/// commits not yet made durable (a catch-up at open), which the first idle moment persists.
 pub(crate) fn run(
     index: Arc<Index>,
     progress: Arc<IndexProgress>,
     rx: Receiver<IndexMsg>,
+    backlog: Option<(Arc<Log>, Position, Position)>,
     mut dirty: bool,
 ) {
+    if let Some((log, from, to)) = backlog {
+        if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
+            tracing::error!(error = %e, "indexing the backlog left at open failed");
+            progress.fail(e.to_string());
+            return;
+        }
+        progress.set(to);
+        dirty = true;
+    }
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,

@@ -31,6 +31,10 @@ const LOCK_FILE: &str = "LOCK";
 const INDEX_WAIT: Duration = Duration::from_secs(30);
 /// How many index entries are applied per transaction while catching up on open.
 const CATCH_UP_CHUNK: usize = 20_000;
+/// The largest index backlog that open leaves to the index thread (the usual one after a
+/// crash: what the indexer had not yet applied). A larger one (a missing or rebuilt index) is
+/// indexed by open itself, so that readers are not left waiting on a long rebuild.
+const DEFERRED_CATCH_UP_MAX: u64 = 20_000;
 
 /// Options of one append.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -215,26 +219,38 @@ impl Journal {
             report.actions.push(RecoveryAction::IndexRebuilt { reason });
         }
         let (indexed, _) = index.indexed()?;
-        // The catch-up commits without a sync: the index is derived from the log, so if the
-        // process dies before the indexer's next durable commit (it makes one as soon as it is
-        // idle), the next open catches up again. Open does not wait on a device flush.
-        let caught_up = indexed < head.position;
-        if caught_up {
-            catch_up(&log, &index, indexed.next(), head.position)?;
+        // A small backlog is indexed by the index thread once the journal is open (readers and
+        // the writer wait for it, see `IndexProgress`); a large one here. Either way the
+        // catch-up commits without a sync: the index is derived from the log, so if the process
+        // dies before the indexer's next durable commit (it makes one as soon as it is idle),
+        // the next open catches up again. Open waits on no device flush.
+        let lagging = indexed < head.position;
+        let mut backlog = None;
+        if lagging {
+            if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX {
+                backlog = Some((Arc::clone(&log), indexed.next(), head.position));
+            } else {
+                catch_up(&log, &index, indexed.next(), head.position)?;
+            }
             report.actions.push(RecoveryAction::IndexCaughtUp {
                 from: indexed.next().0,
                 to: head.position.0,
             });
         }
+        let index_complete_at = backlog.as_ref().map(|(_, _, to)| *to);
 
         let shared = Arc::new(Shared::default());
-        let progress = Arc::new(IndexProgress::new(head.position));
+        let progress = Arc::new(IndexProgress::new(if backlog.is_some() {
+            indexed
+        } else {
+            head.position
+        }));
         let (index_tx, index_rx) = mpsc::channel();
         let indexer = {
             let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
             std::thread::Builder::new()
                 .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, progress, index_rx, caught_up))
+                .spawn(move || indexer::run(index, progress, index_rx, backlog, lagging))
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
@@ -249,6 +265,7 @@ impl Journal {
             durability: options.durability,
             indexer: index_tx,
             progress: Arc::clone(&progress),
+            index_complete_at,
             tail,
             streams: Default::default(),
             recent: Default::default(),
@@ -944,7 +961,7 @@ fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<St
 }
 
 /// Adds index entries for positions `from..=to`, read from the log.
-fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
+pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
     let mut chunk: Vec<IndexEntry> = Vec::with_capacity(CATCH_UP_CHUNK.min(4096));
     let mut last = ChainHash::GENESIS;
     read::for_each_frame(log, from, to, false, &mut |raw| {

@@ -158,6 +158,9 @@ pub(crate) struct Writer {
     pub durability: Durability,
     pub indexer: Sender<IndexMsg>,
     pub progress: Arc<IndexProgress>,
+    /// Set when open left an index backlog to the index thread: the position the index must
+    /// reach before the writer may look up ids and stream versions in it. Cleared once reached.
+    pub index_complete_at: Option<Position>,
     pub tail: Arc<Segment>,
     /// Stream versions of streams written since open (the index knows the older ones).
     pub streams: HashMap<String, u64>,
@@ -180,6 +183,11 @@ pub(crate) struct Writer {
 /// commit. Recovery treats zeros after the last frame as clean (row 7 of the recovery table in
 /// `docs/FORMAT.md`) and trims them; a seal and a clean close trim them first.
 pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
+
+/// How long the writer waits for the index thread to index the backlog open left it before it
+/// answers appends with the index's error (the backlog is at most 20,000 events: well under a
+/// second on any disk this was measured on).
+const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 
 /// Where a request's answer goes.
 type Reply = oneshot::Sender<Result<Vec<Appended>>>;
@@ -328,6 +336,28 @@ impl Writer {
     }
 
     fn commit_group(&mut self, group: Vec<Command>) {
+        if let Some(at) = self.index_complete_at {
+            // Idempotency and stream versions read the index for everything before this
+            // writer's first commit, so nothing is staged until the backlog is indexed.
+            if let Err(e) = self.progress.wait_for(at, INDEX_BACKLOG_WAIT) {
+                let message = match e {
+                    Error::Index(message) => message,
+                    other => other.to_string(),
+                };
+                for cmd in group {
+                    match cmd {
+                        Command::Write(request) => {
+                            let _ = request.reply.send(Err(Error::Index(message.clone())));
+                        }
+                        Command::Sync(reply) => {
+                            let _ = reply.send(self.sync_if_needed());
+                        }
+                    }
+                }
+                return;
+            }
+            self.index_complete_at = None;
+        }
         if let Err(e) = self.refresh_view() {
             // Without a view, lookups fall back to fresh transactions; say why once.
             tracing::warn!(error = %e, "cannot renew the index view");

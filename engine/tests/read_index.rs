@@ -217,6 +217,37 @@ fn a_lagging_index_catches_up_on_open() {
 }
 
 #[test]
+fn appends_right_after_open_wait_for_the_backlog_the_index_thread_catches_up() {
+    // Open leaves a small index backlog to the index thread. The writer looks ids and stream
+    // versions up in the index, so an append made at once must still see the whole backlog: a
+    // repeated id is answered as the duplicate it is, and stream versions continue from 50.
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    append(&journal, (0..10).map(|k| event(k, "s0")).collect());
+    journal.close();
+    let old_index = std::fs::read(dir.path().join("index.redb")).unwrap();
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    let originals = append(&journal, (10..50).map(|k| event(k, "s0")).collect());
+    journal.close();
+    std::fs::write(dir.path().join("index.redb"), old_index).unwrap();
+
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    let again = journal
+        .append_batch_blocking(
+            vec![event(30, "s0"), event(50, "s0")],
+            journal_engine::AppendOptions {
+                expected_stream_version: Some(50),
+            },
+        )
+        .unwrap();
+    assert!(again[0].duplicate);
+    assert_eq!(again[0].position, originals[20].position);
+    assert!(!again[1].duplicate);
+    assert_eq!(again[1].stream_version, 51);
+    assert_eq!(head(&journal).0, 51);
+}
+
+#[test]
 fn a_crash_right_after_a_catch_up_at_open_loses_nothing() {
     // Open catches the index up without a device flush (the indexer makes it durable when it
     // is next idle). A crash before that must leave an index the next open can use or repair.
