@@ -18,7 +18,7 @@ use crate::strict_json;
 use crate::time_fmt;
 use crate::types::{ChainHash, Position};
 
-mod decode;
+mod codec;
 
 /// Where an imported fact comes from (MODEL.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -38,7 +38,7 @@ pub enum Provenance {
 /// # Invariants
 /// After [`Envelope::validate`] succeeds: `type`, `eventId` and every id field are non-empty,
 /// `timestamp` is RFC 3339, and no journal-assigned field name appears in `extra`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)] // The fields are the Agent Runtime fields, documented in MODEL.md §1.
 pub struct Envelope {
