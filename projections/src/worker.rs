@@ -8,6 +8,7 @@
 //! **Invariant:** a generation's states and its position are only ever written together, and
 //! the position names the last event whose effect every state includes.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -355,7 +356,8 @@ impl<P: Projection> Worker<P> {
             .cached
             .map_or_else(|| self.projection.version(), |(version, _)| version);
         let mut dirty: HashSet<String> = HashSet::new();
-        let mut aliases = Vec::new();
+        // The last alias of each (kind, id) in the batch wins, as it would written in order.
+        let mut aliases: HashMap<(&'static str, String), String> = HashMap::new();
         let mut last = None;
         for event in journal.read(Position(from), Some(Position(to)), false) {
             let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
@@ -367,7 +369,16 @@ impl<P: Projection> Worker<P> {
                 continue;
             };
             for (kind, id) in self.projection.aliases(&event) {
-                aliases.push((kind, id, key.clone()));
+                match aliases.entry((kind, id)) {
+                    Entry::Occupied(mut existing) => {
+                        if *existing.get() != key {
+                            existing.get_mut().clone_from(&key);
+                        }
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(key.clone());
+                    }
+                }
             }
             if !self.cache.contains_key(&key) {
                 let state = match self.store.get(name, version, &key)? {
@@ -394,6 +405,11 @@ impl<P: Projection> Worker<P> {
         }
         let mut keys: Vec<String> = dirty.into_iter().collect();
         keys.sort_unstable();
+        let mut aliases: Vec<(&'static str, String, String)> = aliases
+            .into_iter()
+            .map(|((kind, id), key)| (kind, id, key))
+            .collect();
+        aliases.sort_unstable();
         Ok(Applied::All(Batch { keys, aliases }, last))
     }
 }
