@@ -405,7 +405,8 @@ impl Writer {
     }
 
     /// The current version of a stream, counting what is staged. A stream not written since
-    /// open is read from the index, which was complete at open.
+    /// open is read from the index, which holds everything before open once the backlog open
+    /// left it is indexed (`index_complete_at`, waited for before anything is staged).
     fn stream_version(&self, staged: &Staged, key: &str) -> Result<u64> {
         if let Some(v) = staged.streams.get(key).or_else(|| self.streams.get(key)) {
             return Ok(*v);

@@ -1,9 +1,10 @@
 //! The envelope of MODEL.md §1 (an event plus its metadata), its JSON form, and its stored
 //! MessagePack body.
 //!
-//! The stored body is the envelope encoded with `rmp_serde::to_vec_named` (structs as maps with
-//! their camelCase field names; pinned, so bytes stay stable). Checksums and the chain are
-//! computed over those stored bytes; nothing is ever re-serialized to be checked.
+//! The stored body is the envelope encoded as a MessagePack map of its present fields under their
+//! camelCase names, in declaration order, then its unknown fields (the hand-written serde
+//! implementations in `envelope/codec.rs`; pinned by tests, so bytes stay stable). Checksums and
+//! the chain are computed over those stored bytes; nothing is ever re-serialized to be checked.
 //!
 //! Fields the journal assigns (`position`, `recordedAt`, `hash`, `streamVersion`) are not part of
 //! the body: they live in the frame header, and [`StoredEvent`] joins the two.
@@ -34,6 +35,10 @@ pub enum Provenance {
 
 /// An event with its metadata: the Agent Runtime event object plus the fields the seeds need
 /// beyond the spec (MODEL.md §1). Unknown fields are kept in [`Envelope::extra`] and round-trip.
+///
+/// A new field is declared here (its `#[serde]` attributes feed the JSON Schema) and listed in
+/// `optional_fields!` in `envelope/codec.rs`, which serializes and deserializes it; a test fails
+/// until both agree.
 ///
 /// # Invariants
 /// After [`Envelope::validate`] succeeds: `type`, `eventId` and every id field are non-empty,
