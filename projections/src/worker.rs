@@ -132,7 +132,8 @@ impl<P: Projection> Worker<P> {
     }
 
     /// Commits at least every `n` events (at least 1), and more rarely as the states grow
-    /// ([`WRITE_BYTES_PER_EVENT`]); the default is `n` = [`BATCH_EVENTS`].
+    /// (a batch is at least as long as the last commit's bytes ÷ 64); the default is `n` =
+    /// [`BATCH_EVENTS`].
     #[must_use]
     pub fn with_growing_batches(mut self, n: u64) -> Worker<P> {
         self.batch_events = n.max(1);
