@@ -290,13 +290,22 @@ fn touch(
     name: Option<String>,
     end: Option<&str>,
 ) {
-    let call = calls.entry(id.to_string()).or_insert_with(|| Call {
-        name: None,
-        status: "open".into(),
-        started: At::of(event),
-        ended: None,
-        output_ref: None,
-    });
+    // Most events are about a call already open: look it up before allocating its key.
+    if !calls.contains_key(id) {
+        calls.insert(
+            id.to_string(),
+            Call {
+                name: None,
+                status: "open".into(),
+                started: At::of(event),
+                ended: None,
+                output_ref: None,
+            },
+        );
+    }
+    let Some(call) = calls.get_mut(id) else {
+        return;
+    };
     if call.name.is_none() {
         call.name = name;
     }
@@ -319,10 +328,25 @@ impl Activity {
             self.first = Some(At::of(event));
             self.first_timestamp = Some(e.timestamp.clone());
         }
-        self.last = Some(At::of(event));
-        self.last_timestamp = Some(e.timestamp.clone());
+        // Every event moves `last`: reuse its strings rather than allocating new ones.
+        match &mut self.last {
+            Some(last) => {
+                last.position = event.position.0;
+                last.event_id.clone_from(&e.event_id);
+            }
+            None => self.last = Some(At::of(event)),
+        }
+        match &mut self.last_timestamp {
+            Some(last) => last.clone_from(&e.timestamp),
+            None => self.last_timestamp = Some(e.timestamp.clone()),
+        }
         let family = t.split('.').next().unwrap_or(t);
-        *self.by_family.entry(family.to_string()).or_insert(0) += 1;
+        match self.by_family.get_mut(family) {
+            Some(count) => *count += 1,
+            None => {
+                self.by_family.insert(family.to_string(), 1);
+            }
+        }
         if self.session_id.is_none() {
             self.session_id.clone_from(&e.session_id);
         }

@@ -467,11 +467,10 @@ impl StreamState {
 
     fn task_mut(&mut self, envelope: &Envelope) -> Option<&mut TaskState> {
         let task_id = envelope.task_id.as_ref()?;
-        let task = self
-            .tasks
-            .entry(task_id.clone())
-            .or_insert_with(|| TaskState::new(task_id));
-        Some(task)
+        if !self.tasks.contains_key(task_id) {
+            self.tasks.insert(task_id.clone(), TaskState::new(task_id));
+        }
+        self.tasks.get_mut(task_id)
     }
 
     fn apply_task_event(&mut self, event: &StoredEvent) {
