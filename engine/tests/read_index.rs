@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use journal_engine::{Filter, Journal, RecoveryAction};
+use journal_engine::{Appended, Filter, Journal, RecoveryAction};
 use journal_format::Position;
 
 fn setup(dir: &std::path::Path) -> Journal {
@@ -186,17 +186,25 @@ fn an_index_ahead_of_the_log_is_rebuilt_never_trusted() {
     );
 }
 
+/// A journal of 50 events in stream `s0` whose index knows only the first 10 (the index file of
+/// an earlier close put back): what a crash leaves when the indexer was behind. Returns the
+/// answers to the 40 appends the index lacks.
+fn lag_the_index(dir: &std::path::Path) -> Vec<Appended> {
+    let journal = Journal::open(dir, small_segments()).unwrap();
+    append(&journal, (0..10).map(|k| event(k, "s0")).collect());
+    journal.close();
+    let old_index = std::fs::read(dir.join("index.redb")).unwrap();
+    let journal = Journal::open(dir, small_segments()).unwrap();
+    let lacking = append(&journal, (10..50).map(|k| event(k, "s0")).collect());
+    journal.close();
+    std::fs::write(dir.join("index.redb"), old_index).unwrap();
+    lacking
+}
+
 #[test]
 fn a_lagging_index_catches_up_on_open() {
     let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    append(&journal, (0..10).map(|k| event(k, "s0")).collect());
-    journal.close();
-    let old_index = std::fs::read(dir.path().join("index.redb")).unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    append(&journal, (10..50).map(|k| event(k, "s0")).collect());
-    journal.close();
-    std::fs::write(dir.path().join("index.redb"), old_index).unwrap();
+    lag_the_index(dir.path());
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     assert!(
         journal
@@ -222,14 +230,7 @@ fn appends_right_after_open_wait_for_the_backlog_the_index_thread_catches_up() {
     // versions up in the index, so an append made at once must still see the whole backlog: a
     // repeated id is answered as the duplicate it is, and stream versions continue from 50.
     let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    append(&journal, (0..10).map(|k| event(k, "s0")).collect());
-    journal.close();
-    let old_index = std::fs::read(dir.path().join("index.redb")).unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    let originals = append(&journal, (10..50).map(|k| event(k, "s0")).collect());
-    journal.close();
-    std::fs::write(dir.path().join("index.redb"), old_index).unwrap();
+    let originals = lag_the_index(dir.path());
 
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let again = journal
@@ -252,14 +253,7 @@ fn a_crash_right_after_a_catch_up_at_open_loses_nothing() {
     // Open catches the index up without a device flush (the indexer makes it durable when it
     // is next idle). A crash before that must leave an index the next open can use or repair.
     let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    append(&journal, (0..10).map(|k| event(k, "s0")).collect());
-    journal.close();
-    let old_index = std::fs::read(dir.path().join("index.redb")).unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
-    append(&journal, (10..50).map(|k| event(k, "s0")).collect());
-    journal.close();
-    std::fs::write(dir.path().join("index.redb"), old_index).unwrap();
+    lag_the_index(dir.path());
 
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     // The crash image: the index file as it is on disk before the idle persist.

@@ -39,15 +39,15 @@ fn raw_read(dir: &Path) -> Res<u64> {
     Ok(total)
 }
 
-/// Scans every record; returns how many, after touching each body's length.
+/// Scans every record, handing each body to `black_box`; returns how many.
 fn journal_scan(journal: &Journal, verify_chain: bool) -> Res<u64> {
-    let (mut n, mut bytes) = (0u64, 0usize);
+    let mut n = 0u64;
     journal.scan(Position(1), None, verify_chain, |record| {
         n += 1;
-        bytes += record.body.len();
+        std::hint::black_box(record.body);
         Ok(ControlFlow::Continue(()))
     })?;
-    Ok(n + u64::from(bytes == 0))
+    Ok(n)
 }
 
 fn journal_read(journal: &Journal, verify_chain: bool) -> Res<u64> {
