@@ -695,12 +695,7 @@ impl Journal {
                 "position {position} is not in the log"
             )));
         }
-        let mut found = None;
-        read::for_each_frame(&self.inner.log, position, position, false, &mut |raw| {
-            found = Some(read::decode(&raw)?);
-            Ok(false)
-        })?;
-        found.ok_or_else(|| Error::InvalidInput(format!("position {position} is not in the log")))
+        read::read_position(&self.inner.log, position)
     }
 
     /// The version of a stream (its number of events), by stream key (see
