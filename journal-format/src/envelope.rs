@@ -20,6 +20,9 @@ use crate::time_fmt;
 use crate::types::{ChainHash, Position};
 
 mod codec;
+mod stream_ids;
+
+pub use stream_ids::StreamIds;
 
 /// Where an imported fact comes from (MODEL.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -371,15 +374,11 @@ impl Envelope {
     /// session and a task with the same id are different streams.
     #[must_use]
     pub fn stream_key(&self) -> String {
-        if let Some(id) = &self.session_id {
-            format!("session:{id}")
-        } else if let Some(id) = &self.task_id {
-            format!("task:{id}")
-        } else if let Some(id) = &self.runtime_id {
-            format!("runtime:{id}")
-        } else {
-            String::from("none:")
-        }
+        stream_key_of(
+            self.session_id.as_deref(),
+            self.task_id.as_deref(),
+            self.runtime_id.as_deref(),
+        )
     }
 
     /// Encodes the envelope as the stored MessagePack body.
@@ -491,6 +490,19 @@ impl StoredEvent {
             object.extend(fields);
         }
         Value::Object(object)
+    }
+}
+
+/// The stream key of an event with these ids (see [`Envelope::stream_key`]).
+fn stream_key_of(session: Option<&str>, task: Option<&str>, runtime: Option<&str>) -> String {
+    if let Some(id) = session {
+        format!("session:{id}")
+    } else if let Some(id) = task {
+        format!("task:{id}")
+    } else if let Some(id) = runtime {
+        format!("runtime:{id}")
+    } else {
+        String::from("none:")
     }
 }
 

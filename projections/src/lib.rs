@@ -10,7 +10,8 @@
 //!
 //! - [`projection`], [`store`], [`worker`]: the projection runtime — a named, versioned fold,
 //!   its states and checkpoint kept together in redb, a worker that resumes, rebuilds on a
-//!   version change and faults (never skips) on an event it cannot apply.
+//!   version change and faults (never skips) on an event it cannot apply; [`partition`]: builds
+//!   from the start in bounded memory, one partition of the streams per pass.
 //! - [`activity`], [`models`], [`views`]: the journal's projections and the read models of
 //!   MODEL.md §5 built from them, each answer with its freshness.
 //!
@@ -28,6 +29,7 @@ pub mod agentruntime;
 pub mod commands;
 pub mod ecosystem;
 pub mod models;
+pub mod partition;
 pub mod projection;
 pub mod rules;
 pub mod state;

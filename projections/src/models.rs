@@ -12,6 +12,7 @@ use journal_format::{Position, StoredEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::activity::Activity;
+use crate::partition::{self, PARTITION_EVENTS};
 use crate::projection::{Freshness, FreshnessState, Progress, Projection};
 use crate::state::StreamState;
 use crate::store::{Meta, Store, StoreError};
@@ -59,6 +60,10 @@ impl Projection for StateProjection {
         stream_of(event)
     }
 
+    fn keyed_by_stream(&self) -> bool {
+        true
+    }
+
     fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
         aliases_of(event)
     }
@@ -96,6 +101,10 @@ impl Projection for ActivityProjection {
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
         stream_of(event)
+    }
+
+    fn keyed_by_stream(&self) -> bool {
+        true
     }
 
     fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
@@ -186,6 +195,8 @@ pub struct ReadModels {
     store: Arc<Store>,
     state: Arc<Mutex<Worker<StateProjection>>>,
     activity: Arc<Mutex<Worker<ActivityProjection>>>,
+    /// Events per pass of a build from the start ([`crate::partition`]).
+    partition_events: u64,
 }
 
 /// The projections' names, in the order they run.
@@ -238,13 +249,24 @@ impl ReadModels {
             state: Arc::new(Mutex::new(state)),
             activity: Arc::new(Mutex::new(activity)),
             store,
+            partition_events: PARTITION_EVENTS,
         }
     }
 
     /// Makes the workers commit every `n` events exactly (see [`Worker::with_batch_events`]).
     #[must_use]
     pub fn with_batch_events(self, n: u64) -> ReadModels {
+        let partition_events = self.partition_events;
         ReadModels::with_workers(self.journal, self.store, Some(n))
+            .with_partition_events(partition_events)
+    }
+
+    /// Makes a build from the start read the log in passes of about `n` events' worth of
+    /// streams each (see [`crate::partition`]; the default is [`PARTITION_EVENTS`]).
+    #[must_use]
+    pub fn with_partition_events(mut self, n: u64) -> ReadModels {
+        self.partition_events = n.max(1);
+        self
     }
 
     /// The store.
@@ -262,6 +284,18 @@ impl ReadModels {
         &self,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
+        {
+            // A projection at the start of a generation is built by partition first, both
+            // from the same passes; the ordinary catch-up below takes it from there.
+            let mut state = lock(&self.state);
+            let mut activity = lock(&self.activity);
+            partition::build(
+                &self.journal,
+                &mut [&mut *state, &mut *activity],
+                self.partition_events,
+                progress,
+            )?;
+        }
         let state =
             lock(&self.state).catch_up(&self.journal, &mut |p, h| progress("state", p, h))?;
         let activity =
@@ -572,7 +606,8 @@ impl ReadModels {
     }
 
     /// A BLAKE3 digest of projection `name`'s serving generation over a canonical encoding
-    /// (each key, then its state as JSON with map keys in order), with the number of keys.
+    /// (each key, then its state as JSON with map keys in order; then each alias: kind, id and
+    /// key), with the number of keys.
     ///
     /// # Errors
     /// [`ReadError`].
@@ -608,10 +643,20 @@ impl ReadModels {
                 }
                 Ok(())
             })?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok((hasher.finalize(), keys)),
+        if let Some(e) = failure {
+            return Err(e);
         }
+        // The aliases are how a state is found by a task, run or thread id: part of the model.
+        hasher.update(b"aliases");
+        self.store
+            .for_each_alias(name, serving.version, &mut |kind, id, key| {
+                for part in [kind, id, key] {
+                    hasher.update(&(part.len() as u64).to_le_bytes());
+                    hasher.update(part.as_bytes());
+                }
+                Ok(())
+            })?;
+        Ok((hasher.finalize(), keys))
     }
 
     /// Forgets projection `name` (or all), so that the next catch-up rebuilds it from the

@@ -28,6 +28,14 @@ pub trait Projection: Send + Sync + 'static {
     /// The key of the state `event` changes, if any.
     fn key(&self, event: &StoredEvent) -> Option<String>;
 
+    /// Whether [`Projection::key`] is always the event's stream key
+    /// ([`Envelope::stream_key`](journal_format::Envelope::stream_key)), and `None` for an event
+    /// of no stream (`none:`). A rebuild of such a projection can split the log by stream and
+    /// read each event's key without decoding it ([`crate::partition`]).
+    fn keyed_by_stream(&self) -> bool {
+        false
+    }
+
     /// Secondary names for the key (for example `("task", "t1")` for the stream that holds task
     /// `t1`), so that a reader can find a state by another id.
     fn aliases(&self, _event: &StoredEvent) -> Vec<(&'static str, String)> {

@@ -236,9 +236,40 @@ impl Store {
         Ok(())
     }
 
+    /// Calls `f(kind, id, key)` for every alias of generation `version` of `name`, in key
+    /// order.
+    ///
+    /// # Errors
+    /// [`StoreError`], or the first error `f` returns.
+    pub fn for_each_alias(
+        &self,
+        name: &str,
+        version: u32,
+        f: &mut dyn FnMut(&str, &str, &str) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let table_name = alias_table(name, version);
+        let err = self.err(&format!("scanning {table_name}"));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let definition: TableDefinition<&str, &str> = TableDefinition::new(&table_name);
+        let table = match txn.open_table(definition) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(err(e.into())),
+        };
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            let (alias, key) = entry.map_err(|e| err(e.into()))?;
+            let (kind, id) = alias
+                .value()
+                .split_once('\0')
+                .unwrap_or(("", alias.value()));
+            f(kind, id, key.value())?;
+        }
+        Ok(())
+    }
+
     /// Writes `batch` (each state as `encode` gives it) into generation `version` of `name` and
-    /// sets its checkpoint to `meta`, in one transaction; returns the bytes of state written; drops the tables of every other generation of `name` that `meta` no
-    /// longer names. `durable` makes the transaction reach the disk before returning; without
+    /// sets its checkpoint to `meta`, in one transaction; returns the bytes of state written; drops the tables of every other
+    /// generation of `name` that `meta` no longer names. `durable` makes the transaction reach the disk before returning; without
     /// it, a crash may roll back to an earlier durable commit (state and checkpoint together).
     ///
     /// # Errors
@@ -321,6 +352,27 @@ impl Store {
         }
         txn.commit().map_err(|e| err(e.into()))?;
         Ok(written)
+    }
+
+    /// Drops every state and alias of generation `version` of projection `name`, leaving its
+    /// checkpoint as it is: a generation at position 0 must hold nothing, and a build that was
+    /// interrupted before its first checkpoint may have left states behind.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn clear_generation(&self, name: &str, version: u32) -> Result<(), StoreError> {
+        let err = self.err(&format!("clearing {name} v{version}"));
+        let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        let names = [model_table(name, version), alias_table(name, version)];
+        let tables: Vec<_> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter(|t| names.iter().any(|n| t.name() == n))
+            .collect();
+        for table in tables {
+            txn.delete_table(table).map_err(|e| err(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(e.into()))
     }
 
     /// Forgets projection `name` entirely: its checkpoint and every generation. The next worker

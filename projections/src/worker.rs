@@ -94,6 +94,8 @@ pub struct Worker<P: Projection> {
     grow_batches: bool,
     /// The bytes of state the last commit wrote.
     last_written: u64,
+    /// A build split by stream, while one runs.
+    partitioned: Option<PartitionedBuild>,
 }
 
 /// Decodes a stored state.
@@ -119,6 +121,7 @@ impl<P: Projection> Worker<P> {
             batch_events: BATCH_EVENTS,
             grow_batches: true,
             last_written: 0,
+            partitioned: None,
         }
     }
 
@@ -189,30 +192,14 @@ impl<P: Projection> Worker<P> {
     ) -> Result<Reached, WorkerError> {
         let name = self.projection.name();
         let head = journal.head().position.0;
-        let mut stored = self.store.meta(name)?;
-        if self.diverged(&stored, journal, head)? {
-            // What the projection applied is not the log's history any more: start over.
-            tracing::warn!(
-                projection = name,
-                head,
-                "the read model reflects events the log no longer holds; rebuilding it"
-            );
-            self.store.reset(name)?;
-            self.cache.clear();
-            self.cached = None;
-            stored = Meta::default();
-        }
-        let mut meta = stored.clone();
-        // A version change starts a rebuild and clears the fault of the old fold; a fault of
-        // the current fold stops the worker where it is.
-        let mut generation = self.target(&mut meta, head);
-        if let Some(fault) = &meta.fault {
-            return Ok(Reached::Faulted(fault.clone()));
-        }
-        if self.cached != Some((generation.version, generation.position)) {
-            self.cache.clear();
-            self.cached = Some((generation.version, generation.position));
-        }
+        let (stored, mut meta, mut generation) = match self.prepare(journal, head)? {
+            Prepared::Faulted(fault) => return Ok(Reached::Faulted(fault)),
+            Prepared::Ready {
+                stored,
+                meta,
+                generation,
+            } => (*stored, *meta, generation),
+        };
         loop {
             if generation.position >= head {
                 // Nothing to read; a build that has caught up (a rebuild of an empty log, or a
@@ -281,6 +268,46 @@ impl<P: Projection> Worker<P> {
                 }
             }
         }
+    }
+
+    /// Reads the checkpoint and settles what to write next: starts over when the log no longer
+    /// holds what the projection applied, starts a rebuild on a version change, stops at a
+    /// fault of the current fold. A generation at position 0 is emptied of anything an
+    /// interrupted build left in it, so that a build always starts from default states.
+    fn prepare(&mut self, journal: &Journal, head: u64) -> Result<Prepared, WorkerError> {
+        let name = self.projection.name();
+        let mut stored = self.store.meta(name)?;
+        if self.diverged(&stored, journal, head)? {
+            // What the projection applied is not the log's history any more: start over.
+            tracing::warn!(
+                projection = name,
+                head,
+                "the read model reflects events the log no longer holds; rebuilding it"
+            );
+            self.store.reset(name)?;
+            self.cache.clear();
+            self.cached = None;
+            stored = Meta::default();
+        }
+        let mut meta = stored.clone();
+        // A version change starts a rebuild and clears the fault of the old fold; a fault of
+        // the current fold stops the worker where it is.
+        let generation = self.target(&mut meta, head);
+        if let Some(fault) = &meta.fault {
+            return Ok(Prepared::Faulted(fault.clone()));
+        }
+        if generation.position == 0 && head > 0 {
+            self.store.clear_generation(name, generation.version)?;
+        }
+        if self.cached != Some((generation.version, generation.position)) {
+            self.cache.clear();
+            self.cached = Some((generation.version, generation.position));
+        }
+        Ok(Prepared::Ready {
+            stored: Box::new(stored),
+            meta: Box::new(meta),
+            generation,
+        })
     }
 
     /// Whether a stored generation names an event the log does not hold (beyond the head, or
@@ -413,6 +440,175 @@ impl<P: Projection> Worker<P> {
         aliases.sort_unstable();
         Ok(Applied::All(Batch { keys, aliases }, last))
     }
+}
+
+/// A build from the start of a generation, split by stream ([`crate::partition`]): the
+/// checkpoint it will write and the aliases seen so far.
+#[derive(Debug)]
+struct PartitionedBuild {
+    meta: Meta,
+    generation: Generation,
+    /// The alias of each (kind, id) from the newest event that gave one, with that event's
+    /// position: passes go back to the start of the log, so the newest wins by position.
+    aliases: HashMap<(&'static str, String), (u64, String)>,
+}
+
+impl<P: Projection> crate::partition::Build for Worker<P> {
+    fn name(&self) -> &'static str {
+        self.projection.name()
+    }
+
+    fn begin(&mut self, journal: &Journal, head: u64) -> Result<bool, WorkerError> {
+        self.partitioned = None;
+        if !self.projection.keyed_by_stream() {
+            return Ok(false);
+        }
+        let (mut meta, generation) = match self.prepare(journal, head)? {
+            Prepared::Ready {
+                meta, generation, ..
+            } if generation.position == 0 && head > 0 => (*meta, generation),
+            _ => return Ok(false),
+        };
+        // Until the last partition is in, the generation's states reflect different positions
+        // per stream: it must not serve. A first build is shown as a rebuild with progress.
+        if meta.serving == Some(generation) {
+            meta.serving = None;
+            meta.building = Some((generation, head));
+        }
+        self.partitioned = Some(PartitionedBuild {
+            meta,
+            generation,
+            aliases: HashMap::new(),
+        });
+        Ok(true)
+    }
+
+    fn apply(
+        &mut self,
+        event: &StoredEvent,
+        stream_key: &str,
+    ) -> Result<Option<Fault>, WorkerError> {
+        let name = self.projection.name();
+        let Some(build) = &mut self.partitioned else {
+            return Err(WorkerError::Codec {
+                projection: name,
+                key: stream_key.to_string(),
+                message: "a partitioned build applied an event before it began".into(),
+            });
+        };
+        let Some(key) = self.projection.key(event) else {
+            return Ok(None);
+        };
+        if key != stream_key {
+            return Err(WorkerError::Codec {
+                projection: name,
+                key,
+                message: format!(
+                    "the projection says it is keyed by stream, but keys event {} of stream {stream_key} otherwise",
+                    event.position.0
+                ),
+            });
+        }
+        let position = event.position.0;
+        for (kind, id) in self.projection.aliases(event) {
+            match build.aliases.entry((kind, id)) {
+                Entry::Occupied(mut existing) => {
+                    if existing.get().0 < position {
+                        *existing.get_mut() = (position, key.clone());
+                    }
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert((position, key.clone()));
+                }
+            }
+        }
+        // Every key of a partition is first touched in its pass, and the generation held
+        // nothing when the build began: a state missing from the cache is new.
+        let state = self.cache.entry(key).or_default();
+        Ok(self
+            .projection
+            .apply(state, event)
+            .err()
+            .map(|error| Fault {
+                position,
+                event_id: event.envelope.event_id.clone(),
+                error,
+            }))
+    }
+
+    fn flush(&mut self) -> Result<(), WorkerError> {
+        let Some(build) = &self.partitioned else {
+            return Ok(());
+        };
+        let mut keys: Vec<String> = self.cache.keys().cloned().collect();
+        keys.sort_unstable();
+        let cache = &self.cache;
+        let encode = |key: &str| cache.get(key).map(encode).transpose();
+        self.store.commit(
+            self.projection.name(),
+            build.generation.version,
+            &Batch {
+                keys,
+                aliases: Vec::new(),
+            },
+            &encode,
+            &build.meta,
+            false,
+        )?;
+        self.cache.clear();
+        Ok(())
+    }
+
+    fn finish(&mut self, position: u64, hash: Option<ChainHash>) -> Result<(), WorkerError> {
+        let Some(build) = self.partitioned.take() else {
+            return Ok(());
+        };
+        let PartitionedBuild {
+            mut meta,
+            mut generation,
+            aliases,
+        } = build;
+        let mut aliases: Vec<(&'static str, String, String)> = aliases
+            .into_iter()
+            .map(|((kind, id), (_, key))| (kind, id, key))
+            .collect();
+        aliases.sort_unstable();
+        generation.position = position;
+        generation.hash = hash;
+        self.cache.clear();
+        self.last_written = 0;
+        self.commit(
+            &mut meta,
+            generation,
+            &Batch {
+                keys: Vec::new(),
+                aliases,
+            },
+            true,
+        )
+    }
+
+    fn abandon(&mut self) -> Result<(), WorkerError> {
+        self.cache.clear();
+        self.cached = None;
+        if let Some(build) = self.partitioned.take() {
+            self.store
+                .clear_generation(self.projection.name(), build.generation.version)?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`Worker::prepare`] settled.
+enum Prepared {
+    /// The current fold is faulted: nothing to apply.
+    Faulted(Fault),
+    /// Apply from `generation`; `stored` is the checkpoint as read, `meta` as it will be written.
+    Ready {
+        stored: Box<Meta>,
+        meta: Box<Meta>,
+        generation: Generation,
+    },
 }
 
 enum Applied {

@@ -1,0 +1,201 @@
+//! Builds from the start of the log in bounded memory: the log is read in several passes, each
+//! applying only the events of the streams in one partition, and every projection at the start
+//! of a generation is fed from the same pass.
+//!
+//! A build that applies the whole log in one pass holds every stream's decoded state at once,
+//! and rewrites those states at every commit; when the streams interleave through the log (as
+//! sessions do), that is all of them. Split by stream, a pass holds the states of its partition
+//! only, writes each of them once, and decodes each event once for all the projections it
+//! feeds; the other passes read an event's stream from its body without decoding it
+//! ([`StreamIds`]).
+//!
+//! **Invariants:**
+//! - A key belongs to one partition (a hash of the stream key), and every event of a key is
+//!   applied in its pass, in position order: a state built here equals the state a single pass
+//!   would build. Aliases are kept from the event with the highest position, as a single pass
+//!   would leave them.
+//! - The generation's checkpoint stays at position 0 (and the generation does not serve) until
+//!   the last pass is written; a build interrupted before that is cleared and started again.
+//! - A projection that cannot apply an event leaves the build: its generation is cleared, and
+//!   its worker's ordinary catch-up finds the first event it cannot apply, in log order.
+
+use std::ops::ControlFlow;
+
+use journal_engine::Journal;
+use journal_format::{ChainHash, Position, StoredEvent, StreamIds};
+
+use crate::projection::Fault;
+use crate::worker::WorkerError;
+
+/// Events per partition by default: a build from the start splits the log into
+/// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many
+/// events' worth, whatever the log's length.
+pub const PARTITION_EVENTS: u64 = 200_000;
+
+/// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).
+pub trait Build {
+    /// The projection's name.
+    fn name(&self) -> &'static str;
+
+    /// Starts a build of everything up to `head` when the worker is at the start of a
+    /// generation (a first build, or a rebuild after a version change) and its projection is
+    /// keyed by stream; `false` leaves the worker to its ordinary catch-up.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the store or the journal fails.
+    fn begin(&mut self, journal: &Journal, head: u64) -> Result<bool, WorkerError>;
+
+    /// Applies an event of stream `stream_key`; the fault when the projection cannot apply it.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the projection does not key the event by `stream_key`.
+    fn apply(
+        &mut self,
+        event: &StoredEvent,
+        stream_key: &str,
+    ) -> Result<Option<Fault>, WorkerError>;
+
+    /// Writes the states of the partition just applied, the checkpoint left at position 0,
+    /// and forgets them.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the store fails.
+    fn flush(&mut self) -> Result<(), WorkerError>;
+
+    /// Writes the checkpoint: every state now reflects everything up to `position`.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the store fails.
+    fn finish(&mut self, position: u64, hash: Option<ChainHash>) -> Result<(), WorkerError>;
+
+    /// Leaves the build, clearing what it wrote.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the store fails.
+    fn abandon(&mut self) -> Result<(), WorkerError>;
+}
+
+/// The partition of a stream key among `partitions` (FNV-1a: stable across runs and builds).
+#[must_use]
+pub fn partition_of(stream_key: &str, partitions: u64) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in stream_key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash % partitions.max(1)
+}
+
+/// Builds every worker of `workers` that is at the start of a generation up to the journal's
+/// head, in `ceil(head / partition_events)` passes, calling `progress(name, position, head)`
+/// after each. Does nothing when the log fits in one partition (the ordinary catch-up does
+/// that as well); the workers' ordinary catch-up goes on from where this leaves them.
+///
+/// # Errors
+/// [`WorkerError`] when the journal or the store fails; a worker's fault is not an error (see
+/// the module's invariants).
+pub fn build(
+    journal: &Journal,
+    workers: &mut [&mut dyn Build],
+    partition_events: u64,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<(), WorkerError> {
+    let head = journal.head().position.0;
+    let partitions = head.div_ceil(partition_events.max(1));
+    if partitions < 2 {
+        return Ok(());
+    }
+    let mut active: Vec<&mut dyn Build> = Vec::new();
+    for worker in workers.iter_mut() {
+        if worker.begin(journal, head)? {
+            active.push(&mut **worker);
+        }
+    }
+    let Some(first) = active.first() else {
+        return Ok(());
+    };
+    let reader = first.name();
+    tracing::info!(
+        head,
+        partitions,
+        "building read models from the start, by partition"
+    );
+    let mut head_hash = None;
+    for partition in 0..partitions {
+        let mut faulted = vec![false; active.len()];
+        let mut failed: Option<WorkerError> = None;
+        let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
+            if record.position.0 == head {
+                head_hash = Some(record.hash);
+            }
+            let ids = StreamIds::from_msgpack(record.body).map_err(|e| {
+                journal_engine::Error::Corruption {
+                    segment: record.segment,
+                    offset: record.offset,
+                    position: Some(record.position),
+                    detail: e.to_string(),
+                }
+            })?;
+            let key = ids.stream_key();
+            if partition_of(&key, partitions) != partition {
+                return Ok(ControlFlow::Continue(()));
+            }
+            let event = record.decode()?;
+            for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
+                if *faulted {
+                    continue;
+                }
+                match worker.apply(&event, &key) {
+                    Ok(None) => {}
+                    Ok(Some(_)) => *faulted = true,
+                    Err(e) => {
+                        failed = Some(e);
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        scanned.map_err(|source| WorkerError::Journal {
+            projection: reader,
+            source,
+        })?;
+        let mut kept = Vec::with_capacity(active.len());
+        for (worker, faulted) in active.into_iter().zip(faulted) {
+            if faulted {
+                worker.abandon()?;
+            } else {
+                worker.flush()?;
+                progress(worker.name(), head * (partition + 1) / partitions, head);
+                kept.push(worker);
+            }
+        }
+        active = kept;
+    }
+    for worker in active {
+        worker.finish(head, head_hash)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_always_falls_in_the_same_partition_and_streams_spread() {
+        let mut counts = [0u32; 4];
+        for i in 0..4000 {
+            let key = format!("session:s-{i}");
+            let p = partition_of(&key, 4);
+            assert_eq!(p, partition_of(&key, 4));
+            counts[usize::try_from(p).unwrap()] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        assert_eq!(partition_of("anything", 1), 0);
+        assert_eq!(partition_of("anything", 0), 0);
+    }
+}

@@ -1,0 +1,209 @@
+//! Builds from the start by partition (`journal_projections::partition`): the same read models
+//! as one pass over the log, aliases included; an interrupted build serves nothing partial and
+//! starts again; a fault is the first event in log order that the fold cannot apply.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use journal_engine::{AppendOptions, Journal, Options};
+use journal_format::{Envelope, StoredEvent};
+use journal_projections::partition::{self, partition_of};
+use journal_projections::store::Store;
+use journal_projections::worker::{decode, Reached, Worker};
+use journal_projections::{workload, FreshnessState, Projection, ReadModels};
+
+fn append(journal: &Journal, events: &[Envelope]) {
+    for chunk in events.chunks(2000) {
+        journal
+            .append_batch_blocking(chunk.to_vec(), AppendOptions::default())
+            .unwrap();
+    }
+}
+
+fn event(kind: &str, id: &str, session: &str) -> Envelope {
+    let mut e = Envelope::new(kind, id, "2026-05-11T10:00:00Z");
+    e.session_id = Some(session.into());
+    e
+}
+
+/// Two sessions in different partitions, the later-numbered one's partition read first.
+fn sessions_in_reversed_partitions(partitions: u64) -> (String, String) {
+    for i in 0..1000 {
+        let (a, b) = (format!("sa-{i}"), format!("sb-{i}"));
+        if partition_of(&format!("session:{a}"), partitions)
+            > partition_of(&format!("session:{b}"), partitions)
+        {
+            return (a, b);
+        }
+    }
+    panic!("no pair of sessions in reversed partitions");
+}
+
+#[test]
+fn a_build_by_partition_equals_one_pass_aliases_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let mut events = workload::generate(11, 30, 20_000);
+    let n = events.len() as u64;
+    // A run named in two sessions: its alias is the newer session's, although the older
+    // session's partition is read last.
+    let (older, newer) = sessions_in_reversed_partitions(n.div_ceil(3000));
+    let mut first = event("run.status", "shared-1", &older);
+    first.run_id = Some("shared-run".into());
+    let mut second = event("run.status", "shared-2", &newer);
+    second.run_id = Some("shared-run".into());
+    events.push(first);
+    events.push(second);
+    append(&journal, &events);
+
+    let by_partition = ReadModels::open_at(&journal, &dir.path().join("parts.redb"))
+        .unwrap()
+        .with_partition_events(3000);
+    let mut passes = 0;
+    by_partition
+        .catch_up(&mut |name, _, _| passes += u32::from(name == "state"))
+        .unwrap();
+    assert!(passes >= 7, "the build took {passes} passes");
+    let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
+        .unwrap()
+        .with_partition_events(u64::MAX);
+    one_pass.catch_up(&mut |_, _, _| {}).unwrap();
+    for name in ["state", "activity"] {
+        let (digest, keys) = by_partition.digest(name).unwrap();
+        assert_eq!(keys, 32, "{name}: one state per session");
+        assert_eq!((digest, keys), one_pass.digest(name).unwrap(), "{name}");
+        let f = by_partition.freshness(name).unwrap();
+        assert_eq!(
+            (f.state, f.position),
+            (FreshnessState::Fresh, n + 2),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        by_partition.stream_of("run", "shared-run").unwrap(),
+        Some(format!("session:{newer}"))
+    );
+
+    // Appends after the build are applied incrementally, as usual.
+    let more = workload::generate(12, 3, 900);
+    append(&journal, &more);
+    by_partition.catch_up(&mut |_, _, _| {}).unwrap();
+    one_pass.catch_up(&mut |_, _, _| {}).unwrap();
+    for name in ["state", "activity"] {
+        assert_eq!(
+            by_partition.digest(name).unwrap(),
+            one_pass.digest(name).unwrap()
+        );
+    }
+}
+
+#[test]
+fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, &workload::generate(5, 20, 12_000));
+    let head = journal.head().position.0;
+    let store = dir.path().join("models.redb");
+    let models = ReadModels::open_at(&journal, &store)
+        .unwrap()
+        .with_partition_events(2000);
+    let mut flushed = 0;
+    let crashed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        models.catch_up(&mut |_, _, _| {
+            flushed += 1;
+            if flushed == 5 {
+                panic!("simulated crash in the third pass");
+            }
+        })
+    }));
+    assert!(crashed.is_err());
+    drop(models);
+    let models = ReadModels::open_at(&journal, &store)
+        .unwrap()
+        .with_partition_events(2000);
+    for name in ["state", "activity"] {
+        let f = models.freshness(name).unwrap();
+        assert_eq!(
+            (f.state, f.position),
+            (FreshnessState::Rebuilding, 0),
+            "{name}"
+        );
+        assert_eq!(f.progress.map(|p| p.target), Some(head), "{name}");
+        assert_eq!(models.digest(name).unwrap().1, 0, "{name}: nothing served");
+    }
+    // Built again (in one pass this time: what the crash left is cleared first either way).
+    let models = models.with_partition_events(u64::MAX);
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let fresh = ReadModels::open_at(&journal, &dir.path().join("fresh.redb")).unwrap();
+    fresh.catch_up(&mut |_, _, _| {}).unwrap();
+    for name in ["state", "activity"] {
+        assert_eq!(models.digest(name).unwrap(), fresh.digest(name).unwrap());
+        assert_eq!(models.freshness(name).unwrap().state, FreshnessState::Fresh);
+    }
+}
+
+/// Counts each stream's events; refuses `vendor.test.poison`.
+struct Strict;
+
+impl Projection for Strict {
+    type State = u64;
+
+    fn name(&self) -> &'static str {
+        "strict"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn key(&self, event: &StoredEvent) -> Option<String> {
+        let key = event.envelope.stream_key();
+        (key != "none:").then_some(key)
+    }
+
+    fn keyed_by_stream(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, state: &mut u64, event: &StoredEvent) -> Result<(), String> {
+        *state += 1;
+        if event.envelope.event_type == "vendor.test.poison" {
+            return Err("the test projection refuses this event".into());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let partitions = 4;
+    // The first poison is in a session whose partition is read after the second's.
+    let (late, early) = sessions_in_reversed_partitions(partitions);
+    let mut events = Vec::new();
+    for i in 0..40 {
+        let (kind, session) = match i {
+            30 => ("vendor.test.poison", &late),
+            35 => ("vendor.test.poison", &early),
+            _ => ("tool.progress", if i % 2 == 0 { &late } else { &early }),
+        };
+        events.push(event(kind, &format!("e{i}"), session));
+    }
+    append(&journal, &events);
+    let store = Arc::new(Store::open(dir.path().join("strict.redb")).unwrap());
+    let mut worker = Worker::new(Arc::new(Strict), Arc::clone(&store));
+    partition::build(&journal, &mut [&mut worker], 10, &mut |_, _, _| {}).unwrap();
+    let Reached::Faulted(fault) = worker.catch_up(&journal, &mut |_, _| {}).unwrap() else {
+        panic!("expected a fault");
+    };
+    assert_eq!((fault.position, fault.event_id.as_str()), (31, "e30"));
+    let count = |session: &str| {
+        store
+            .get("strict", 1, &format!("session:{session}"))
+            .unwrap()
+            .map_or(0, |b| decode::<u64>(&b).unwrap())
+    };
+    // The states of the 30 events before the fault, nothing after it.
+    assert_eq!((count(&late), count(&early)), (15, 15));
+}
