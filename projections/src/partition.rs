@@ -29,8 +29,9 @@ use crate::worker::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
 /// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many
-/// events' worth, whatever the log's length.
-pub const PARTITION_EVENTS: u64 = 200_000;
+/// events' worth, whatever the log's length (1,121,660 generated events: 12 passes, 96 MiB
+/// peak, against 211 MiB in one pass; see `docs/PERFORMANCE.md`).
+pub const PARTITION_EVENTS: u64 = 100_000;
 
 /// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).
 pub trait Build {
@@ -78,8 +79,13 @@ pub trait Build {
 /// The partition of a stream key among `partitions` (FNV-1a: stable across runs and builds).
 #[must_use]
 pub fn partition_of(stream_key: &str, partitions: u64) -> u64 {
+    partition_of_parts(&[stream_key], partitions)
+}
+
+/// [`partition_of`] the concatenation of `parts`, without building it.
+fn partition_of_parts(parts: &[&str], partitions: u64) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in stream_key.bytes() {
+    for byte in parts.iter().flat_map(|p| p.bytes()) {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -121,6 +127,7 @@ pub fn build(
         "building read models from the start, by partition"
     );
     let mut head_hash = None;
+    let mut memo: Vec<u8> = Vec::new();
     for partition in 0..partitions {
         let mut faulted = vec![false; active.len()];
         let mut failed: Option<WorkerError> = None;
@@ -128,18 +135,31 @@ pub fn build(
             if record.position.0 == head {
                 head_hash = Some(record.hash);
             }
-            let ids = StreamIds::from_msgpack(record.body).map_err(|e| {
-                journal_engine::Error::Corruption {
-                    segment: record.segment,
-                    offset: record.offset,
-                    position: Some(record.position),
-                    detail: e.to_string(),
+            // The first pass reads each event's stream from its body and notes its partition;
+            // the others look it up (one byte per event).
+            let index = usize::try_from(record.position.0 - 1).unwrap_or(usize::MAX);
+            let (of, key) = match memo.get(index) {
+                Some(&of) if u64::from(of) != partition => return Ok(ControlFlow::Continue(())),
+                Some(&of) => (u64::from(of), None),
+                None => {
+                    let ids = stream_ids(&record)?;
+                    let (kind, id) = ids.stream_key_parts();
+                    let of = partition_of_parts(&[kind, id], partitions);
+                    if memo.len() == index {
+                        if let Ok(byte) = u8::try_from(of) {
+                            memo.push(byte);
+                        }
+                    }
+                    (of, Some(ids.stream_key()))
                 }
-            })?;
-            let key = ids.stream_key();
-            if partition_of(&key, partitions) != partition {
+            };
+            if of != partition {
                 return Ok(ControlFlow::Continue(()));
             }
+            let key = match key {
+                Some(key) => key,
+                None => stream_ids(&record)?.stream_key(),
+            };
             let event = record.decode()?;
             for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
                 if *faulted {
@@ -181,6 +201,15 @@ pub fn build(
     Ok(())
 }
 
+fn stream_ids<'a>(record: &journal_engine::Record<'a>) -> journal_engine::Result<StreamIds<'a>> {
+    StreamIds::from_msgpack(record.body).map_err(|e| journal_engine::Error::Corruption {
+        segment: record.segment,
+        offset: record.offset,
+        position: Some(record.position),
+        detail: e.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +224,10 @@ mod tests {
             counts[usize::try_from(p).unwrap()] += 1;
         }
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        assert_eq!(
+            partition_of("session:s-1", 7),
+            partition_of_parts(&["session:", "s-1"], 7)
+        );
         assert_eq!(partition_of("anything", 1), 0);
         assert_eq!(partition_of("anything", 0), 0);
     }

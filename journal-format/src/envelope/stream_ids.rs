@@ -65,6 +65,21 @@ impl<'a> StreamIds<'a> {
     pub fn stream_key(&self) -> String {
         super::stream_key_of(self.session_id, self.task_id, self.runtime_id)
     }
+
+    /// The stream key in its two parts, without allocating: the kind with its colon
+    /// (`session:`, `task:`, `runtime:`, or `none:` with an empty id) and the id.
+    #[must_use]
+    pub fn stream_key_parts(&self) -> (&'static str, &'a str) {
+        if let Some(id) = self.session_id {
+            ("session:", id)
+        } else if let Some(id) = self.task_id {
+            ("task:", id)
+        } else if let Some(id) = self.runtime_id {
+            ("runtime:", id)
+        } else {
+            ("none:", "")
+        }
+    }
 }
 
 fn decode_error(what: &str, at: usize) -> EnvelopeError {
@@ -221,6 +236,8 @@ mod tests {
             let decoded = Envelope::from_msgpack(&bytes).unwrap();
             let ids = StreamIds::from_msgpack(&bytes).unwrap();
             assert_eq!(ids.stream_key(), decoded.stream_key(), "{json}");
+            let (kind, id) = ids.stream_key_parts();
+            assert_eq!(format!("{kind}{id}"), decoded.stream_key(), "{json}");
         }
     }
 
