@@ -29,9 +29,9 @@ use crate::worker::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
 /// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many
-/// events' worth, whatever the log's length (1,121,660 generated events: 23 passes, 82 MiB
+/// events' worth, whatever the log's length (1,121,660 generated events: 12 passes, 69 MiB
 /// peak, against 211 MiB in one pass; see `docs/PERFORMANCE.md`).
-pub const PARTITION_EVENTS: u64 = 50_000;
+pub const PARTITION_EVENTS: u64 = 100_000;
 
 /// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).
 pub trait Build {

@@ -105,6 +105,12 @@ fn alias_table(name: &str, version: u32) -> String {
     format!("alias:{name}:v{version}")
 }
 
+/// During a build by partition ([`crate::partition`]): the position of the event each alias
+/// was taken from, so that a later pass keeps the newest. Dropped when the build finishes.
+fn alias_position_table(name: &str, version: u32) -> String {
+    format!("alias:{name}:v{version}:positions")
+}
+
 fn alias_key(kind: &str, id: &str) -> String {
     format!("{kind}\0{id}")
 }
@@ -236,6 +242,96 @@ impl Store {
         Ok(())
     }
 
+    /// Writes one partition of a build by partition: the states of `keys` (as `encode` gives
+    /// them) and the partition's aliases, each with the position of the event it was taken
+    /// from, keeping for each alias the one from the newest event across partitions; the
+    /// checkpoint is set to `meta`. Not durable: a crash before the build's last commit starts
+    /// the build again. [`Store::finish_partitions`] drops the positions.
+    ///
+    /// # Errors
+    /// [`StoreError`]; nothing of the partition is written then.
+    pub fn commit_partition(
+        &self,
+        name: &str,
+        version: u32,
+        keys: &[String],
+        encode: &Encode<'_>,
+        aliases: &[(&'static str, String, String, u64)],
+        meta: &Meta,
+    ) -> Result<(), StoreError> {
+        let err = self.err(&format!("committing a partition of {name} v{version}"));
+        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        txn.set_durability(Durability::None)
+            .map_err(|e| err(e.into()))?;
+        {
+            let model_name = model_table(name, version);
+            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
+            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            for key in keys {
+                let bytes = encode(key).map_err(|message| StoreError {
+                    path: self.path.clone(),
+                    context: format!("encoding the state of {key} in {name}"),
+                    message,
+                })?;
+                if let Some(bytes) = bytes {
+                    table
+                        .insert(key.as_str(), bytes.as_slice())
+                        .map_err(|e| err(e.into()))?;
+                }
+            }
+            let alias_name = alias_table(name, version);
+            let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
+            let mut alias = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            let position_name = alias_position_table(name, version);
+            let definition: TableDefinition<&str, u64> = TableDefinition::new(&position_name);
+            let mut positions = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            for (kind, id, key, position) in aliases {
+                let alias_key = alias_key(kind, id);
+                let newer = positions
+                    .get(alias_key.as_str())
+                    .map_err(|e| err(e.into()))?
+                    .is_none_or(|stored| stored.value() < *position);
+                if newer {
+                    positions
+                        .insert(alias_key.as_str(), *position)
+                        .map_err(|e| err(e.into()))?;
+                    alias
+                        .insert(alias_key.as_str(), key.as_str())
+                        .map_err(|e| err(e.into()))?;
+                }
+            }
+            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
+                path: self.path.clone(),
+                context: format!("encoding the checkpoint of {name}"),
+                message: e.to_string(),
+            })?;
+            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+            table
+                .insert(name, encoded.as_slice())
+                .map_err(|e| err(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(e.into()))
+    }
+
+    /// Drops the alias positions a build by partition kept (see [`Store::commit_partition`]).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn finish_partitions(&self, name: &str, version: u32) -> Result<(), StoreError> {
+        let err = self.err(&format!("finishing the build of {name} v{version}"));
+        let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        let position_name = alias_position_table(name, version);
+        let tables: Vec<_> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter(|t| t.name() == position_name)
+            .collect();
+        for table in tables {
+            txn.delete_table(table).map_err(|e| err(e.into()))?;
+        }
+        txn.commit().map_err(|e| err(e.into()))
+    }
+
     /// Calls `f(kind, id, key)` for every alias of generation `version` of `name`, in key
     /// order.
     ///
@@ -340,8 +436,10 @@ impl Store {
             .map_err(|e| err(e.into()))?
             .filter(|t| {
                 prefixes.iter().any(|p| {
+                    // `alias:<name>:v<version>:positions` belongs to its version too.
                     t.name()
                         .strip_prefix(p.as_str())
+                        .and_then(|v| v.split(':').next())
                         .and_then(|v| v.parse::<u32>().ok())
                         .is_some_and(|v| !live.contains(&v))
                 })
@@ -363,7 +461,11 @@ impl Store {
     pub fn clear_generation(&self, name: &str, version: u32) -> Result<(), StoreError> {
         let err = self.err(&format!("clearing {name} v{version}"));
         let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        let names = [model_table(name, version), alias_table(name, version)];
+        let names = [
+            model_table(name, version),
+            alias_table(name, version),
+            alias_position_table(name, version),
+        ];
         let tables: Vec<_> = txn
             .list_tables()
             .map_err(|e| err(e.into()))?

@@ -443,13 +443,14 @@ impl<P: Projection> Worker<P> {
 }
 
 /// A build from the start of a generation, split by stream ([`crate::partition`]): the
-/// checkpoint it will write and the aliases seen so far.
+/// checkpoint it will write and the aliases of the partition being applied.
 #[derive(Debug)]
 struct PartitionedBuild {
     meta: Meta,
     generation: Generation,
-    /// The alias of each (kind, id) from the newest event that gave one, with that event's
-    /// position: passes go back to the start of the log, so the newest wins by position.
+    /// The alias of each (kind, id) from the partition's newest event that gave one, with that
+    /// event's position: passes go back to the start of the log, so the store keeps the alias
+    /// of the newest event across partitions by position ([`Store::commit_partition`]).
     aliases: HashMap<(&'static str, String), (u64, String)>,
 }
 
@@ -537,23 +538,26 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
     }
 
     fn flush(&mut self) -> Result<(), WorkerError> {
-        let Some(build) = &self.partitioned else {
+        let Some(build) = &mut self.partitioned else {
             return Ok(());
         };
         let mut keys: Vec<String> = self.cache.keys().cloned().collect();
         keys.sort_unstable();
+        let mut aliases: Vec<(&'static str, String, String, u64)> = build
+            .aliases
+            .drain()
+            .map(|((kind, id), (position, key))| (kind, id, key, position))
+            .collect();
+        aliases.sort_unstable();
         let cache = &self.cache;
         let encode = |key: &str| cache.get(key).map(encode).transpose();
-        self.store.commit(
+        self.store.commit_partition(
             self.projection.name(),
             build.generation.version,
-            &Batch {
-                keys,
-                aliases: Vec::new(),
-            },
+            &keys,
             &encode,
+            &aliases,
             &build.meta,
-            false,
         )?;
         self.cache.clear();
         Ok(())
@@ -566,26 +570,17 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         let PartitionedBuild {
             mut meta,
             mut generation,
-            aliases,
+            ..
         } = build;
-        let mut aliases: Vec<(&'static str, String, String)> = aliases
-            .into_iter()
-            .map(|((kind, id), (_, key))| (kind, id, key))
-            .collect();
-        aliases.sort_unstable();
+        // Before the checkpoint: a crash in between leaves the build at position 0, to be
+        // cleared and started again.
+        self.store
+            .finish_partitions(self.projection.name(), generation.version)?;
         generation.position = position;
         generation.hash = hash;
         self.cache.clear();
         self.last_written = 0;
-        self.commit(
-            &mut meta,
-            generation,
-            &Batch {
-                keys: Vec::new(),
-                aliases,
-            },
-            true,
-        )
+        self.commit(&mut meta, generation, &Batch::default(), true)
     }
 
     fn abandon(&mut self) -> Result<(), WorkerError> {
