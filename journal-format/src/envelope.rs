@@ -608,24 +608,34 @@ mod tests {
         #[test]
         fn msgpack_round_trip(
             session in proptest::option::of("[a-z0-9]{1,12}"),
+            task in proptest::option::of("[a-z0-9]{1,12}"),
+            runtime in proptest::option::of(".{1,12}"),
             sequence in proptest::option::of(any::<u64>()),
             payload in proptest::option::of(arb_json()),
             extra in prop::collection::btree_map("x[a-z]{1,6}", arb_json(), 0..4),
         ) {
             let mut e = Envelope::new("tool.started", "evt", "2026-05-11T10:00:00.5+02:00");
             e.session_id = session;
+            e.task_id = task;
+            e.runtime_id = runtime;
             e.sequence = sequence;
             e.payload = payload;
             e.extra = extra;
             let body = e.to_msgpack().unwrap();
             prop_assert_eq!(Envelope::from_msgpack(&body).unwrap(), e.clone());
+            prop_assert_eq!(StreamIds::from_msgpack(&body).unwrap().stream_key(), e.stream_key());
             let json = serde_json::to_vec(&e.to_json_value()).unwrap();
             prop_assert_eq!(Envelope::from_json_slice(&json, &mut no_id).unwrap(), e);
         }
 
         #[test]
         fn arbitrary_bytes_never_panic_the_body_decoder(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-            let _ = Envelope::from_msgpack(&bytes);
+            let decoded = Envelope::from_msgpack(&bytes);
+            let ids = StreamIds::from_msgpack(&bytes);
+            if let Ok(e) = decoded {
+                // What the full decoder accepts, the stream reader reads alike.
+                prop_assert_eq!(ids.unwrap().stream_key(), e.stream_key());
+            }
             let _ = Envelope::from_json_slice(&bytes, &mut || "id".into());
         }
     }

@@ -127,39 +127,40 @@ pub fn build(
         "building read models from the start, by partition"
     );
     let mut head_hash = None;
+    let noting = partitions <= 256;
     let mut memo: Vec<u8> = Vec::new();
     for partition in 0..partitions {
+        if active.is_empty() {
+            return Ok(());
+        }
         let mut faulted = vec![false; active.len()];
         let mut failed: Option<WorkerError> = None;
         let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
             if record.position.0 == head {
                 head_hash = Some(record.hash);
             }
-            // The first pass reads each event's stream from its body and notes its partition;
-            // the others look it up (one byte per event).
-            let index = usize::try_from(record.position.0 - 1).unwrap_or(usize::MAX);
-            let (of, key) = match memo.get(index) {
-                Some(&of) if u64::from(of) != partition => return Ok(ControlFlow::Continue(())),
-                Some(&of) => (u64::from(of), None),
-                None => {
-                    let ids = stream_ids(&record)?;
-                    let (kind, id) = ids.stream_key_parts();
-                    let of = partition_of_parts(&[kind, id], partitions);
-                    if memo.len() == index {
-                        if let Ok(byte) = u8::try_from(of) {
-                            memo.push(byte);
-                        }
-                    }
-                    (of, Some(ids.stream_key()))
+            // The first pass reads each event's stream from its body and notes its partition
+            // (one byte per event, when there are at most 256); the others look it up.
+            let noted = usize::try_from(record.position.0.saturating_sub(1))
+                .ok()
+                .and_then(|i| memo.get(i));
+            if let Some(&of) = noted {
+                if u64::from(of) != partition {
+                    return Ok(ControlFlow::Continue(()));
                 }
-            };
-            if of != partition {
-                return Ok(ControlFlow::Continue(()));
             }
-            let key = match key {
-                Some(key) => key,
-                None => stream_ids(&record)?.stream_key(),
-            };
+            let ids = stream_ids(&record)?;
+            if noted.is_none() {
+                let (kind, id) = ids.stream_key_parts();
+                let of = partition_of_parts(&[kind, id], partitions);
+                if noting {
+                    memo.push(u8::try_from(of).unwrap_or(u8::MAX));
+                }
+                if of != partition {
+                    return Ok(ControlFlow::Continue(()));
+                }
+            }
+            let key = ids.stream_key();
             let event = record.decode()?;
             for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
                 if *faulted {
@@ -189,7 +190,8 @@ pub fn build(
                 worker.abandon()?;
             } else {
                 worker.flush()?;
-                progress(worker.name(), head * (partition + 1) / partitions, head);
+                let done = u128::from(head) * u128::from(partition + 1) / u128::from(partitions);
+                progress(worker.name(), u64::try_from(done).unwrap_or(head), head);
                 kept.push(worker);
             }
         }

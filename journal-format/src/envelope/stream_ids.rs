@@ -142,22 +142,23 @@ impl<'a> Reader<'a> {
         Ok(Some(len))
     }
 
-    /// The bytes of a string at the cursor, or `None` (cursor unmoved) when it is not one.
+    /// The bytes of a string at the cursor, or `None` (cursor unmoved) when it is not one. Like
+    /// the envelope's decoder (serde reads a string from MessagePack `bin` too), `bin` counts.
     fn str(&mut self) -> Result<Option<&'a [u8]>, EnvelopeError> {
         let len = match self.peek()? {
             m @ 0xa0..=0xbf => {
                 self.at += 1;
                 usize::from(m & 0x1f)
             }
-            0xd9 => {
+            0xd9 | 0xc4 => {
                 self.at += 1;
                 self.len(1)?
             }
-            0xda => {
+            0xda | 0xc5 => {
                 self.at += 1;
                 self.len(2)?
             }
-            0xdb => {
+            0xdb | 0xc6 => {
                 self.at += 1;
                 self.len(4)?
             }
