@@ -4,6 +4,7 @@
 //! workers up (or runs them live on tokio), and answers with freshness.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -197,6 +198,9 @@ pub struct ReadModels {
     activity: Arc<Mutex<Worker<ActivityProjection>>>,
     /// Events per pass of a build from the start ([`crate::partition`]).
     partition_events: u64,
+    /// Set when a build by partition failed reading the log: this process builds in one pass
+    /// from then on, rather than reading the log again by partition at every catch-up.
+    one_pass: Arc<AtomicBool>,
 }
 
 /// The projections' names, in the order they run.
@@ -213,7 +217,8 @@ pub fn versions() -> [(&'static str, u32); 2] {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A worker that panicked mid-batch left nothing half-committed (batches are
-    // transactions), so its worker is safe to use again.
+    // transactions), and its cache is marked invalid until a commit, so its worker is safe
+    // to use again.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -250,6 +255,7 @@ impl ReadModels {
             activity: Arc::new(Mutex::new(activity)),
             store,
             partition_events: PARTITION_EVENTS,
+            one_pass: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -284,17 +290,20 @@ impl ReadModels {
         &self,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
-        {
+        if !self.one_pass.load(Ordering::Relaxed) {
             // A projection at the start of a generation is built by partition first, both
             // from the same passes; the ordinary catch-up below takes it from there.
             let mut state = lock(&self.state);
             let mut activity = lock(&self.activity);
-            partition::build(
+            let built = partition::build(
                 &self.journal,
                 &mut [&mut *state, &mut *activity],
                 self.partition_events,
                 progress,
             )?;
+            if !built {
+                self.one_pass.store(true, Ordering::Relaxed);
+            }
         }
         let state =
             lock(&self.state).catch_up(&self.journal, &mut |p, h| progress("state", p, h))?;

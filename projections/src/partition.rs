@@ -16,8 +16,10 @@
 //!   would leave them.
 //! - The generation's checkpoint stays at position 0 (and the generation does not serve) until
 //!   the last pass is written; a build interrupted before that is cleared and started again.
-//! - A projection that cannot apply an event leaves the build: its generation is cleared, and
-//!   its worker's ordinary catch-up finds the first event it cannot apply, in log order.
+//! - A projection that cannot apply an event leaves the build: its generation is cleared and
+//!   its checkpoint put back as it was, and its worker's ordinary catch-up finds the first
+//!   event it cannot apply, in log order. A failure to read the log makes every worker leave
+//!   the build that way.
 
 use std::ops::ControlFlow;
 
@@ -97,19 +99,24 @@ fn partition_of_parts(parts: &[&str], partitions: u64) -> u64 {
 /// after each. Does nothing when the log fits in one partition (the ordinary catch-up does
 /// that as well); the workers' ordinary catch-up goes on from where this leaves them.
 ///
+/// Returns `false` when reading the log failed (or a worker refused an event for a reason that
+/// is not a fault): every worker has then left the build, as if it had not started, and the
+/// ordinary catch-up meets the same failure in its turn; a caller should not try again by
+/// partition.
+///
 /// # Errors
-/// [`WorkerError`] when the journal or the store fails; a worker's fault is not an error (see
-/// the module's invariants).
+/// [`WorkerError`] when the store fails; a worker's fault is not an error (see the module's
+/// invariants).
 pub fn build(
     journal: &Journal,
     workers: &mut [&mut dyn Build],
     partition_events: u64,
     progress: &mut dyn FnMut(&str, u64, u64),
-) -> Result<(), WorkerError> {
+) -> Result<bool, WorkerError> {
     let head = journal.head().position.0;
     let partitions = head.div_ceil(partition_events.max(1));
     if partitions < 2 {
-        return Ok(());
+        return Ok(true);
     }
     let mut active: Vec<&mut dyn Build> = Vec::new();
     for worker in workers.iter_mut() {
@@ -118,7 +125,7 @@ pub fn build(
         }
     }
     let Some(first) = active.first() else {
-        return Ok(());
+        return Ok(true);
     };
     let reader = first.name();
     tracing::info!(
@@ -131,7 +138,7 @@ pub fn build(
     let mut memo: Vec<u8> = Vec::new();
     for partition in 0..partitions {
         if active.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let mut faulted = vec![false; active.len()];
         let mut failed: Option<WorkerError> = None;
@@ -177,13 +184,19 @@ pub fn build(
             }
             Ok(ControlFlow::Continue(()))
         });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        scanned.map_err(|source| WorkerError::Journal {
+        let failed = failed.or(scanned.err().map(|source| WorkerError::Journal {
             projection: reader,
             source,
-        })?;
+        }));
+        if let Some(error) = failed {
+            // Left to the ordinary catch-up, which applies what comes before the failing event
+            // (and faults on an event a projection cannot apply) as one pass would.
+            tracing::warn!(%error, "building by partition failed; building in one pass instead");
+            for worker in active {
+                worker.abandon()?;
+            }
+            return Ok(false);
+        }
         let mut kept = Vec::with_capacity(active.len());
         for (worker, faulted) in active.into_iter().zip(faulted) {
             if faulted {
@@ -200,7 +213,7 @@ pub fn build(
     for worker in active {
         worker.finish(head, head_hash)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 fn stream_ids<'a>(record: &journal_engine::Record<'a>) -> journal_engine::Result<StreamIds<'a>> {

@@ -452,15 +452,32 @@ impl Store {
         Ok(written)
     }
 
-    /// Drops every state and alias of generation `version` of projection `name`, leaving its
-    /// checkpoint as it is: a generation at position 0 must hold nothing, and a build that was
-    /// interrupted before its first checkpoint may have left states behind.
+    /// Drops every state and alias of generation `version` of projection `name`: a generation
+    /// at position 0 must hold nothing, and a build that was interrupted before its first
+    /// checkpoint may have left states behind. With `meta`, sets the checkpoint to it in the
+    /// same transaction; without, leaves it as it is.
     ///
     /// # Errors
     /// [`StoreError`].
-    pub fn clear_generation(&self, name: &str, version: u32) -> Result<(), StoreError> {
+    pub fn clear_generation(
+        &self,
+        name: &str,
+        version: u32,
+        meta: Option<&Meta>,
+    ) -> Result<(), StoreError> {
         let err = self.err(&format!("clearing {name} v{version}"));
         let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        if let Some(meta) = meta {
+            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
+                path: self.path.clone(),
+                context: format!("encoding the checkpoint of {name}"),
+                message: e.to_string(),
+            })?;
+            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+            table
+                .insert(name, encoded.as_slice())
+                .map_err(|e| err(e.into()))?;
+        }
         let names = [
             model_table(name, version),
             alias_table(name, version),

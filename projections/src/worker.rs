@@ -84,8 +84,9 @@ pub struct Worker<P: Projection> {
     /// Decoded states of the generation being written, by key.
     cache: HashMap<String, P::State>,
     /// The generation the cache is valid for: its version and the position every cached state
-    /// reflects. The cache is dropped whenever the stored checkpoint says otherwise (a reset, a
-    /// rebuild, a fault), so it never serves a state the store does not hold.
+    /// reflects; `None` while the cache holds changes not yet committed. The cache is dropped
+    /// whenever the stored checkpoint says otherwise (a reset, a rebuild, a fault, a failure
+    /// mid-batch), so it never serves a state the store does not hold.
     cached: Option<(u32, u64)>,
     /// Events per transaction (the least, when `grow_batches`).
     batch_events: u64,
@@ -153,7 +154,8 @@ impl<P: Projection> Worker<P> {
             (Some(g), None) if g.version == version => g,
             (None, _) => {
                 // A first build: there is nothing older to serve, so the generation serves as
-                // it is built (stale, with its true lag, until it reaches the head).
+                // it is built (stale, with its true lag, until it reaches the head); a build
+                // by partition serves only once it is done (`crate::partition`).
                 let g = Generation {
                     version,
                     position: 0,
@@ -218,7 +220,10 @@ impl<P: Projection> Worker<P> {
                 self.batch_events
             };
             let to = generation.position.saturating_add(len).min(head);
-            match self.apply_range(journal, from, to)? {
+            // Applying changes the cached states beyond the checkpoint: they are valid again
+            // only once committed (`commit` says so), never after an error on the way.
+            self.cached = None;
+            match self.apply_range(journal, generation.version, from, to)? {
                 Applied::All(batch, last) => {
                     generation.position = to;
                     generation.hash = last;
@@ -233,7 +238,12 @@ impl<P: Projection> Worker<P> {
                     // batch and apply it again up to the event before.
                     self.cache.clear();
                     let batch = if fault.position > from {
-                        match self.apply_range(journal, from, fault.position - 1)? {
+                        match self.apply_range(
+                            journal,
+                            generation.version,
+                            from,
+                            fault.position - 1,
+                        )? {
                             Applied::All(batch, last) => {
                                 generation.hash = last;
                                 batch
@@ -272,8 +282,9 @@ impl<P: Projection> Worker<P> {
 
     /// Reads the checkpoint and settles what to write next: starts over when the log no longer
     /// holds what the projection applied, starts a rebuild on a version change, stops at a
-    /// fault of the current fold. A generation at position 0 is emptied of anything an
-    /// interrupted build left in it, so that a build always starts from default states.
+    /// fault of the current fold. A generation at position 0 is emptied, in the store and in
+    /// the cache, of anything an interrupted build left, so that a build always starts from
+    /// default states.
     fn prepare(&mut self, journal: &Journal, head: u64) -> Result<Prepared, WorkerError> {
         let name = self.projection.name();
         let mut stored = self.store.meta(name)?;
@@ -297,7 +308,9 @@ impl<P: Projection> Worker<P> {
             return Ok(Prepared::Faulted(fault.clone()));
         }
         if generation.position == 0 && head > 0 {
-            self.store.clear_generation(name, generation.version)?;
+            self.store
+                .clear_generation(name, generation.version, None)?;
+            self.cached = None;
         }
         if self.cached != Some((generation.version, generation.position)) {
             self.cache.clear();
@@ -376,13 +389,11 @@ impl<P: Projection> Worker<P> {
     fn apply_range(
         &mut self,
         journal: &Journal,
+        version: u32,
         from: u64,
         to: u64,
     ) -> Result<Applied, WorkerError> {
         let name = self.projection.name();
-        let version = self
-            .cached
-            .map_or_else(|| self.projection.version(), |(version, _)| version);
         let mut dirty: HashSet<String> = HashSet::new();
         // The last alias of each (kind, id) in the batch wins, as it would written in order.
         let mut aliases: HashMap<(&'static str, String), String> = HashMap::new();
@@ -446,6 +457,10 @@ impl<P: Projection> Worker<P> {
 /// checkpoint it will write and the aliases of the partition being applied.
 #[derive(Debug)]
 struct PartitionedBuild {
+    /// The checkpoint the build started from, written back if it is abandoned, so that the
+    /// ordinary catch-up takes over as if the build had never run.
+    before: Meta,
+    /// The checkpoint the build writes with each partition (position 0, not serving).
     meta: Meta,
     generation: Generation,
     /// The alias of each (kind, id) from the partition's newest event that gave one, with that
@@ -470,6 +485,10 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             } if generation.position == 0 && head > 0 => (*meta, generation),
             _ => return Ok(false),
         };
+        // The cache now fills with the build's states, which are valid only once it finishes.
+        self.cache.clear();
+        self.cached = None;
+        let before = meta.clone();
         // Until the last partition is in, the generation's states reflect different positions
         // per stream: it must not serve. A first build is shown as a rebuild with progress.
         if meta.serving == Some(generation) {
@@ -477,6 +496,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             meta.building = Some((generation, head));
         }
         self.partitioned = Some(PartitionedBuild {
+            before,
             meta,
             generation,
             aliases: HashMap::new(),
@@ -587,8 +607,11 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         self.cache.clear();
         self.cached = None;
         if let Some(build) = self.partitioned.take() {
-            self.store
-                .clear_generation(self.projection.name(), build.generation.version)?;
+            self.store.clear_generation(
+                self.projection.name(),
+                build.generation.version,
+                Some(&build.before),
+            )?;
         }
         Ok(())
     }

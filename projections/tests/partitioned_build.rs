@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use journal_engine::{AppendOptions, Journal, Options};
 use journal_format::{Envelope, StoredEvent};
+use journal_projections::models::freshness;
 use journal_projections::partition::{self, partition_of};
 use journal_projections::store::Store;
 use journal_projections::worker::{decode, Reached, Worker};
@@ -98,6 +99,36 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
 }
 
 #[test]
+fn a_build_that_failed_in_this_process_starts_again_from_default_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, &workload::generate(6, 20, 12_000));
+    let models = ReadModels::open_at(&journal, &dir.path().join("models.redb"))
+        .unwrap()
+        .with_partition_events(2000);
+    // The first pass fails after `state` wrote its partition and before `activity` did: the
+    // activity worker still holds that partition's states in its cache.
+    let failed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        models.catch_up(&mut |_, _, _| panic!("simulated failure after the first flush"))
+    }));
+    assert!(failed.is_err());
+    // The same workers, in the same process, build again.
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
+        .unwrap()
+        .with_partition_events(u64::MAX);
+    one_pass.catch_up(&mut |_, _, _| {}).unwrap();
+    for name in ["state", "activity"] {
+        assert_eq!(
+            models.digest(name).unwrap(),
+            one_pass.digest(name).unwrap(),
+            "{name}"
+        );
+        assert_eq!(models.freshness(name).unwrap().state, FreshnessState::Fresh);
+    }
+}
+
+#[test]
 fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
@@ -179,8 +210,15 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let partitions = 4;
-    // The first poison is in a session whose partition is read after the second's.
-    let (late, early) = sessions_in_reversed_partitions(partitions);
+    // The first poison is in a session whose partition is read after the second's, and the
+    // second's is not the first pass, so the build has written a partition when it faults.
+    let (late, early) = (0..1000)
+        .map(|i| (format!("late-{i}"), format!("early-{i}")))
+        .find(|(late, early)| {
+            let of = |s: &str| partition_of(&format!("session:{s}"), partitions);
+            of(late) > of(early) && of(early) >= 1
+        })
+        .unwrap();
     let mut events = Vec::new();
     for i in 0..40 {
         let (kind, session) = match i {
@@ -204,6 +242,12 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
             .unwrap()
             .map_or(0, |b| decode::<u64>(&b).unwrap())
     };
-    // The states of the 30 events before the fault, nothing after it.
+    // The states of the 30 events before the fault, nothing after it, served as the last good
+    // state, as a build in one pass would leave them.
     assert_eq!((count(&late), count(&early)), (15, 15));
+    let f = freshness(&store, &journal, "strict").unwrap();
+    assert_eq!(
+        (f.state, f.position, f.progress),
+        (FreshnessState::Faulted, 30, None)
+    );
 }
