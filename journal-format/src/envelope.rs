@@ -374,11 +374,12 @@ impl Envelope {
     /// session and a task with the same id are different streams.
     #[must_use]
     pub fn stream_key(&self) -> String {
-        stream_key_of(
-            self.session_id.as_deref(),
-            self.task_id.as_deref(),
-            self.runtime_id.as_deref(),
-        )
+        StreamIds {
+            session_id: self.session_id.as_deref(),
+            task_id: self.task_id.as_deref(),
+            runtime_id: self.runtime_id.as_deref(),
+        }
+        .stream_key()
     }
 
     /// Encodes the envelope as the stored MessagePack body.
@@ -490,19 +491,6 @@ impl StoredEvent {
             object.extend(fields);
         }
         Value::Object(object)
-    }
-}
-
-/// The stream key of an event with these ids (see [`Envelope::stream_key`]).
-fn stream_key_of(session: Option<&str>, task: Option<&str>, runtime: Option<&str>) -> String {
-    if let Some(id) = session {
-        format!("session:{id}")
-    } else if let Some(id) = task {
-        format!("task:{id}")
-    } else if let Some(id) = runtime {
-        format!("runtime:{id}")
-    } else {
-        String::from("none:")
     }
 }
 

@@ -264,21 +264,7 @@ impl Store {
         txn.set_durability(Durability::None)
             .map_err(|e| err(e.into()))?;
         {
-            let model_name = model_table(name, version);
-            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
-            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
-            for key in keys {
-                let bytes = encode(key).map_err(|message| StoreError {
-                    path: self.path.clone(),
-                    context: format!("encoding the state of {key} in {name}"),
-                    message,
-                })?;
-                if let Some(bytes) = bytes {
-                    table
-                        .insert(key.as_str(), bytes.as_slice())
-                        .map_err(|e| err(e.into()))?;
-                }
-            }
+            self.write_states(&txn, name, version, keys, encode)?;
             let alias_name = alias_table(name, version);
             let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
             let mut alias = txn.open_table(definition).map_err(|e| err(e.into()))?;
@@ -300,15 +286,7 @@ impl Store {
                         .map_err(|e| err(e.into()))?;
                 }
             }
-            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
-                path: self.path.clone(),
-                context: format!("encoding the checkpoint of {name}"),
-                message: e.to_string(),
-            })?;
-            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
-            table
-                .insert(name, encoded.as_slice())
-                .map_err(|e| err(e.into()))?;
+            self.write_meta(&txn, name, meta)?;
         }
         txn.commit().map_err(|e| err(e.into()))
     }
@@ -320,15 +298,7 @@ impl Store {
     pub fn finish_partitions(&self, name: &str, version: u32) -> Result<(), StoreError> {
         let err = self.err(&format!("finishing the build of {name} v{version}"));
         let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        let position_name = alias_position_table(name, version);
-        let tables: Vec<_> = txn
-            .list_tables()
-            .map_err(|e| err(e.into()))?
-            .filter(|t| t.name() == position_name)
-            .collect();
-        for table in tables {
-            txn.delete_table(table).map_err(|e| err(e.into()))?;
-        }
+        self.drop_tables(&txn, &[alias_position_table(name, version)])?;
         txn.commit().map_err(|e| err(e.into()))
     }
 
@@ -380,7 +350,7 @@ impl Store {
         durable: bool,
     ) -> Result<u64, StoreError> {
         let err = self.err(&format!("committing {name} v{version}"));
-        let mut written = 0u64;
+        let written;
         let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
         txn.set_durability(if durable {
             Durability::Immediate
@@ -389,22 +359,7 @@ impl Store {
         })
         .map_err(|e| err(e.into()))?;
         {
-            let model_name = model_table(name, version);
-            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
-            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
-            for key in &batch.keys {
-                let bytes = encode(key).map_err(|message| StoreError {
-                    path: self.path.clone(),
-                    context: format!("encoding the state of {key} in {name}"),
-                    message,
-                })?;
-                if let Some(bytes) = bytes {
-                    written += bytes.len() as u64;
-                    table
-                        .insert(key.as_str(), bytes.as_slice())
-                        .map_err(|e| err(e.into()))?;
-                }
-            }
+            written = self.write_states(&txn, name, version, &batch.keys, encode)?;
             let alias_name = alias_table(name, version);
             let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
             let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
@@ -413,15 +368,7 @@ impl Store {
                     .insert(alias_key(kind, id).as_str(), key.as_str())
                     .map_err(|e| err(e.into()))?;
             }
-            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
-                path: self.path.clone(),
-                context: format!("encoding the checkpoint of {name}"),
-                message: e.to_string(),
-            })?;
-            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
-            table
-                .insert(name, encoded.as_slice())
-                .map_err(|e| err(e.into()))?;
+            self.write_meta(&txn, name, meta)?;
         }
         let live: Vec<u32> = meta
             .serving
@@ -468,29 +415,16 @@ impl Store {
         let err = self.err(&format!("clearing {name} v{version}"));
         let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
         if let Some(meta) = meta {
-            let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
-                path: self.path.clone(),
-                context: format!("encoding the checkpoint of {name}"),
-                message: e.to_string(),
-            })?;
-            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
-            table
-                .insert(name, encoded.as_slice())
-                .map_err(|e| err(e.into()))?;
+            self.write_meta(&txn, name, meta)?;
         }
-        let names = [
-            model_table(name, version),
-            alias_table(name, version),
-            alias_position_table(name, version),
-        ];
-        let tables: Vec<_> = txn
-            .list_tables()
-            .map_err(|e| err(e.into()))?
-            .filter(|t| names.iter().any(|n| t.name() == n))
-            .collect();
-        for table in tables {
-            txn.delete_table(table).map_err(|e| err(e.into()))?;
-        }
+        self.drop_tables(
+            &txn,
+            &[
+                model_table(name, version),
+                alias_table(name, version),
+                alias_position_table(name, version),
+            ],
+        )?;
         txn.commit().map_err(|e| err(e.into()))
     }
 
@@ -518,5 +452,74 @@ impl Store {
             table.remove(name).map_err(|e| err(e.into()))?;
         }
         txn.commit().map_err(|e| err(e.into()))
+    }
+
+    /// Writes the state of each of `keys` (as `encode` gives it; a key it gives none for is
+    /// left as it is) into generation `version` of `name`; the bytes written.
+    fn write_states(
+        &self,
+        txn: &redb::WriteTransaction,
+        name: &str,
+        version: u32,
+        keys: &[String],
+        encode: &Encode<'_>,
+    ) -> Result<u64, StoreError> {
+        let err = self.err(&format!("writing the states of {name} v{version}"));
+        let model_name = model_table(name, version);
+        let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
+        let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
+        let mut written = 0u64;
+        for key in keys {
+            let bytes = encode(key).map_err(|message| StoreError {
+                path: self.path.clone(),
+                context: format!("encoding the state of {key} in {name}"),
+                message,
+            })?;
+            if let Some(bytes) = bytes {
+                written += bytes.len() as u64;
+                table
+                    .insert(key.as_str(), bytes.as_slice())
+                    .map_err(|e| err(e.into()))?;
+            }
+        }
+        Ok(written)
+    }
+
+    /// Sets the checkpoint of `name` to `meta`.
+    fn write_meta(
+        &self,
+        txn: &redb::WriteTransaction,
+        name: &str,
+        meta: &Meta,
+    ) -> Result<(), StoreError> {
+        let err = self.err(&format!("writing the checkpoint of {name}"));
+        let encoded = serde_json::to_vec(meta).map_err(|e| StoreError {
+            path: self.path.clone(),
+            context: format!("encoding the checkpoint of {name}"),
+            message: e.to_string(),
+        })?;
+        let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+        table
+            .insert(name, encoded.as_slice())
+            .map_err(|e| err(e.into()))?;
+        Ok(())
+    }
+
+    /// Drops the tables named `names` that exist.
+    fn drop_tables(
+        &self,
+        txn: &redb::WriteTransaction,
+        names: &[String],
+    ) -> Result<(), StoreError> {
+        let err = self.err("dropping tables");
+        let tables: Vec<_> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter(|t| names.iter().any(|n| t.name() == n))
+            .collect();
+        for table in tables {
+            txn.delete_table(table).map_err(|e| err(e.into()))?;
+        }
+        Ok(())
     }
 }

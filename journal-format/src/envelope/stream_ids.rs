@@ -63,7 +63,8 @@ impl<'a> StreamIds<'a> {
     /// decoded event.
     #[must_use]
     pub fn stream_key(&self) -> String {
-        super::stream_key_of(self.session_id, self.task_id, self.runtime_id)
+        let (kind, id) = self.stream_key_parts();
+        format!("{kind}{id}")
     }
 
     /// The stream key in its two parts, without allocating: the kind with its colon
