@@ -1,5 +1,5 @@
-//! The derived index in redb: event id → (position, location), stream and version → (position,
-//! location), task and run → locations, and a sparse position → location map.
+//! The derived index in redb: event id → (position, location); stream, task and run → the
+//! locations of their events, in blocks; and a sparse position → location map.
 //!
 //! The log is the truth. The index follows it: the writer acknowledges an append once the log
 //! is durable and hands the new entries to the indexer thread afterwards, so the index is never
@@ -8,15 +8,26 @@
 //! or rebuilt from the log when missing, damaged or ahead of the log. Its recorded head doubles
 //! as a recovery checkpoint: recovery scans the tail segment only after it.
 //!
-//! Events of a session are found through their stream (an event with a `sessionId` always
-//! belongs to the stream `session:<id>`), so there is no separate session table.
+//! A stream's, task's or run's events are kept in **blocks**: one redb value holds the locations
+//! of up to [`BLOCK_EVENTS`] of its events in position order, keyed by the key and the first
+//! event's number (its stream version for a stream, its position for a task or run). An apply
+//! fills the key's last block before it starts another, so a transaction writes one value per
+//! key and block instead of one per event: the indexer's cost per event no longer grows with
+//! the number of secondary tables. Events of a session are found through their stream (an
+//! event with a `sessionId` always belongs to the stream `session:<id>`), so there is no
+//! separate session table.
+//!
+//! Invariants (checked on every apply, an [`Error::Index`] otherwise): a block holds 1 to
+//! [`BLOCK_EVENTS`] entries in strictly increasing position order; a stream's blocks hold
+//! consecutive versions, the first one's number its key. An entry at or before a key's last
+//! indexed position is already there and is skipped, so applying entries twice changes nothing.
 
 use std::path::Path;
 
 use journal_format::{ByteOffset, ChainHash, FooterEntry, Position, SegmentId};
 use redb::{
     Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    TableDefinition,
+    Table, TableDefinition,
 };
 
 use crate::error::{Error, Result};
@@ -27,16 +38,163 @@ type Located = (u64, u64, u64);
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("event_ids");
-const STREAMS: TableDefinition<(&str, u64), Located> = TableDefinition::new("streams");
-const BY_TASK: TableDefinition<(&str, u64), (u64, u64)> = TableDefinition::new("by_task");
-const BY_RUN: TableDefinition<(&str, u64), (u64, u64)> = TableDefinition::new("by_run");
+/// (stream key, first stream version) → block.
+const STREAMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("streams");
+/// (task id, first position) → block.
+const BY_TASK: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("by_task");
+/// (run id, first position) → block.
+const BY_RUN: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("by_run");
 const SPARSE: TableDefinition<u64, (u64, u64)> = TableDefinition::new("sparse");
 
 /// The key of the index's head in `META` (see [`Checkpoint`]).
 const INDEXED_KEY: &str = "indexed";
 /// The version of the index layout; a different stored version means rebuild.
 const LAYOUT_KEY: &str = "layout";
-const LAYOUT_VERSION: u64 = 2;
+const LAYOUT_VERSION: u64 = 3;
+
+/// The most events one block holds.
+pub(crate) const BLOCK_EVENTS: usize = 64;
+/// Bytes per block entry: position, segment and offset, each a little-endian `u64`.
+const BLOCK_ENTRY_LEN: usize = 24;
+
+/// The entries of a block, checked for length.
+fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Located> + '_> {
+    if bytes.is_empty()
+        || !bytes.len().is_multiple_of(BLOCK_ENTRY_LEN)
+        || bytes.len() > BLOCK_EVENTS * BLOCK_ENTRY_LEN
+    {
+        return Err(Error::Index(format!(
+            "an index block of {} bytes is malformed",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.chunks_exact(BLOCK_ENTRY_LEN).map(|e| {
+        let word = |at: usize| {
+            e.get(at..at + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        (word(0), word(8), word(16))
+    }))
+}
+
+fn push_entry(block: &mut Vec<u8>, (position, segment, offset): Located) {
+    block.extend_from_slice(&position.to_le_bytes());
+    block.extend_from_slice(&segment.to_le_bytes());
+    block.extend_from_slice(&offset.to_le_bytes());
+}
+
+/// What a block's key number is: a stream's version, or a task's or run's position.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Numbered {
+    Version,
+    Position,
+}
+
+/// One entry for a blocked table: key, number (see [`Numbered`]), location.
+type Keyed<'a> = (&'a str, u64, Located);
+
+/// Adds `items` to the blocks of `table`, filling each key's last block first.
+fn append_blocks(
+    table: &mut Table<(&str, u64), &[u8]>,
+    mut items: Vec<Keyed<'_>>,
+    numbered: Numbered,
+) -> Result<()> {
+    // Key order: neighbouring keys' blocks sit on the same B-tree pages.
+    items.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut rest = items.as_slice();
+    while let Some(&(key, _, _)) = rest.first() {
+        let n = rest.iter().take_while(|i| i.0 == key).count();
+        let (group, tail) = rest.split_at(n);
+        append_key(table, key, group, numbered)?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// Adds one key's entries (in number order) after its last block's.
+fn append_key(
+    table: &mut Table<(&str, u64), &[u8]>,
+    key: &str,
+    group: &[Keyed<'_>],
+    numbered: Numbered,
+) -> Result<()> {
+    // The block being filled: its first number, its bytes, whether it changed.
+    let mut open: Option<(u64, Vec<u8>, bool)> = None;
+    let mut last: Option<(u64, u64)> = None; // (position, number) of the key's last entry
+    if let Some(item) = table.range((key, 0)..=(key, u64::MAX))?.next_back() {
+        let (k, v) = item?;
+        let first = k.value().1;
+        let bytes = v.value().to_vec();
+        let count = block_entries(&bytes)?.count() as u64;
+        let last_position = block_entries(&bytes)?.last().map_or(0, |e| e.0);
+        let last_number = match numbered {
+            Numbered::Version => first + count - 1,
+            Numbered::Position => last_position,
+        };
+        last = Some((last_position, last_number));
+        if count < BLOCK_EVENTS as u64 {
+            open = Some((first, bytes, false));
+        }
+    }
+    for &(_, number, located) in group {
+        if let Some((last_position, last_number)) = last {
+            if located.0 <= last_position {
+                continue; // Applied before.
+            }
+            if numbered == Numbered::Version && number != last_number + 1 {
+                return Err(Error::Index(format!(
+                    "stream {key}: version {number} at position {} does not follow version {last_number}",
+                    located.0
+                )));
+            }
+        }
+        last = Some((located.0, number));
+        match &mut open {
+            Some((_, bytes, changed)) if bytes.len() < BLOCK_EVENTS * BLOCK_ENTRY_LEN => {
+                push_entry(bytes, located);
+                *changed = true;
+            }
+            _ => {
+                if let Some((first, bytes, true)) = open.take() {
+                    table.insert((key, first), bytes.as_slice())?;
+                }
+                let mut bytes = Vec::with_capacity(BLOCK_EVENTS * BLOCK_ENTRY_LEN);
+                push_entry(&mut bytes, located);
+                open = Some((number, bytes, true));
+            }
+        }
+    }
+    if let Some((first, bytes, true)) = open {
+        table.insert((key, first), bytes.as_slice())?;
+    }
+    Ok(())
+}
+
+/// The block of `key` that holds `number` (or would: the last one starting at or before it).
+fn block_at<T: ReadableTable<(&'static str, u64), &'static [u8]>>(
+    table: &T,
+    key: &str,
+    number: u64,
+) -> Result<Option<(u64, Vec<u8>)>> {
+    match table.range((key, 0)..=(key, number))?.next_back() {
+        Some(item) => {
+            let (k, v) = item?;
+            Ok(Some((k.value().1, v.value().to_vec())))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Every entry of a blocked table, counted.
+fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T) -> Result<u64> {
+    let mut n = 0;
+    for item in table.iter()? {
+        let (_, v) = item?;
+        n += block_entries(v.value())?.count() as u64;
+    }
+    Ok(n)
+}
 
 /// Which secondary id to look events up by.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -284,16 +442,15 @@ impl Index {
             for e in by_id {
                 ids.insert(e.event_id.as_str(), (e.position.0, e.segment.0, e.offset))?;
             }
-            let mut by_stream: Vec<&IndexEntry> = entries.iter().collect();
-            by_stream.sort_unstable_by(|a, b| {
-                (&a.stream_key, a.stream_version).cmp(&(&b.stream_key, b.stream_version))
-            });
-            for e in by_stream {
-                streams.insert(
-                    (e.stream_key.as_str(), e.stream_version),
-                    (e.position.0, e.segment.0, e.offset),
-                )?;
-            }
+            let here = |e: &IndexEntry| (e.position.0, e.segment.0, e.offset);
+            append_blocks(
+                &mut streams,
+                entries
+                    .iter()
+                    .map(|e| (e.stream_key.as_str(), e.stream_version, here(e)))
+                    .collect(),
+                Numbered::Version,
+            )?;
             for (table, pick) in [
                 (
                     &mut tasks,
@@ -301,14 +458,14 @@ impl Index {
                 ),
                 (&mut runs, |e: &IndexEntry| e.run.as_deref()),
             ] {
-                let mut keyed: Vec<(&str, &IndexEntry)> = entries
-                    .iter()
-                    .filter_map(|e| pick(e).map(|k| (k, e)))
-                    .collect();
-                keyed.sort_unstable_by(|a, b| (a.0, a.1.position).cmp(&(b.0, b.1.position)));
-                for (k, e) in keyed {
-                    table.insert((k, e.position.0), (e.segment.0, e.offset))?;
-                }
+                append_blocks(
+                    table,
+                    entries
+                        .iter()
+                        .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e))))
+                        .collect(),
+                    Numbered::Position,
+                )?;
             }
             for e in entries {
                 if last_sparse.0 != e.segment.0 || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES
@@ -374,27 +531,27 @@ impl Index {
     ) -> Result<Vec<(Position, SegmentId, u64)>> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
-        match by {
-            By::Session => {
-                let key = format!("session:{id}");
-                let table = txn.open_table(STREAMS)?;
-                for item in table.range((key.as_str(), 0)..=(key.as_str(), u64::MAX))? {
-                    let (_, v) = item?;
-                    let (p, s, o) = located(v.value());
-                    if p >= from {
-                        out.push((p, s, o));
-                        if out.len() >= limit {
-                            break;
-                        }
-                    }
-                }
-            }
+        let (table, key) = match by {
+            By::Session => (txn.open_table(STREAMS)?, format!("session:{id}")),
+            By::Task => (txn.open_table(BY_TASK)?, id.to_string()),
+            By::Run => (txn.open_table(BY_RUN)?, id.to_string()),
+        };
+        // A task's or run's blocks are numbered by position: start at the one holding `from`.
+        // A stream's are numbered by version: walk them, skipping whole blocks before `from`.
+        let start = match by {
+            By::Session => 0,
             By::Task | By::Run => {
-                let table = txn.open_table(if by == By::Task { BY_TASK } else { BY_RUN })?;
-                for item in table.range((id, from.0)..=(id, u64::MAX))?.take(limit) {
-                    let (k, v) = item?;
-                    let (s, o) = v.value();
-                    out.push((Position(k.value().1), SegmentId(s), o));
+                block_at(&table, &key, from.0)?.map_or(from.0, |(first, _)| first)
+            }
+        };
+        'blocks: for item in table.range((key.as_str(), start)..=(key.as_str(), u64::MAX))? {
+            let (_, v) = item?;
+            for (p, s, o) in block_entries(v.value())? {
+                if p >= from.0 {
+                    out.push((Position(p), SegmentId(s), o));
+                    if out.len() >= limit {
+                        break 'blocks;
+                    }
                 }
             }
         }
@@ -411,12 +568,19 @@ impl Index {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(STREAMS)?;
         let mut out = Vec::new();
-        for item in table
-            .range((stream_key, from_version)..=(stream_key, u64::MAX))?
-            .take(limit)
-        {
-            let (_, v) = item?;
-            out.push(located(v.value()));
+        let start =
+            block_at(&table, stream_key, from_version)?.map_or(from_version, |(first, _)| first);
+        'blocks: for item in table.range((stream_key, start)..=(stream_key, u64::MAX))? {
+            let (k, v) = item?;
+            let first = k.value().1;
+            for (version, entry) in (first..).zip(block_entries(v.value())?) {
+                if version >= from_version {
+                    out.push(located(entry));
+                    if out.len() >= limit {
+                        break 'blocks;
+                    }
+                }
+            }
         }
         Ok(out)
     }
@@ -425,9 +589,9 @@ impl Index {
         let txn = self.db.begin_read()?;
         Ok(IndexCounts {
             event_ids: txn.open_table(EVENT_IDS)?.len()?,
-            streams: txn.open_table(STREAMS)?.len()?,
-            by_task: txn.open_table(BY_TASK)?.len()?,
-            by_run: txn.open_table(BY_RUN)?.len()?,
+            streams: count_entries(&txn.open_table(STREAMS)?)?,
+            by_task: count_entries(&txn.open_table(BY_TASK)?)?,
+            by_run: count_entries(&txn.open_table(BY_RUN)?)?,
         })
     }
 
@@ -447,7 +611,7 @@ impl Index {
 /// Lookups against one read transaction of the index.
 pub(crate) struct IndexReader {
     ids: ReadOnlyTable<&'static str, Located>,
-    streams: ReadOnlyTable<(&'static str, u64), Located>,
+    streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     indexed: Position,
 }
 
@@ -462,21 +626,19 @@ impl IndexReader {
     }
 
     pub(crate) fn stream_head(&self, stream_key: &str) -> Result<u64> {
-        let last = self
-            .streams
-            .range((stream_key, 0)..=(stream_key, u64::MAX))?
-            .next_back()
-            .transpose()?;
-        Ok(last.map_or(0, |(k, _)| k.value().1))
+        match block_at(&self.streams, stream_key, u64::MAX)? {
+            Some((first, bytes)) => Ok(first + block_entries(&bytes)?.count() as u64 - 1),
+            None => Ok(0),
+        }
     }
 }
 
 /// Checks entries against one read transaction of the index.
 pub(crate) struct IndexChecker {
     ids: ReadOnlyTable<&'static str, Located>,
-    streams: ReadOnlyTable<(&'static str, u64), Located>,
-    tasks: ReadOnlyTable<(&'static str, u64), (u64, u64)>,
-    runs: ReadOnlyTable<(&'static str, u64), (u64, u64)>,
+    streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
+    tasks: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
+    runs: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     sparse: ReadOnlyTable<u64, (u64, u64)>,
 }
 
@@ -488,19 +650,24 @@ impl IndexChecker {
         if self.ids.get(e.event_id.as_str())?.map(|v| v.value()) != Some(here) {
             missing.push("event id");
         }
-        if self
-            .streams
-            .get((e.stream_key.as_str(), e.stream_version))?
-            .map(|v| v.value())
-            != Some(here)
-        {
+        let in_stream = match block_at(&self.streams, &e.stream_key, e.stream_version)? {
+            Some((first, bytes)) => e
+                .stream_version
+                .checked_sub(first)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| block_entries(&bytes).ok()?.nth(i)),
+            None => None,
+        };
+        if in_stream != Some(here) {
             missing.push("stream version");
         }
         for (table, id, name) in [(&self.tasks, &e.task, "task"), (&self.runs, &e.run, "run")] {
             if let Some(id) = id {
-                if table.get((id.as_str(), e.position.0))?.map(|v| v.value())
-                    != Some((e.segment.0, e.offset))
-                {
+                let found = match block_at(table, id, e.position.0)? {
+                    Some((_, bytes)) => block_entries(&bytes)?.find(|l| l.0 == e.position.0),
+                    None => None,
+                };
+                if found != Some(here) {
                     missing.push(name);
                 }
             }
@@ -517,5 +684,134 @@ impl IndexChecker {
             out.push((Position(k.value()), SegmentId(s), o));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events 1..=n over three streams, tasks on every other event, one run on every third.
+    fn entries(from: u64, to: u64) -> Vec<IndexEntry> {
+        (from..=to)
+            .map(|p| IndexEntry {
+                position: Position(p),
+                event_id: format!("evt-{p:06}"),
+                stream_key: format!("session:s{}", p % 3),
+                stream_version: p.div_ceil(3),
+                task: (p % 2 == 0).then(|| format!("task-{}", p % 4)),
+                run: (p % 3 == 0).then(|| "run-a".to_string()),
+                segment: SegmentId(p / 100),
+                offset: p * 10,
+                end_offset: p * 10 + 9,
+            })
+            .collect()
+    }
+
+    fn open() -> (tempfile::TempDir, Index) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (index, _) = Index::open(&dir.path().join("index.redb")).expect("open");
+        (dir, index)
+    }
+
+    fn at(p: u64) -> (Position, SegmentId, u64) {
+        (Position(p), SegmentId(p / 100), p * 10)
+    }
+
+    #[test]
+    fn blocks_fill_across_applies_and_answer_from_any_point() {
+        let (_dir, index) = open();
+        // Applies of 1, 7 and 500 entries: blocks are filled up, then new ones started.
+        let all = entries(1, 508);
+        for chunk in [&all[..1], &all[1..8], &all[8..]] {
+            index
+                .apply(chunk, ChainHash::GENESIS, false)
+                .expect("apply");
+        }
+        // Stream s1 holds positions 1, 4, 7, ... (versions 1, 2, 3, ...): 170 events.
+        assert_eq!(index.stream_head("session:s1").expect("head"), 170);
+        assert_eq!(index.stream_head("session:none").expect("head"), 0);
+        let from_65 = index.stream_positions("session:s1", 65, 3).expect("stream");
+        assert_eq!(from_65, vec![at(193), at(196), at(199)]);
+        let whole = index
+            .stream_positions("session:s1", 1, usize::MAX)
+            .expect("stream");
+        assert_eq!(whole.len(), 170);
+        assert!(whole.iter().zip(1u64..).all(|(l, v)| l.0 .0 == 3 * v - 2));
+        // Task task-2 holds positions 2, 6, 10, ...; from position 300 on.
+        let task = index
+            .positions_by(By::Task, "task-2", Position(300), 4)
+            .expect("task");
+        assert_eq!(task, vec![at(302), at(306), at(310), at(314)]);
+        let session = index
+            .positions_by(By::Session, "s0", Position(400), 2)
+            .expect("session");
+        assert_eq!(session, vec![at(402), at(405)]);
+        let run = index
+            .positions_by(By::Run, "run-a", Position(1), usize::MAX)
+            .expect("run");
+        assert_eq!(run.len(), 169);
+        let counts = index.counts().expect("counts");
+        assert_eq!(
+            counts,
+            IndexCounts {
+                event_ids: 508,
+                streams: 508,
+                by_task: 254,
+                by_run: 169
+            }
+        );
+        let checker = index.checker().expect("checker");
+        for e in &all {
+            assert!(checker.missing(e).expect("check").is_empty(), "{e:?}");
+        }
+        let mut moved = all[299].clone(); // position 300: a task and the run
+        moved.offset += 1;
+        assert_eq!(
+            checker.missing(&moved).expect("check"),
+            vec!["event id", "stream version", "task", "run"]
+        );
+    }
+
+    #[test]
+    fn applying_entries_again_changes_nothing() {
+        let (_dir, index) = open();
+        let all = entries(1, 200);
+        index.apply(&all, ChainHash::GENESIS, false).expect("apply");
+        index
+            .apply(&all[150..], ChainHash::GENESIS, false)
+            .expect("again");
+        index.apply(&all, ChainHash::GENESIS, false).expect("again");
+        let counts = index.counts().expect("counts");
+        assert_eq!(
+            (counts.streams, counts.by_task, counts.by_run),
+            (200, 100, 66)
+        );
+        assert_eq!(index.stream_head("session:s2").expect("head"), 67);
+    }
+
+    #[test]
+    fn a_gap_in_a_streams_versions_is_refused() {
+        let (_dir, index) = open();
+        index
+            .apply(&entries(1, 3), ChainHash::GENESIS, false)
+            .expect("apply");
+        let mut next = entries(4, 4);
+        next[0].stream_version = 5; // s1 is at version 2: 3 comes next.
+        let err = index
+            .apply(&next, ChainHash::GENESIS, false)
+            .expect_err("a gap");
+        assert!(
+            err.to_string().contains("stream session:s1: version 5"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_block_is_an_error_not_a_panic() {
+        assert!(block_entries(&[0u8; 25]).is_err());
+        assert!(block_entries(&[]).is_err());
+        assert!(block_entries(&vec![0u8; (BLOCK_EVENTS + 1) * BLOCK_ENTRY_LEN]).is_err());
+        assert_eq!(block_entries(&[0u8; 48]).map(Iterator::count).ok(), Some(2));
     }
 }
