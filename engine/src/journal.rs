@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use journal_format::{ChainHash, Envelope, Position, SegmentId, StoredEvent};
+use journal_format::{ChainHash, Envelope, EventIds, Position, SegmentId, StoredEvent};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
@@ -960,10 +960,31 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
     let mut chunk: Vec<IndexEntry> = Vec::with_capacity(CATCH_UP_CHUNK.min(4096));
     let mut last = ChainHash::GENESIS;
     read::for_each_frame(log, from, to, false, &mut |raw| {
-        let event = read::decode(&raw)?;
-        last = event.hash;
-        let end = raw.offset + raw.header.frame_len();
-        chunk.push(index_entry(&event, raw.segment, raw.offset, end));
+        // The index needs five ids of each event: read them without decoding the whole body.
+        let position = raw.header.meta.position;
+        let damaged = |detail: String| Error::Corruption {
+            segment: raw.segment,
+            offset: raw.offset,
+            position: Some(position),
+            detail,
+        };
+        let ids = EventIds::from_msgpack(raw.body)
+            .map_err(|e| damaged(format!("the body's ids cannot be read: {e}")))?;
+        let event_id = ids
+            .event_id
+            .ok_or_else(|| damaged("the body has no eventId".to_string()))?;
+        last = raw.header.hash;
+        chunk.push(IndexEntry {
+            position,
+            event_id: event_id.to_string(),
+            stream_key: ids.stream_key(),
+            stream_version: raw.header.meta.stream_version,
+            task: ids.task_id.map(str::to_string),
+            run: ids.run_id.map(str::to_string),
+            segment: raw.segment,
+            offset: raw.offset,
+            end_offset: raw.offset + raw.header.frame_len(),
+        });
         if chunk.len() >= CATCH_UP_CHUNK {
             index.apply(&chunk, last, false)?;
             chunk.clear();

@@ -20,9 +20,9 @@ use crate::time_fmt;
 use crate::types::{ChainHash, Position};
 
 mod codec;
-mod stream_ids;
+mod event_ids;
 
-pub use stream_ids::StreamIds;
+pub use event_ids::EventIds;
 
 /// Where an imported fact comes from (MODEL.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -374,12 +374,20 @@ impl Envelope {
     /// session and a task with the same id are different streams.
     #[must_use]
     pub fn stream_key(&self) -> String {
-        StreamIds {
+        self.ids().stream_key()
+    }
+
+    /// The ids the event is found by, borrowed: what [`EventIds::from_msgpack`] reads from its
+    /// stored body.
+    #[must_use]
+    pub fn ids(&self) -> EventIds<'_> {
+        EventIds {
+            event_id: Some(self.event_id.as_str()),
+            run_id: self.run_id.as_deref(),
             session_id: self.session_id.as_deref(),
             task_id: self.task_id.as_deref(),
             runtime_id: self.runtime_id.as_deref(),
         }
-        .stream_key()
     }
 
     /// Encodes the envelope as the stored MessagePack body.
@@ -611,7 +619,7 @@ mod tests {
             e.extra = extra;
             let body = e.to_msgpack().unwrap();
             prop_assert_eq!(Envelope::from_msgpack(&body).unwrap(), e.clone());
-            prop_assert_eq!(StreamIds::from_msgpack(&body).unwrap().stream_key(), e.stream_key());
+            prop_assert_eq!(EventIds::from_msgpack(&body).unwrap(), e.ids());
             let json = serde_json::to_vec(&e.to_json_value()).unwrap();
             prop_assert_eq!(Envelope::from_json_slice(&json, &mut no_id).unwrap(), e);
         }
@@ -619,10 +627,10 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic_the_body_decoder(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
             let decoded = Envelope::from_msgpack(&bytes);
-            let ids = StreamIds::from_msgpack(&bytes);
+            let ids = EventIds::from_msgpack(&bytes);
             if let Ok(e) = decoded {
-                // What the full decoder accepts, the stream reader reads alike.
-                prop_assert_eq!(ids.unwrap().stream_key(), e.stream_key());
+                // What the full decoder accepts, the id reader reads alike.
+                prop_assert_eq!(ids.unwrap(), e.ids());
             }
             let _ = Envelope::from_json_slice(&bytes, &mut || "id".into());
         }

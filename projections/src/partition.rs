@@ -7,7 +7,7 @@
 //! sessions do), that is all of them. Split by stream, a pass holds the states of its partition
 //! only, writes each of them once, and decodes each event once for all the projections it
 //! feeds; the other passes read an event's stream from its body without decoding it
-//! ([`StreamIds`]).
+//! ([`EventIds`]).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
@@ -24,7 +24,7 @@
 use std::ops::ControlFlow;
 
 use journal_engine::Journal;
-use journal_format::{ChainHash, Position, StoredEvent, StreamIds};
+use journal_format::{ChainHash, EventIds, Position, StoredEvent};
 
 use crate::projection::Fault;
 use crate::worker::WorkerError;
@@ -156,7 +156,7 @@ pub fn build(
                     return Ok(ControlFlow::Continue(()));
                 }
             }
-            let ids = stream_ids(&record)?;
+            let ids = event_ids(&record)?;
             if noted.is_none() {
                 let (kind, id) = ids.stream_key_parts();
                 let of = partition_of_parts(&[kind, id], partitions);
@@ -216,8 +216,8 @@ pub fn build(
     Ok(true)
 }
 
-fn stream_ids<'a>(record: &journal_engine::Record<'a>) -> journal_engine::Result<StreamIds<'a>> {
-    StreamIds::from_msgpack(record.body).map_err(|e| journal_engine::Error::Corruption {
+fn event_ids<'a>(record: &journal_engine::Record<'a>) -> journal_engine::Result<EventIds<'a>> {
+    EventIds::from_msgpack(record.body).map_err(|e| journal_engine::Error::Corruption {
         segment: record.segment,
         offset: record.offset,
         position: Some(record.position),

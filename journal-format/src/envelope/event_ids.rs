@@ -1,14 +1,18 @@
-//! [`StreamIds`]: the three ids that name an event's stream, read from a stored body without
-//! decoding the rest of it: the ids are borrowed from the body, and every other value is
-//! stepped over by its length, with no allocation and no UTF-8 check. A rebuild that splits the
-//! log by stream reads every event's stream this way and decodes in full only the events it
-//! applies.
+//! [`EventIds`]: the ids an event is found by (its own, and those naming its stream, task and
+//! run), read from a stored body without decoding the rest of it: the ids are borrowed from the
+//! body, and every other value is stepped over by its length, with no allocation and no UTF-8
+//! check. A rebuild that splits the log by stream reads every event's stream this way and
+//! decodes in full only the events it applies; the index is rebuilt from them alone.
 
 use crate::error::EnvelopeError;
 
-/// The ids an event's stream is named by, borrowed from its stored body.
+/// The ids an event is found by, borrowed from its stored body.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StreamIds<'a> {
+pub struct EventIds<'a> {
+    /// `eventId` (every stored event has one).
+    pub event_id: Option<&'a str>,
+    /// `runId`.
+    pub run_id: Option<&'a str>,
     /// `sessionId`.
     pub session_id: Option<&'a str>,
     /// `taskId`.
@@ -17,27 +21,29 @@ pub struct StreamIds<'a> {
     pub runtime_id: Option<&'a str>,
 }
 
-impl<'a> StreamIds<'a> {
+impl<'a> EventIds<'a> {
     /// Reads the ids from a stored MessagePack body (`docs/FORMAT.md`).
     ///
-    /// This checks only the body's outline and the three ids: a body it accepts may still fail
+    /// This checks only the body's outline and the five ids: a body it accepts may still fail
     /// [`Envelope::from_msgpack`](crate::Envelope::from_msgpack), which checks everything.
     ///
     /// # Errors
     /// [`EnvelopeError::Decode`] when the body is not a MessagePack map with string keys, is cut
-    /// short, gives one of the three ids twice, or gives one that is not a string.
-    pub fn from_msgpack(body: &'a [u8]) -> Result<StreamIds<'a>, EnvelopeError> {
+    /// short, gives one of the five ids twice, or gives one that is not a string.
+    pub fn from_msgpack(body: &'a [u8]) -> Result<EventIds<'a>, EnvelopeError> {
         let mut reader = Reader { bytes: body, at: 0 };
         let entries = reader
             .map_len()?
             .ok_or_else(|| decode_error("the body is not a map", 0))?;
-        let mut ids = StreamIds::default();
+        let mut ids = EventIds::default();
         for _ in 0..entries {
             let key_at = reader.at;
             let key = reader
                 .str()?
                 .ok_or_else(|| decode_error("a key is not a string", key_at))?;
             let slot = match key {
+                b"eventId" => &mut ids.event_id,
+                b"runId" => &mut ids.run_id,
                 b"sessionId" => &mut ids.session_id,
                 b"taskId" => &mut ids.task_id,
                 b"runtimeId" => &mut ids.runtime_id,
@@ -227,17 +233,21 @@ mod tests {
     }
 
     #[test]
-    fn gives_the_stream_key_the_decoded_envelope_gives() {
+    fn gives_the_ids_the_decoded_envelope_gives() {
         for json in [
             r#"{"type":"a.b","timestamp":"2026-05-11T10:00:00Z","sessionId":"s1","taskId":"t1","runtimeId":"r1","payload":{"sessionId":"not this","deep":[{"taskId":7}]}}"#,
+            r#"{"eventId":"e1","runId":"run-1","type":"a.b","timestamp":"2026-05-11T10:00:00Z","sessionId":"s1","payload":{"runId":"not this"}}"#,
             r#"{"type":"a.b","timestamp":"2026-05-11T10:00:00Z","taskId":"t1","runtimeId":"r1"}"#,
             r#"{"type":"a.b","timestamp":"2026-05-11T10:00:00Z","runtimeId":"r1","custom":{"x":1}}"#,
             r#"{"type":"a.b","timestamp":"2026-05-11T10:00:00Z"}"#,
         ] {
             let bytes = body(json);
             let decoded = Envelope::from_msgpack(&bytes).unwrap();
-            let ids = StreamIds::from_msgpack(&bytes).unwrap();
+            let ids = EventIds::from_msgpack(&bytes).unwrap();
             assert_eq!(ids.stream_key(), decoded.stream_key(), "{json}");
+            assert_eq!(ids.event_id, Some(decoded.event_id.as_str()), "{json}");
+            assert_eq!(ids.run_id, decoded.run_id.as_deref(), "{json}");
+            assert_eq!(ids.task_id, decoded.task_id.as_deref(), "{json}");
             let (kind, id) = ids.stream_key_parts();
             assert_eq!(format!("{kind}{id}"), decoded.stream_key(), "{json}");
         }
@@ -271,14 +281,14 @@ mod tests {
         body.extend_from_slice(b"taskId");
         body.push(0xa2);
         body.extend_from_slice(b"t1");
-        let ids = StreamIds::from_msgpack(&body).unwrap();
+        let ids = EventIds::from_msgpack(&body).unwrap();
         assert_eq!(ids.session_id, Some("s1"));
         assert_eq!(ids.task_id, Some("t1"));
         assert_eq!(ids.stream_key(), "session:s1");
         // Cut anywhere, the body is refused, never read past its end.
         for cut in 0..body.len() {
             assert!(
-                StreamIds::from_msgpack(&body[..cut]).is_err(),
+                EventIds::from_msgpack(&body[..cut]).is_err(),
                 "cut at {cut}"
             );
         }
@@ -293,20 +303,20 @@ mod tests {
             twice.push(0xa1);
             twice.push(b't');
         }
-        let e = StreamIds::from_msgpack(&twice).unwrap_err().to_string();
+        let e = EventIds::from_msgpack(&twice).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");
         let huge = [0x81, 0xa1, b'p', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x00];
-        assert!(StreamIds::from_msgpack(&huge).is_err());
+        assert!(EventIds::from_msgpack(&huge).is_err());
     }
 
     #[test]
     fn refuses_a_body_that_is_not_a_map_or_an_id_that_is_not_a_string() {
-        assert!(StreamIds::from_msgpack(&[0x93, 1, 2, 3]).is_err());
-        assert!(StreamIds::from_msgpack(&[]).is_err());
+        assert!(EventIds::from_msgpack(&[0x93, 1, 2, 3]).is_err());
+        assert!(EventIds::from_msgpack(&[]).is_err());
         // {"sessionId": 5}
         let mut bad = vec![0x81, 0xa9];
         bad.extend_from_slice(b"sessionId");
         bad.push(5);
-        assert!(StreamIds::from_msgpack(&bad).is_err());
+        assert!(EventIds::from_msgpack(&bad).is_err());
     }
 }
