@@ -62,7 +62,8 @@ fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::O
 /// An event checked and encoded by the caller, ready to be framed.
 #[derive(Debug)]
 pub(crate) struct PreparedEvent {
-    pub body: Vec<u8>,
+    /// Where its body lies in its request's `bodies`.
+    pub body: std::ops::Range<usize>,
     pub event_id: String,
     /// The journal generated the id, so it cannot be a duplicate.
     pub id_assigned: bool,
@@ -75,8 +76,20 @@ pub(crate) struct PreparedEvent {
 #[derive(Debug)]
 pub(crate) struct WriteRequest {
     pub events: Vec<PreparedEvent>,
+    /// The events' bodies, back to back: one allocation per request, not one per event.
+    pub bodies: Vec<u8>,
     pub expected_version: Option<u64>,
     pub reply: Reply,
+}
+
+impl WriteRequest {
+    /// The bytes its frames take.
+    fn frame_bytes(&self) -> u64 {
+        self.events
+            .iter()
+            .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
+            .sum()
+    }
 }
 
 /// What the writer thread is asked to do.
@@ -231,11 +244,7 @@ impl Writer {
                 match rx.try_recv() {
                     Ok(cmd) => {
                         if let Command::Write(w) = &cmd {
-                            bytes += w
-                                .events
-                                .iter()
-                                .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
-                                .sum::<u64>();
+                            bytes += w.frame_bytes();
                         }
                         group.push(cmd);
                     }
@@ -378,11 +387,7 @@ impl Writer {
                 let _ = request.reply.send(Err(Error::Poisoned(cause)));
                 continue;
             }
-            let request_bytes: u64 = request
-                .events
-                .iter()
-                .map(|e| e.body.len() as u64 + FRAME_HEADER_LEN as u64)
-                .sum();
+            let request_bytes = request.frame_bytes();
             let end = self.tail.snapshot().end_offset + staged.buf.len() as u64;
             if end + request_bytes > self.limits.segment_bytes_max
                 && end > SEGMENT_HEADER_LEN as u64
@@ -394,7 +399,12 @@ impl Writer {
                     continue;
                 }
             }
-            match self.stage(&request.events, request.expected_version, &mut staged) {
+            match self.stage(
+                &request.events,
+                &request.bodies,
+                request.expected_version,
+                &mut staged,
+            ) {
                 Ok(appended) => staged.replies.push((request.reply, appended)),
                 Err(e) => {
                     let _ = request.reply.send(Err(e));
@@ -486,6 +496,7 @@ impl Writer {
     fn stage(
         &mut self,
         events: &[PreparedEvent],
+        bodies: &[u8],
         expected: Option<u64>,
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
@@ -580,7 +591,18 @@ impl Writer {
                 stream_version: version,
                 flags,
             };
-            let hash = match encode_frame(&mut staged.buf, &staged.prev_hash, &meta, &event.body) {
+            let body = bodies.get(event.body.clone()).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "event {} names body bytes {:?} of {}",
+                    event.event_id,
+                    event.body,
+                    bodies.len()
+                ))
+            });
+            let hash = match body.and_then(|body| {
+                encode_frame(&mut staged.buf, &staged.prev_hash, &meta, body)
+                    .map_err(|e| Error::InvalidInput(e.to_string()))
+            }) {
                 Ok(hash) => hash,
                 Err(e) => {
                     let (buf, entries, sparse, next, prev) = rollback;
@@ -589,7 +611,7 @@ impl Writer {
                     staged.sparse.truncate(sparse);
                     staged.next_position = next;
                     staged.prev_hash = prev;
-                    return Err(Error::InvalidInput(e.to_string()));
+                    return Err(e);
                 }
             };
             let last_sparse = staged
