@@ -34,6 +34,24 @@ const GATHER_FROM: usize = 64;
 /// How long a gathering indexer waits for a message before it looks for waiting readers.
 const GATHER_SLICE: Duration = Duration::from_millis(1);
 
+/// How far (in events) the index may lag the log before the writer waits for it.
+pub(crate) const INDEX_LAG_MAX: u64 = 50_000;
+
+/// Waits while the index lags `head` by more than [`INDEX_LAG_MAX`] events, until it is within
+/// half of that (or `timeout` passed, or the indexer failed: then appends go on and the index
+/// is rebuilt at the next open). The writer calls this after each commit, so the entries sent
+/// to the index thread, and the ids it keeps until the index holds them, stay bounded however
+/// long appends outrun the indexer.
+pub(crate) fn hold_back(progress: &IndexProgress, head: Position, timeout: Duration) {
+    if head.0.saturating_sub(progress.position().0) <= INDEX_LAG_MAX {
+        return;
+    }
+    let target = Position(head.0 - INDEX_LAG_MAX / 2);
+    if let Err(e) = progress.wait_for(target, timeout) {
+        tracing::warn!(error = %e, "the index lags the log; appends go on");
+    }
+}
+
 /// What the writer sends the indexer.
 #[derive(Debug)]
 pub(crate) enum IndexMsg {
@@ -66,7 +84,7 @@ impl IndexProgress {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).0
     }
 
-    fn set(&self, position: Position) {
+    pub(crate) fn set(&self, position: Position) {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).0 = position;
         self.changed.notify_all();
     }
@@ -191,5 +209,34 @@ pub(crate) fn run(
         if let Err(e) = index.persist() {
             tracing::error!(error = %e, "making the index durable at close failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_wait_while_the_index_lags_too_far() {
+        let progress = Arc::new(IndexProgress::new(Position(1_000)));
+        // Within the allowed lag: no wait at all (a timeout of zero would otherwise warn).
+        hold_back(&progress, Position(1_000 + INDEX_LAG_MAX), Duration::ZERO);
+        let head = Position(1_000 + 2 * INDEX_LAG_MAX);
+        let indexer = {
+            let progress = Arc::clone(&progress);
+            std::thread::spawn(move || {
+                // Not far enough yet, then far enough.
+                progress.set(Position(head.0 - INDEX_LAG_MAX));
+                std::thread::sleep(Duration::from_millis(50));
+                progress.set(Position(head.0 - INDEX_LAG_MAX / 2));
+            })
+        };
+        hold_back(&progress, head, Duration::from_secs(60));
+        assert!(
+            progress.position() >= Position(head.0 - INDEX_LAG_MAX / 2),
+            "returned at {} before the index came within half the allowed lag",
+            progress.position()
+        );
+        indexer.join().expect("indexer");
     }
 }

@@ -740,6 +740,8 @@ impl Writer {
             head: (last_position, staged.prev_hash),
         });
         staged.buf.clear();
+        // After the answers: a commit is never held, the next group waits.
+        crate::indexer::hold_back(&self.progress, last_position, INDEX_BACKLOG_WAIT);
         Ok(())
     }
 
