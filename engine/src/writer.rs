@@ -202,6 +202,9 @@ pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
 /// second on any disk this was measured on).
 const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 
+/// How many ids `recent` holds before the writer renews its index view.
+const RECENT_RENEW: usize = 4_096;
+
 /// Where a request's answer goes.
 type Reply = oneshot::Sender<Result<Vec<Appended>>>;
 
@@ -427,14 +430,16 @@ impl Writer {
         }
     }
 
-    /// Renews the index view when the indexer has moved past it, and forgets the recent ids
-    /// the new view holds. Every id committed since open is in `recent` or in `view`: an id
-    /// leaves `recent` only once a view that reflects its position is in place.
+    /// Renews the index view when `recent` has grown to [`RECENT_RENEW`] ids and the indexer
+    /// has moved past the view, and forgets the recent ids the new view holds. Every id
+    /// committed since open is in `recent` or in `view`: an id leaves `recent` only once a view
+    /// that reflects its position is in place. Renewing less often than every commit keeps a
+    /// redb read transaction off each small commit; renewing at all keeps `recent` bounded and
+    /// lets redb reuse the pages the view pinned.
     fn refresh_view(&mut self) -> Result<()> {
-        let stale = self
-            .view
-            .as_ref()
-            .is_none_or(|v| v.indexed() < self.progress.position());
+        let stale = self.view.as_ref().is_none_or(|v| {
+            self.recent.len() >= RECENT_RENEW && v.indexed() < self.progress.position()
+        });
         if stale {
             let view = self.index.reader()?;
             let indexed = view.indexed();
