@@ -4,11 +4,11 @@
 //! Under load it gathers entries before it applies them: when a commit brings at least
 //! [`GATHER_FROM`] entries, it waits for more, in slices of [`GATHER_SLICE`], until it holds
 //! [`GATHER_ENTRIES`] or [`GATHER_IDLE_SLICES`] slices brought nothing, and applies at once
-//! whenever a reader is waiting for the index. An
-//! apply's cost is mostly per key and per transaction, not per event (see the index's blocks),
-//! so fewer, larger applies leave more of the CPU to the writer and the callers; the index then
-//! lags the log by at most that wait when nobody reads it. Small commits (single appends) are
-//! applied as they come: gathering them would save little and wake the thread more often.
+//! whenever a reader is waiting for the index. An apply's cost is mostly per key and per
+//! transaction, not per event (see the index's blocks), so fewer, larger applies leave more of
+//! the CPU to the writer and the callers; the index then lags the log by at most that wait when
+//! nobody reads it. Small commits (single appends) are applied as they come: gathering them
+//! would save little and wake the thread more often.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
