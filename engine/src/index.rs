@@ -18,9 +18,10 @@
 //! separate session table.
 //!
 //! Invariants (checked on every apply, an [`Error::Index`] otherwise): a block holds 1 to
-//! [`BLOCK_EVENTS`] entries in strictly increasing position order; a stream's blocks hold
-//! consecutive versions, the first one's number its key. An entry at or before a key's last
-//! indexed position is already there and is skipped, so applying entries twice changes nothing.
+//! [`BLOCK_EVENTS`] entries in strictly increasing position order; a stream's blocks hold its
+//! versions from 1 on without a gap, each block's first version its key's number. Entries at or
+//! before the index's head, or a key's last indexed position, are already there and are
+//! skipped, so applying entries twice changes nothing, the head included.
 
 use std::path::Path;
 
@@ -138,13 +139,16 @@ fn append_key(
         }
     }
     for &(_, number, located) in group {
-        if let Some((last_position, last_number)) = last {
+        if let Some((last_position, _)) = last {
             if located.0 <= last_position {
                 continue; // Applied before.
             }
-            if numbered == Numbered::Version && number != last_number + 1 {
+        }
+        if numbered == Numbered::Version {
+            let expected = last.map_or(1, |(_, last_number)| last_number + 1);
+            if number != expected {
                 return Err(Error::Index(format!(
-                    "stream {key}: version {number} at position {} does not follow version {last_number}",
+                    "stream {key}: version {number} at position {} where version {expected} comes next",
                     located.0
                 )));
             }
@@ -422,6 +426,15 @@ impl Index {
         let Some(last) = entries.last() else {
             return Ok(());
         };
+        let indexed = self.indexed()?.0;
+        // Entries at or before the head are in already: applying them again changes nothing
+        // (not the head either).
+        let entries = entries
+            .get(entries.partition_point(|e| e.position <= indexed)..)
+            .unwrap_or_default();
+        if entries.is_empty() {
+            return Ok(());
+        }
         let mut txn = self.db.begin_write()?;
         txn.set_durability(if durable {
             Durability::Immediate
@@ -531,6 +544,9 @@ impl Index {
     ) -> Result<Vec<(Position, SegmentId, u64)>> {
         let txn = self.db.begin_read()?;
         let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
         let (table, key) = match by {
             By::Session => (txn.open_table(STREAMS)?, format!("session:{id}")),
             By::Task => (txn.open_table(BY_TASK)?, id.to_string()),
@@ -568,6 +584,9 @@ impl Index {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(STREAMS)?;
         let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
         let start =
             block_at(&table, stream_key, from_version)?.map_or(from_version, |(first, _)| first);
         'blocks: for item in table.range((stream_key, start)..=(stream_key, u64::MAX))? {
@@ -651,11 +670,13 @@ impl IndexChecker {
             missing.push("event id");
         }
         let in_stream = match block_at(&self.streams, &e.stream_key, e.stream_version)? {
-            Some((first, bytes)) => e
-                .stream_version
-                .checked_sub(first)
-                .and_then(|i| usize::try_from(i).ok())
-                .and_then(|i| block_entries(&bytes).ok()?.nth(i)),
+            Some((first, bytes)) => {
+                let mut entries = block_entries(&bytes)?;
+                e.stream_version
+                    .checked_sub(first)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| entries.nth(i))
+            }
             None => None,
         };
         if in_stream != Some(here) {
@@ -787,7 +808,36 @@ mod tests {
             (counts.streams, counts.by_task, counts.by_run),
             (200, 100, 66)
         );
-        assert_eq!(index.stream_head("session:s2").expect("head"), 67);
+        assert_eq!(index.stream_head("session:s2").expect("head"), 67); // An older range applied again leaves the head where it was.
+        index
+            .apply(&all[..100], ChainHash::GENESIS, false)
+            .expect("older");
+        assert_eq!(index.indexed().expect("head").0, Position(200));
+    }
+
+    #[test]
+    fn a_new_stream_starts_at_version_one_and_a_limit_of_zero_gives_nothing() {
+        let (_dir, index) = open();
+        let mut first = entries(1, 1);
+        first[0].stream_version = 5;
+        let err = index
+            .apply(&first, ChainHash::GENESIS, false)
+            .expect_err("version 5 first");
+        assert!(
+            err.to_string().contains("where version 1 comes next"),
+            "{err}"
+        );
+        index
+            .apply(&entries(1, 10), ChainHash::GENESIS, false)
+            .expect("apply");
+        assert!(index
+            .stream_positions("session:s1", 1, 0)
+            .expect("stream")
+            .is_empty());
+        assert!(index
+            .positions_by(By::Task, "task-2", Position(1), 0)
+            .expect("task")
+            .is_empty());
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! [`GATHER_ENTRIES`] or [`GATHER_IDLE_SLICES`] slices brought nothing, and applies at once
 //! whenever a reader is waiting for the index. An apply's cost is mostly per key and per
 //! transaction, not per event (see the index's blocks), so fewer, larger applies leave more of
-//! the CPU to the writer and the callers; the index then lags the log by at most that wait when
-//! nobody reads it. Small commits (single appends) are applied as they come: gathering them
+//! the CPU to the writer and the callers; when nobody reads the index it then lags the log by
+//! at most [`GATHER_ENTRIES`], or about [`GATHER_IDLE_SLICES`] ms in which no commit came. Small commits (single appends) are applied as they come: gathering them
 //! would save little and wake the thread more often.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,13 +37,19 @@ const GATHER_SLICE: Duration = Duration::from_millis(1);
 /// How far (in events) the index may lag the log before the writer waits for it.
 pub(crate) const INDEX_LAG_MAX: u64 = 50_000;
 
+/// Whether the index lags `head` by more than [`INDEX_LAG_MAX`] events while the indexer is
+/// still working (a stopped indexer is waited for by nobody).
+pub(crate) fn lags_too_far(progress: &IndexProgress, head: Position) -> bool {
+    head.0.saturating_sub(progress.position().0) > INDEX_LAG_MAX && !progress.stopped()
+}
+
 /// Waits while the index lags `head` by more than [`INDEX_LAG_MAX`] events, until it is within
-/// half of that (or `timeout` passed, or the indexer failed: then appends go on and the index
-/// is rebuilt at the next open). The writer calls this after each commit, so the entries sent
-/// to the index thread, and the ids it keeps until the index holds them, stay bounded however
-/// long appends outrun the indexer.
+/// half of that (or `timeout` passed, or the indexer stopped: then appends go on and the index
+/// is rebuilt at the next open). Appends call this before they commit, holding nothing, so the
+/// entries sent to the index thread, and the ids the writer keeps until the index holds them,
+/// stay bounded however long appends outrun the indexer.
 pub(crate) fn hold_back(progress: &IndexProgress, head: Position, timeout: Duration) {
-    if head.0.saturating_sub(progress.position().0) <= INDEX_LAG_MAX {
+    if !lags_too_far(progress, head) {
         return;
     }
     let target = Position(head.0 - INDEX_LAG_MAX / 2);
@@ -92,6 +98,25 @@ impl IndexProgress {
     fn fail(&self, error: String) {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(error);
         self.changed.notify_all();
+    }
+
+    /// Records that the index thread stopped without saying why (it panicked), unless it said.
+    pub(crate) fn stop(&self, why: &str) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .get_or_insert_with(|| why.to_string());
+        self.changed.notify_all();
+    }
+
+    /// Whether the index thread stopped (failed or gone): the index moves no further.
+    pub(crate) fn stopped(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .is_some()
     }
 
     /// Waits until the index reflects `position`.

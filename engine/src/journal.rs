@@ -125,6 +125,9 @@ struct Inner {
     refresh: Mutex<()>,
     progress: Arc<IndexProgress>,
     tx: Mutex<Option<mpsc::Sender<Command>>>,
+    /// The writer's state, for blocking callers that commit their own request when the writer
+    /// is idle (`None` when read-only).
+    cell: Option<writer::Cell>,
     writer: Mutex<Option<JoinHandle<()>>>,
     indexer: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
@@ -266,7 +269,7 @@ impl Journal {
             clock: Arc::clone(&options.clock),
             limits: options.limits,
             durability: options.durability,
-            indexer: index_tx,
+            indexer: Some(index_tx),
             progress: Arc::clone(&progress),
             index_complete_at,
             tail,
@@ -277,11 +280,19 @@ impl Journal {
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,
             preallocated_end: 0,
+            closed: false,
+            view_commits: 0,
         };
-        let writer = std::thread::Builder::new()
-            .name("journal-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(Error::io("starting the writer thread"))?;
+        let cell: writer::Cell = Arc::new(Mutex::new(writer));
+        let writer = {
+            let cell = Arc::clone(&cell);
+            let progress = Arc::clone(&progress);
+            let log = Arc::clone(&log);
+            std::thread::Builder::new()
+                .name("journal-writer".into())
+                .spawn(move || writer::run(&cell, &progress, &log, rx))
+                .map_err(Error::io("starting the writer thread"))?
+        };
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
         Ok(Journal {
             inner: Arc::new(Inner {
@@ -293,6 +304,7 @@ impl Journal {
                 refresh: Mutex::new(()),
                 progress,
                 tx: Mutex::new(Some(tx)),
+                cell: Some(cell),
                 writer: Mutex::new(Some(writer)),
                 indexer: Mutex::new(Some(indexer)),
                 report,
@@ -318,6 +330,7 @@ impl Journal {
                 refresh: Mutex::new(()),
                 progress: Arc::new(IndexProgress::new(head.position)),
                 tx: Mutex::new(None),
+                cell: None,
                 writer: Mutex::new(None),
                 indexer: Mutex::new(None),
                 report: recovered.report,
@@ -545,10 +558,13 @@ impl Journal {
             .map_err(|_| Error::Closed)
     }
 
+    /// Prepares a batch and hands it to the writer thread; with `lead`, commits it on this
+    /// thread instead when the writer is idle (see `writer::lead`).
     fn submit(
         &self,
         events: Vec<Envelope>,
         options: &AppendOptions,
+        lead: bool,
     ) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
@@ -561,12 +577,21 @@ impl Journal {
             return Ok(None);
         }
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Write(WriteRequest {
+        let request = WriteRequest {
             events,
             bodies,
             expected_version: options.expected_stream_version,
             reply,
-        }))?;
+        };
+        let request = match (&self.inner.cell, lead) {
+            (Some(cell), true) => {
+                writer::lead(cell, &self.inner.progress, &self.inner.log, request)
+            }
+            _ => Some(request),
+        };
+        if let Some(request) = request {
+            self.send(Command::Write(request))?;
+        }
         Ok(Some(rx))
     }
 
@@ -597,7 +622,8 @@ impl Journal {
         events: Vec<Envelope>,
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
-        match self.submit(events, &options)? {
+        // Not led: a commit's `fdatasync` must not block the runtime's thread.
+        match self.submit(events, &options, false)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.await.map_err(|_| Error::Closed)?,
         }
@@ -615,7 +641,7 @@ impl Journal {
         events: Vec<Envelope>,
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
-        match self.submit(events, &options)? {
+        match self.submit(events, &options, true)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.blocking_recv().map_err(|_| Error::Closed)?,
         }
@@ -968,6 +994,9 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
     let mut last = ChainHash::GENESIS;
     read::for_each_frame(log, from, to, false, &mut |raw| {
         // The index needs five ids of each event: read them without decoding the whole body.
+        // The frame's checksums are checked; the rest of the body is not decoded here, so a
+        // body that is damaged past its ids (yet passes its CRC) is indexed, and found by
+        // `verify` and by any read of that event, as before.
         let position = raw.header.meta.position;
         let damaged = |detail: String| Error::Corruption {
             segment: raw.segment,
@@ -979,6 +1008,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
             .map_err(|e| damaged(format!("the body's ids cannot be read: {e}")))?;
         let event_id = ids
             .event_id
+            .filter(|id| !id.is_empty())
             .ok_or_else(|| damaged("the body has no eventId".to_string()))?;
         last = raw.header.hash;
         chunk.push(IndexEntry {

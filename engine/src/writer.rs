@@ -7,6 +7,12 @@
 //! last frame of every request carries `END_OF_BATCH`, which is how recovery tells a torn final
 //! write from damage and keeps batches atomic.
 //!
+//! A blocking caller that finds the writer idle commits its own request on its own thread (the
+//! **leader**): the same group commit, with no hand-off to the writer thread and back. Requests
+//! that arrive while a commit is under way go through the writer thread's queue and are
+//! committed together by it, as before. The writer's state sits behind one mutex ([`Cell`]):
+//! whoever holds it is the only one appending.
+//!
 //! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
@@ -27,7 +33,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::index::{Index, IndexEntry, IndexReader};
-use crate::indexer::{IndexMsg, IndexProgress};
+use crate::indexer::{self, IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
 use crate::recovery::SEGMENTS_DIR;
@@ -169,7 +175,9 @@ pub(crate) struct Writer {
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     pub durability: Durability,
-    pub indexer: Sender<IndexMsg>,
+    /// Where committed entries go; `None` once the writer is closed (dropping it lets the
+    /// index thread finish).
+    pub indexer: Option<Sender<IndexMsg>>,
     pub progress: Arc<IndexProgress>,
     /// Set when open left an index backlog to the index thread: the position the index must
     /// reach before the writer may look up ids and stream versions in it. Cleared once reached.
@@ -181,13 +189,17 @@ pub(crate) struct Writer {
     /// order for pruning.
     pub recent: HashMap<String, Appended>,
     pub recent_order: VecDeque<(Position, String)>,
-    /// A read view of the index, renewed when the indexer has moved on.
+    /// A read view of the index, renewed from time to time (see `refresh_view`).
     pub view: Option<IndexReader>,
+    /// Commits made since `view` was renewed.
+    pub view_commits: u32,
     pub last_recorded_ns: i64,
     pub unsynced: bool,
     /// Where the zero-filled space written ahead of the tail's frames ends (0: none). Bytes
     /// between the tail's `end_offset` and this offset are zeros the writer wrote itself.
     pub preallocated_end: u64,
+    /// Set when the writer thread has finished: nothing more is appended.
+    pub closed: bool,
 }
 
 /// How far ahead of its frames the writer zero-fills the tail segment (default 1 MiB). Appends
@@ -204,6 +216,11 @@ const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 
 /// How many ids `recent` holds before the writer renews its index view.
 const RECENT_RENEW: usize = 4_096;
+/// How many commits the writer makes with one index view at most: a view is a redb read
+/// transaction, and redb reuses no page freed after the oldest one still open.
+const VIEW_COMMITS_MAX: u32 = 256;
+/// How long an append waits for an index that lags too far before it goes on regardless.
+const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 
 /// Where a request's answer goes.
 type Reply = oneshot::Sender<Result<Vec<Appended>>>;
@@ -220,49 +237,144 @@ struct Staged {
     prev_hash: ChainHash,
 }
 
-impl Writer {
-    /// Runs until every sender of `rx` is gone.
-    pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        let limit = self.limits.batch_bytes_max;
-        loop {
-            let first = match self.durability {
-                Durability::Durable => match rx.recv() {
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("tail", &self.tail.id)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The writer's state, shared by the writer thread and leading callers.
+pub(crate) type Cell = Arc<Mutex<Writer>>;
+
+/// Why a writer whose mutex a panic poisoned refuses everything: its state is unknown.
+fn panicked() -> Error {
+    Error::Poisoned(
+        "a commit panicked; reopen the journal so that recovery looks at the tail".into(),
+    )
+}
+
+/// Locks the writer; a mutex poisoned by a panic in a commit is refused (see [`panicked`]).
+fn lock(cell: &Mutex<Writer>) -> Result<std::sync::MutexGuard<'_, Writer>> {
+    cell.lock().map_err(|_| panicked())
+}
+
+/// Before a commit, waits while the index lags the log too far (see [`indexer::hold_back`]),
+/// holding nothing: the commits before are answered, and readers and the indexer go on.
+/// Unsynced bytes (buffered mode) are synced first, so that waiting never stretches the sync
+/// interval.
+fn hold_back(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
+    let head = log.head().position;
+    if !indexer::lags_too_far(progress, head) {
+        return;
+    }
+    if let Ok(mut w) = lock(cell) {
+        let _ = w.sync_if_needed();
+    }
+    indexer::hold_back(progress, head, INDEX_LAG_WAIT);
+}
+
+/// Commits `request` on the caller's thread when the writer is idle (nobody holds it), and
+/// hands it back otherwise, for the writer thread's queue. The answer goes to the request's
+/// reply as usual.
+pub(crate) fn lead(
+    cell: &Mutex<Writer>,
+    progress: &IndexProgress,
+    log: &Log,
+    request: WriteRequest,
+) -> Option<WriteRequest> {
+    hold_back(cell, progress, log);
+    let mut writer = match cell.try_lock() {
+        Ok(writer) => writer,
+        Err(std::sync::TryLockError::WouldBlock) => return Some(request),
+        Err(std::sync::TryLockError::Poisoned(_)) => {
+            let _ = request.reply.send(Err(panicked()));
+            return None;
+        }
+    };
+    if writer.closed {
+        let _ = request.reply.send(Err(Error::Closed));
+        return None;
+    }
+    writer.commit_group(vec![Command::Write(request)]);
+    None
+}
+
+/// The writer thread: runs until every sender of `rx` is gone, then syncs, trims the tail and
+/// closes the writer (later leaders get [`Error::Closed`]).
+pub(crate) fn run(
+    cell: &Mutex<Writer>,
+    progress: &IndexProgress,
+    log: &Log,
+    rx: Receiver<Command>,
+) {
+    let (limit, durability) = match lock(cell) {
+        Ok(w) => (w.limits.batch_bytes_max, w.durability),
+        Err(_) => return,
+    };
+    loop {
+        let first = match durability {
+            Durability::Durable => match rx.recv() {
+                Ok(cmd) => cmd,
+                Err(_) => break,
+            },
+            Durability::Buffered { sync_interval } => {
+                match rx.recv_timeout(sync_interval.max(Duration::from_millis(1))) {
                     Ok(cmd) => cmd,
-                    Err(_) => break,
-                },
-                Durability::Buffered { sync_interval } => {
-                    match rx.recv_timeout(sync_interval.max(Duration::from_millis(1))) {
-                        Ok(cmd) => cmd,
-                        Err(RecvTimeoutError::Timeout) => {
-                            let _ = self.sync_if_needed();
-                            continue;
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Ok(mut w) = lock(cell) {
+                            let _ = w.sync_if_needed();
                         }
-                        Err(RecvTimeoutError::Disconnected) => break,
+                        continue;
                     }
-                }
-            };
-            let mut group = vec![first];
-            let mut bytes = 0u64;
-            while bytes < limit {
-                match rx.try_recv() {
-                    Ok(cmd) => {
-                        if let Command::Write(w) = &cmd {
-                            bytes += w.frame_bytes();
-                        }
-                        group.push(cmd);
-                    }
-                    Err(_) => break,
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
-            self.commit_group(group);
+        };
+        let mut group = vec![first];
+        let mut bytes = 0u64;
+        while bytes < limit {
+            match rx.try_recv() {
+                Ok(cmd) => {
+                    if let Command::Write(w) = &cmd {
+                        bytes += w.frame_bytes();
+                    }
+                    group.push(cmd);
+                }
+                Err(_) => break,
+            }
         }
-        let _ = self.sync_if_needed();
-        if self.shared.poisoned().is_none() {
-            // A clean close leaves the tail exactly as long as its frames.
-            let _ = self.trim_preallocated();
+        hold_back(cell, progress, log);
+        match lock(cell) {
+            Ok(mut w) => w.commit_group(group),
+            Err(_) => {
+                for cmd in group {
+                    match cmd {
+                        Command::Write(request) => {
+                            let _ = request.reply.send(Err(panicked()));
+                        }
+                        Command::Sync(reply) => {
+                            let _ = reply.send(Err(panicked()));
+                        }
+                    }
+                }
+            }
         }
     }
+    if let Ok(mut w) = lock(cell) {
+        let _ = w.sync_if_needed();
+        if w.shared.poisoned().is_none() {
+            // A clean close leaves the tail exactly as long as its frames.
+            let _ = w.trim_preallocated();
+        }
+        w.closed = true;
+        w.indexer = None;
+    }
+}
 
+impl Writer {
     /// Zero-fills the tail from `end` (the end of the frames just written) to `end` +
     /// [`PREALLOCATE_BYTES`], capped at the segment size limit, when `end` has passed the space
     /// filled before. Best effort: the frames are already written, and a failure here (a full
@@ -430,17 +542,21 @@ impl Writer {
         }
     }
 
-    /// Renews the index view when `recent` has grown to [`RECENT_RENEW`] ids and the indexer
-    /// has moved past the view, and forgets the recent ids the new view holds. Every id
+    /// Renews the index view when `recent` has grown to [`RECENT_RENEW`] ids or the view has
+    /// served [`VIEW_COMMITS_MAX`] commits, and the indexer has moved past it; forgets the
+    /// recent ids the new view holds. Every id
     /// committed since open is in `recent` or in `view`: an id leaves `recent` only once a view
     /// that reflects its position is in place. Renewing less often than every commit keeps a
     /// redb read transaction off each small commit; renewing at all keeps `recent` bounded and
     /// lets redb reuse the pages the view pinned.
     fn refresh_view(&mut self) -> Result<()> {
+        self.view_commits = self.view_commits.saturating_add(1);
         let stale = self.view.as_ref().is_none_or(|v| {
-            self.recent.len() >= RECENT_RENEW && v.indexed() < self.progress.position()
+            (self.recent.len() >= RECENT_RENEW || self.view_commits >= VIEW_COMMITS_MAX)
+                && v.indexed() < self.progress.position()
         });
         if stale {
+            self.view_commits = 0;
             let view = self.index.reader()?;
             let indexed = view.indexed();
             while let Some((position, _)) = self.recent_order.front() {
@@ -616,6 +732,13 @@ impl Writer {
                     staged.sparse.truncate(sparse);
                     staged.next_position = next;
                     staged.prev_hash = prev;
+                    // This request's new ids were not staged before it (they would have been
+                    // answered as duplicates), so every one of them goes.
+                    for (j, _) in new.iter().filter(|(_, repeat)| repeat.is_none()) {
+                        if let Some(event) = events.get(*j) {
+                            staged.ids.remove(event.event_id.as_str());
+                        }
+                    }
                     return Err(e);
                 }
             };
@@ -740,13 +863,19 @@ impl Writer {
             let _ = reply.send(Ok(answers));
         }
         let entries = std::mem::take(&mut staged.entries);
-        let _ = self.indexer.send(IndexMsg::Entries {
-            entries,
-            head: (last_position, staged.prev_hash),
-        });
+        if let Some(indexer) = &self.indexer {
+            let sent = indexer.send(IndexMsg::Entries {
+                entries,
+                head: (last_position, staged.prev_hash),
+            });
+            if sent.is_err() {
+                // The index thread is gone (it stopped on an error or panicked): say so to
+                // whoever waits for the index, once, and stop sending.
+                self.progress.stop("the index thread stopped");
+                self.indexer = None;
+            }
+        }
         staged.buf.clear();
-        // After the answers: a commit is never held, the next group waits.
-        crate::indexer::hold_back(&self.progress, last_position, INDEX_BACKLOG_WAIT);
         Ok(())
     }
 

@@ -307,3 +307,115 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
     let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
     assert!(report.ok, "{:?}", report.problems);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_callers_that_commit_their_own_appends_share_the_log_with_queued_ones() {
+    // Blocking callers commit on their own thread when the writer is idle (leaders) and queue
+    // for the writer thread otherwise; async callers always queue. Mixed, they must still get
+    // gapless positions, consistent stream versions, one copy of each id, and a log that
+    // verifies.
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    let threads: Vec<_> = (0..4u64)
+        .map(|p| {
+            let journal = journal.clone();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for i in 0..120u64 {
+                    // Every tenth append repeats an id another thread appends too (ids name
+                    // their session: threads 0 and 2 share s0's, 1 and 3 share s1's).
+                    let id = if i % 10 == 0 {
+                        7_000_000 + i
+                    } else {
+                        p * 100_000 + i
+                    };
+                    out.extend(
+                        journal
+                            .append_batch_blocking(
+                                vec![event(id, &format!("s{}", p % 2))],
+                                AppendOptions::default(),
+                            )
+                            .unwrap(),
+                    );
+                }
+                out
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (4..6u64)
+        .map(|p| {
+            let journal = journal.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in 0..120u64 {
+                    out.extend(
+                        journal
+                            .append_batch(
+                                vec![event(p * 100_000 + i, &format!("s{}", p % 2))],
+                                AppendOptions::default(),
+                            )
+                            .await
+                            .unwrap(),
+                    );
+                }
+                out
+            })
+        })
+        .collect();
+    let mut acked = Vec::new();
+    for t in threads {
+        acked.extend(t.join().unwrap());
+    }
+    for t in tasks {
+        acked.extend(t.await.unwrap());
+    }
+    let mut fresh: Vec<u64> = acked
+        .iter()
+        .filter(|a| !a.duplicate)
+        .map(|a| a.position.0)
+        .collect();
+    fresh.sort_unstable();
+    // 6 × 120 appends; each of the 2 × 12 shared ids is appended twice and stored once.
+    assert_eq!(fresh, (1..=6 * 120 - 2 * 12).collect::<Vec<_>>());
+    for a in acked.iter().filter(|a| a.duplicate) {
+        let original = acked
+            .iter()
+            .find(|o| !o.duplicate && o.event_id == a.event_id)
+            .expect("a duplicate's original was acknowledged");
+        assert_eq!(a.position, original.position, "{}", a.event_id);
+    }
+    let stored = tokio::task::spawn_blocking({
+        let journal = journal.clone();
+        move || all_events(&journal)
+    })
+    .await
+    .unwrap();
+    let mut versions: HashMap<String, u64> = HashMap::new();
+    for e in &stored {
+        let v = versions.entry(e.envelope.stream_key()).or_default();
+        *v += 1;
+        assert_eq!(e.stream_version, *v);
+    }
+    let report = tokio::task::spawn_blocking({
+        let journal = journal.clone();
+        move || {
+            journal
+                .verify(&journal_engine::VerifyOptions::default(), &mut |_, _| {})
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(report.ok, "{report:?}");
+    // Once closed, a clone's blocking append is refused, not committed.
+    let clone = journal.clone();
+    tokio::task::spawn_blocking(move || journal.close())
+        .await
+        .unwrap();
+    let late = tokio::task::spawn_blocking(move || {
+        clone.append_batch_blocking(vec![event(9_999_999, "s0")], AppendOptions::default())
+    })
+    .await
+    .unwrap();
+    assert!(matches!(late, Err(Error::Closed)), "{late:?}");
+}
