@@ -23,6 +23,11 @@ use crate::log::Log;
 
 /// How long the indexer waits, idle, before making its work durable.
 const PERSIST_IDLE: Duration = Duration::from_millis(500);
+/// How many applies the indexer makes, busy, before it makes its work durable anyway. redb
+/// reuses the pages a non-durable commit frees only after a durable one: without this, a
+/// journal never idle for `PERSIST_IDLE` (single appends arriving without pause) grows its
+/// index file by the pages of every apply.
+const PERSIST_APPLIES: u32 = 512;
 /// The most entries applied in one index transaction.
 const APPLY_ENTRIES_MAX: usize = 50_000;
 /// How many slices without a message end the gathering (about 10 ms).
@@ -159,6 +164,7 @@ pub(crate) fn run(
     backlog: Option<(Arc<Log>, Position, Position)>,
     mut dirty: bool,
 ) {
+    let mut applies_unpersisted: u32 = 0;
     if let Some((log, from, to)) = backlog {
         if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
@@ -226,6 +232,15 @@ pub(crate) fn run(
         }
         dirty = true;
         progress.set(head.0);
+        applies_unpersisted += 1;
+        if applies_unpersisted >= PERSIST_APPLIES {
+            if let Err(e) = index.persist() {
+                progress.fail(e.to_string());
+                return;
+            }
+            applies_unpersisted = 0;
+            dirty = false;
+        }
         if !open {
             break;
         }

@@ -281,7 +281,6 @@ impl Journal {
             unsynced: false,
             preallocated_end: 0,
             closed: false,
-            view_commits: 0,
         };
         let cell: writer::Cell = Arc::new(Mutex::new(writer));
         let writer = {

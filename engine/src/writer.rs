@@ -189,10 +189,8 @@ pub(crate) struct Writer {
     /// order for pruning.
     pub recent: HashMap<String, Appended>,
     pub recent_order: VecDeque<(Position, String)>,
-    /// A read view of the index, renewed from time to time (see `refresh_view`).
+    /// A read view of the index, renewed when the indexer has moved on.
     pub view: Option<IndexReader>,
-    /// Commits made since `view` was renewed.
-    pub view_commits: u32,
     pub last_recorded_ns: i64,
     pub unsynced: bool,
     /// Where the zero-filled space written ahead of the tail's frames ends (0: none). Bytes
@@ -214,11 +212,6 @@ pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
 /// second on any disk this was measured on).
 const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 
-/// How many ids `recent` holds before the writer renews its index view.
-const RECENT_RENEW: usize = 4_096;
-/// How many commits the writer makes with one index view at most: a view is a redb read
-/// transaction, and redb reuses no page freed after the oldest one still open.
-const VIEW_COMMITS_MAX: u32 = 256;
 /// How long an append waits for an index that lags too far before it goes on regardless.
 const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 
@@ -542,21 +535,17 @@ impl Writer {
         }
     }
 
-    /// Renews the index view when `recent` has grown to [`RECENT_RENEW`] ids or the view has
-    /// served [`VIEW_COMMITS_MAX`] commits, and the indexer has moved past it; forgets the
-    /// recent ids the new view holds. Every id
-    /// committed since open is in `recent` or in `view`: an id leaves `recent` only once a view
-    /// that reflects its position is in place. Renewing less often than every commit keeps a
-    /// redb read transaction off each small commit; renewing at all keeps `recent` bounded and
-    /// lets redb reuse the pages the view pinned.
+    /// Renews the index view when the indexer has moved past it, and forgets the recent ids
+    /// the new view holds. Every id committed since open is in `recent` or in `view`: an id
+    /// leaves `recent` only once a view that reflects its position is in place. (Keeping a view
+    /// longer saves a redb read transaction per commit but pins the pages the index frees
+    /// meanwhile: the index file grew several times over when it was kept for 256 commits.)
     fn refresh_view(&mut self) -> Result<()> {
-        self.view_commits = self.view_commits.saturating_add(1);
-        let stale = self.view.as_ref().is_none_or(|v| {
-            (self.recent.len() >= RECENT_RENEW || self.view_commits >= VIEW_COMMITS_MAX)
-                && v.indexed() < self.progress.position()
-        });
+        let stale = self
+            .view
+            .as_ref()
+            .is_none_or(|v| v.indexed() < self.progress.position());
         if stale {
-            self.view_commits = 0;
             let view = self.index.reader()?;
             let indexed = view.indexed();
             while let Some((position, _)) = self.recent_order.front() {
