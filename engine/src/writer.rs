@@ -356,15 +356,20 @@ pub(crate) fn run(
             }
         }
     }
-    if let Ok(mut w) = lock(cell) {
+    // Even after a panic in a commit the writer is closed and lets the index thread go (its
+    // sender is dropped here, or closing the journal would wait for that thread forever); only
+    // an intact writer syncs and trims its tail.
+    let intact = !cell.is_poisoned();
+    let mut w = cell.lock().unwrap_or_else(|p| p.into_inner());
+    if intact {
         let _ = w.sync_if_needed();
         if w.shared.poisoned().is_none() {
             // A clean close leaves the tail exactly as long as its frames.
             let _ = w.trim_preallocated();
         }
-        w.closed = true;
-        w.indexer = None;
     }
+    w.closed = true;
+    w.indexer = None;
 }
 
 impl Writer {
