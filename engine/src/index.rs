@@ -127,8 +127,8 @@ fn append_key(
         let (k, v) = item?;
         let first = k.value().1;
         let bytes = v.value().to_vec();
-        let count = block_entries(&bytes)?.count() as u64;
-        let last_position = block_entries(&bytes)?.last().map_or(0, |e| e.0);
+        let (count, last_position) =
+            block_entries(&bytes)?.fold((0u64, 0), |(n, _), e| (n + 1, e.0));
         let last_number = match numbered {
             Numbered::Version => first + count - 1,
             Numbered::Position => last_position,

@@ -162,9 +162,10 @@ pub(crate) fn run(
     progress: Arc<IndexProgress>,
     rx: Receiver<IndexMsg>,
     backlog: Option<(Arc<Log>, Position, Position)>,
-    mut dirty: bool,
+    dirty: bool,
 ) {
-    let mut applies_unpersisted: u32 = 0;
+    // Applies (or an open's catch-up, counted as one) not yet made durable.
+    let mut unpersisted: u32 = u32::from(dirty);
     if let Some((log, from, to)) = backlog {
         if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
@@ -172,18 +173,17 @@ pub(crate) fn run(
             return;
         }
         progress.set(to);
-        dirty = true;
+        unpersisted = 1;
     }
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => {
-                if dirty {
-                    if let Err(e) = index.persist() {
-                        progress.fail(e.to_string());
+                if unpersisted > 0 {
+                    if !persist(&index, &progress) {
                         return;
                     }
-                    dirty = false;
+                    unpersisted = 0;
                 }
                 continue;
             }
@@ -230,24 +230,33 @@ pub(crate) fn run(
             progress.fail(e.to_string());
             return;
         }
-        dirty = true;
         progress.set(head.0);
-        applies_unpersisted += 1;
-        if applies_unpersisted >= PERSIST_APPLIES {
-            if let Err(e) = index.persist() {
-                progress.fail(e.to_string());
+        unpersisted += 1;
+        if unpersisted >= PERSIST_APPLIES {
+            if !persist(&index, &progress) {
                 return;
             }
-            applies_unpersisted = 0;
-            dirty = false;
+            unpersisted = 0;
         }
         if !open {
             break;
         }
     }
-    if dirty {
+    if unpersisted > 0 {
         if let Err(e) = index.persist() {
             tracing::error!(error = %e, "making the index durable at close failed");
+        }
+    }
+}
+
+/// Makes the index's applies durable; on failure tells waiting readers and returns `false`
+/// (the indexer then stops).
+fn persist(index: &Index, progress: &IndexProgress) -> bool {
+    match index.persist() {
+        Ok(()) => true,
+        Err(e) => {
+            progress.fail(e.to_string());
+            false
         }
     }
 }

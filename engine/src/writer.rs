@@ -258,7 +258,7 @@ fn lock(cell: &Mutex<Writer>) -> Result<std::sync::MutexGuard<'_, Writer>> {
 /// holding nothing: the commits before are answered, and readers and the indexer go on.
 /// Unsynced bytes (buffered mode) are synced first, so that waiting never stretches the sync
 /// interval.
-fn hold_back(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
+fn wait_for_index(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
     let head = log.head().position;
     if !indexer::lags_too_far(progress, head) {
         return;
@@ -278,7 +278,7 @@ pub(crate) fn lead(
     log: &Log,
     request: WriteRequest,
 ) -> Option<WriteRequest> {
-    hold_back(cell, progress, log);
+    wait_for_index(cell, progress, log);
     let mut writer = match cell.try_lock() {
         Ok(writer) => writer,
         Err(std::sync::TryLockError::WouldBlock) => return Some(request),
@@ -339,7 +339,7 @@ pub(crate) fn run(
                 Err(_) => break,
             }
         }
-        hold_back(cell, progress, log);
+        wait_for_index(cell, progress, log);
         match lock(cell) {
             Ok(mut w) => w.commit_group(group),
             Err(_) => {

@@ -263,21 +263,7 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
         segment_files(dir.path()).len() > 3,
         "the workload rolled segments"
     );
-    let stored = tokio::task::spawn_blocking({
-        let journal = journal.clone();
-        move || all_events(&journal)
-    })
-    .await
-    .unwrap();
-    let mut versions: HashMap<String, u64> = HashMap::new();
-    for e in &stored {
-        let v = versions.entry(e.envelope.stream_key()).or_default();
-        *v += 1;
-        assert_eq!(
-            e.stream_version, *v,
-            "stream versions count each stream's events in log order"
-        );
-    }
+    assert_stream_versions_count_in_log_order(&journal).await;
     // Expected-version races: exactly one of two writers expecting the same version wins.
     let version = journal.stream_version("session:s0").unwrap();
     let contenders: Vec<_> = (0..2)
@@ -384,18 +370,7 @@ async fn blocking_callers_that_commit_their_own_appends_share_the_log_with_queue
             .expect("a duplicate's original was acknowledged");
         assert_eq!(a.position, original.position, "{}", a.event_id);
     }
-    let stored = tokio::task::spawn_blocking({
-        let journal = journal.clone();
-        move || all_events(&journal)
-    })
-    .await
-    .unwrap();
-    let mut versions: HashMap<String, u64> = HashMap::new();
-    for e in &stored {
-        let v = versions.entry(e.envelope.stream_key()).or_default();
-        *v += 1;
-        assert_eq!(e.stream_version, *v);
-    }
+    assert_stream_versions_count_in_log_order(&journal).await;
     let report = tokio::task::spawn_blocking({
         let journal = journal.clone();
         move || {
@@ -418,4 +393,24 @@ async fn blocking_callers_that_commit_their_own_appends_share_the_log_with_queue
     .await
     .unwrap();
     assert!(matches!(late, Err(Error::Closed)), "{late:?}");
+}
+
+/// Reads every stored event and checks that each one's stream version counts its stream's
+/// events in log order.
+async fn assert_stream_versions_count_in_log_order(journal: &Journal) {
+    let stored = tokio::task::spawn_blocking({
+        let journal = journal.clone();
+        move || all_events(&journal)
+    })
+    .await
+    .unwrap();
+    let mut versions: HashMap<String, u64> = HashMap::new();
+    for e in &stored {
+        let v = versions.entry(e.envelope.stream_key()).or_default();
+        *v += 1;
+        assert_eq!(
+            e.stream_version, *v,
+            "stream versions count each stream's events in log order"
+        );
+    }
 }
