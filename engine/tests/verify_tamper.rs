@@ -213,10 +213,10 @@ fn blobs_are_checked_against_their_hashes() {
     let mut e = event(1, "s1");
     e.output_ref = Some(reference.clone());
     let mut dangling = event(2, "s1");
-    dangling.refs = Some(serde_json::Map::from_iter([(
+    dangling.refs = Some(Box::new(serde_json::Map::from_iter([(
         "log".to_string(),
         serde_json::json!(format!("blake3:{}", "0".repeat(64))),
-    )]));
+    )])));
     append(&journal, vec![e, dangling]);
     assert_eq!(journal.blobs().get(&reference).unwrap().unwrap(), output);
     let report = journal

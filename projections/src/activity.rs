@@ -638,7 +638,7 @@ impl Activity {
                 p.sandbox_profile = e
                     .sandbox_profile
                     .as_ref()
-                    .map(|m| Value::Object(m.clone()))
+                    .map(|m| Value::Object(m.as_ref().clone()))
                     .or_else(|| e.payload.clone());
             }
             "sandbox.violation" => p.sandbox_violations.push(At::of(event)),

@@ -1094,7 +1094,7 @@ fn decide(command: &Command, state: &StreamState, ctx: &Context) -> Result<Decid
             rel.insert("kind".into(), json!("depends_on"));
             rel.insert("fromTaskId".into(), json!(c.task_id));
             rel.insert("toTaskId".into(), json!(c.depends_on_task_id));
-            e.task_relationship = Some(rel);
+            e.task_relationship = Some(Box::new(rel));
             Ok(Decided::events(vec![e]))
         }
         Command::SubmitTurn(c) => {
