@@ -691,6 +691,38 @@ impl Journal {
         })
     }
 
+    /// As [`Journal::scan`], calling `f` only with the records whose position `select`
+    /// accepts, for a reader that knows which events it wants before reading them (a rebuild
+    /// that goes over the log once per partition). The other frames are stepped over: their
+    /// headers are checked and must hold the positions expected, but unless `verify_chain` is
+    /// set (the chain needs every body) their bodies' checksums are not, since nothing reads
+    /// them.
+    ///
+    /// # Errors
+    /// As [`Journal::scan`].
+    pub fn scan_where(
+        &self,
+        from: Position,
+        to: Option<Position>,
+        verify_chain: bool,
+        mut select: impl FnMut(Position) -> bool,
+        mut f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+    ) -> Result<()> {
+        let head = self.head().position;
+        let to = to.map_or(head, |t| t.min(head));
+        if from.max(Position(1)) > to {
+            return Ok(());
+        }
+        read::for_each_selected_frame(
+            &self.inner.log,
+            from,
+            to,
+            verify_chain,
+            &mut select,
+            &mut |raw| Ok(f(raw.record())?.is_continue()),
+        )
+    }
+
     fn wait_for_index(&self) -> Result<()> {
         self.inner
             .progress

@@ -87,13 +87,26 @@ impl Cursor {
 
     /// The next frame of this segment, or `None` past the segment's last committed position.
     pub(crate) fn next_frame(&mut self) -> Result<Option<RawFrame<'_>>> {
+        self.next_frame_checking(true)
+    }
+
+    /// The position of the frame [`Cursor::next_frame`] reads next.
+    pub(crate) fn expected(&self) -> Position {
+        self.expected
+    }
+
+    /// As [`Cursor::next_frame`]; with `check_body` false and the chain not verified, the
+    /// body's checksum is not checked, for a frame the caller steps over unread. Its header is
+    /// checked, and its position must still be the one expected.
+    fn next_frame_checking(&mut self, check_body: bool) -> Result<Option<RawFrame<'_>>> {
         let expected = self.expected;
         if expected > self.last_position {
             return Ok(None);
         }
         let id = self.segment.id;
         let offset = self.scanner.offset();
-        let frame = match self.scanner.next()? {
+        let check_body = check_body || self.verify_chain;
+        let frame = match self.scanner.next_frame(check_body)? {
             Ok(frame) => frame,
             Err(Stop::End) => {
                 return Err(corruption(
@@ -154,15 +167,35 @@ pub(crate) fn for_each_frame(
     verify_chain: bool,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
+    for_each_selected_frame(log, from, to, verify_chain, &mut |_| true, f)
+}
+
+/// As [`for_each_frame`], calling `f` only with the frames whose position `select` accepts.
+/// Unless the chain is verified (which needs every body), the bodies of the other frames are
+/// stepped over without their checksums checked: nothing reads them. Their headers are checked,
+/// and each must hold the position expected, so a damaged or misplaced frame is still found.
+pub(crate) fn for_each_selected_frame(
+    log: &Log,
+    from: Position,
+    to: Position,
+    verify_chain: bool,
+    select: &mut dyn FnMut(Position) -> bool,
+    f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
+) -> Result<()> {
     let mut next = from.max(Position(1));
     let mut prev = None;
     while next <= to {
         let opened_at = next;
         let mut cursor = Cursor::open(log, next, prev, verify_chain)?;
-        while let Some(raw) = cursor.next_frame()? {
+        loop {
+            let expected = cursor.expected();
+            let wanted = expected >= next && select(expected);
+            let Some(raw) = cursor.next_frame_checking(wanted)? else {
+                break;
+            };
             let position = raw.header.meta.position;
             if position >= next {
-                if !f(raw)? {
+                if wanted && !f(raw)? {
                     return Ok(());
                 }
                 next = position.next();

@@ -30,7 +30,8 @@ pub(crate) struct Scanned<'a> {
     pub offset: u64,
     /// The decoded, checksum-checked header.
     pub header: FrameHeader,
-    /// The checksum-checked body.
+    /// The body, checksum-checked unless the caller asked otherwise
+    /// ([`FrameScanner::next_frame`]).
     pub body: &'a [u8],
 }
 
@@ -95,6 +96,15 @@ impl FrameScanner {
     /// The next frame, or why there is none. I/O errors are `Err`; what the bytes hold is
     /// `Ok(Err(stop))`.
     pub(crate) fn next(&mut self) -> Result<std::result::Result<Scanned<'_>, Stop>> {
+        self.next_frame(true)
+    }
+
+    /// As [`FrameScanner::next`]; with `check_body` false, the body's checksum is not checked
+    /// (the header's always is): for a frame the caller steps over without reading its body.
+    pub(crate) fn next_frame(
+        &mut self,
+        check_body: bool,
+    ) -> Result<std::result::Result<Scanned<'_>, Stop>> {
         let offset = self.offset;
         if offset >= self.end {
             return Ok(Err(Stop::End));
@@ -134,8 +144,10 @@ impl FrameScanner {
         let Some(body) = self.buf.get(body_start..body_end) else {
             return Err(Error::InvalidInput("scanner buffer out of range".into()));
         };
-        if let Err(e) = header.check_body(body) {
-            return Ok(Err(Stop::Damaged(e)));
+        if check_body {
+            if let Err(e) = header.check_body(body) {
+                return Ok(Err(Stop::Damaged(e)));
+            }
         }
         self.offset = offset + frame_len;
         Ok(Ok(Scanned {

@@ -27,19 +27,16 @@ fn stream_of(event: &StoredEvent) -> Option<String> {
     (key != "none:").then_some(key)
 }
 
-fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, String)> {
+fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, &str)> {
     let e = &event.envelope;
-    let mut out = Vec::new();
-    if let Some(task) = &e.task_id {
-        out.push(("task", task.clone()));
-    }
-    if let Some(run) = &e.run_id {
-        out.push(("run", run.clone()));
-    }
-    if let Some(thread) = &e.thread_id {
-        out.push(("thread", thread.clone()));
-    }
-    out
+    [
+        ("task", e.task_id.as_deref()),
+        ("run", e.run_id.as_deref()),
+        ("thread", e.thread_id.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(kind, id)| Some((kind, id?)))
+    .collect()
 }
 
 /// The rules' fold of each stream: tasks, actions, turns, checklist, schedules, incidents.
@@ -65,7 +62,7 @@ impl Projection for StateProjection {
         true
     }
 
-    fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
+    fn aliases<'e>(&self, event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
         aliases_of(event)
     }
 
@@ -108,7 +105,7 @@ impl Projection for ActivityProjection {
         true
     }
 
-    fn aliases(&self, event: &StoredEvent) -> Vec<(&'static str, String)> {
+    fn aliases<'e>(&self, event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
         aliases_of(event)
     }
 

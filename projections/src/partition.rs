@@ -142,48 +142,53 @@ pub fn build(
         }
         let mut faulted = vec![false; active.len()];
         let mut failed: Option<WorkerError> = None;
-        let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
-            if record.position.0 == head {
-                head_hash = Some(record.hash);
-            }
-            // The first pass reads each event's stream from its body and notes its partition
-            // (one byte per event, when there are at most 256); the others look it up.
-            let noted = usize::try_from(record.position.0.saturating_sub(1))
+        // The first pass reads each event's stream from its body and notes its partition (one
+        // byte per event, when there are at most 256); the others look it up, and step over
+        // the frames of other partitions without reading their bodies.
+        let noted = std::mem::take(&mut memo);
+        let mut noting_now = Vec::new();
+        let noted_at = |position: Position| {
+            usize::try_from(position.0.saturating_sub(1))
                 .ok()
-                .and_then(|i| memo.get(i));
-            if let Some(&of) = noted {
-                if u64::from(of) != partition {
-                    return Ok(ControlFlow::Continue(()));
+                .and_then(|i| noted.get(i))
+                .map(|&of| u64::from(of))
+        };
+        let select = |position| noted_at(position).is_none_or(|of| of == partition);
+        let scanned =
+            journal.scan_where(Position(1), Some(Position(head)), false, select, |record| {
+                if record.position.0 == head {
+                    head_hash = Some(record.hash);
                 }
-            }
-            let ids = event_ids(&record)?;
-            if noted.is_none() {
-                let (kind, id) = ids.stream_key_parts();
-                let of = partition_of_parts(&[kind, id], partitions);
-                if noting {
-                    memo.push(u8::try_from(of).unwrap_or(u8::MAX));
-                }
-                if of != partition {
-                    return Ok(ControlFlow::Continue(()));
-                }
-            }
-            let key = ids.stream_key();
-            let event = record.decode()?;
-            for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
-                if *faulted {
-                    continue;
-                }
-                match worker.apply(&event, &key) {
-                    Ok(None) => {}
-                    Ok(Some(_)) => *faulted = true,
-                    Err(e) => {
-                        failed = Some(e);
-                        return Ok(ControlFlow::Break(()));
+                let ids = event_ids(&record)?;
+                if noted_at(record.position).is_none() {
+                    let (kind, id) = ids.stream_key_parts();
+                    let of = partition_of_parts(&[kind, id], partitions);
+                    if noting {
+                        noting_now.push(u8::try_from(of).unwrap_or(u8::MAX));
+                    }
+                    if of != partition {
+                        return Ok(ControlFlow::Continue(()));
                     }
                 }
-            }
-            Ok(ControlFlow::Continue(()))
-        });
+                let key = ids.stream_key();
+                let event = record.decode()?;
+                for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
+                    if *faulted {
+                        continue;
+                    }
+                    match worker.apply(&event, &key) {
+                        Ok(None) => {}
+                        Ok(Some(_)) => *faulted = true,
+                        Err(e) => {
+                            failed = Some(e);
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    }
+                }
+                Ok(ControlFlow::Continue(()))
+            });
+        memo = noted;
+        memo.append(&mut noting_now);
         let failed = failed.or(scanned.err().map(|source| WorkerError::Journal {
             projection: reader,
             source,

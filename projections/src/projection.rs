@@ -38,7 +38,7 @@ pub trait Projection: Send + Sync + 'static {
 
     /// Secondary names for the key (for example `("task", "t1")` for the stream that holds task
     /// `t1`), so that a reader can find a state by another id.
-    fn aliases(&self, _event: &StoredEvent) -> Vec<(&'static str, String)> {
+    fn aliases<'e>(&self, _event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
         Vec::new()
     }
 

@@ -8,7 +8,6 @@
 //! **Invariant:** a generation's states and its position are only ever written together, and
 //! the position names the last event whose effect every state includes.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -395,8 +394,7 @@ impl<P: Projection> Worker<P> {
     ) -> Result<Applied, WorkerError> {
         let name = self.projection.name();
         let mut dirty: HashSet<String> = HashSet::new();
-        // The last alias of each (kind, id) in the batch wins, as it would written in order.
-        let mut aliases: HashMap<(&'static str, String), String> = HashMap::new();
+        let mut aliases = Aliases::default();
         let mut last = None;
         for event in journal.read(Position(from), Some(Position(to)), false) {
             let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
@@ -408,16 +406,7 @@ impl<P: Projection> Worker<P> {
                 continue;
             };
             for (kind, id) in self.projection.aliases(&event) {
-                match aliases.entry((kind, id)) {
-                    Entry::Occupied(mut existing) => {
-                        if *existing.get() != key {
-                            existing.get_mut().clone_from(&key);
-                        }
-                    }
-                    Entry::Vacant(slot) => {
-                        slot.insert(key.clone());
-                    }
-                }
+                aliases.note(kind, id, event.position.0, &key);
             }
             if !self.cache.contains_key(&key) {
                 let state = match self.store.get(name, version, &key)? {
@@ -444,11 +433,11 @@ impl<P: Projection> Worker<P> {
         }
         let mut keys: Vec<String> = dirty.into_iter().collect();
         keys.sort_unstable();
-        let mut aliases: Vec<(&'static str, String, String)> = aliases
+        let aliases = aliases
+            .drain_sorted()
             .into_iter()
-            .map(|((kind, id), key)| (kind, id, key))
+            .map(|(kind, id, key, _)| (kind, id, key))
             .collect();
-        aliases.sort_unstable();
         Ok(Applied::All(Batch { keys, aliases }, last))
     }
 }
@@ -463,10 +452,51 @@ struct PartitionedBuild {
     /// The checkpoint the build writes with each partition (position 0, not serving).
     meta: Meta,
     generation: Generation,
-    /// The alias of each (kind, id) from the partition's newest event that gave one, with that
-    /// event's position: passes go back to the start of the log, so the store keeps the alias
-    /// of the newest event across partitions by position ([`Store::commit_partition`]).
-    aliases: HashMap<(&'static str, String), (u64, String)>,
+    /// The aliases of the partition being applied. Passes go back to the start of the log, so
+    /// the store keeps the alias of the newest event across partitions by position
+    /// ([`Store::commit_partition`]).
+    aliases: Aliases,
+}
+
+/// The aliases gathered while applying events: for each kind and id, the key of the newest
+/// event that gave it, and that event's position. The newest wins, as it would if each event's
+/// aliases were written in order.
+#[derive(Debug, Default)]
+struct Aliases(HashMap<&'static str, HashMap<String, (u64, String)>>);
+
+impl Aliases {
+    /// Notes that the event at `position`, of stream `key`, names `id` of `kind`. Allocates only
+    /// for an alias not seen before or one that moves to another key.
+    fn note(&mut self, kind: &'static str, id: &str, position: u64, key: &str) {
+        let ids = self.0.entry(kind).or_default();
+        match ids.get_mut(id) {
+            Some((at, of)) => {
+                if *at < position {
+                    *at = position;
+                    if of != key {
+                        key.clone_into(of);
+                    }
+                }
+            }
+            None => {
+                ids.insert(id.to_owned(), (position, key.to_owned()));
+            }
+        }
+    }
+
+    /// Every alias as (kind, id, key, position), sorted, leaving the map empty.
+    fn drain_sorted(&mut self) -> Vec<(&'static str, String, String, u64)> {
+        let mut out: Vec<_> = self
+            .0
+            .drain()
+            .flat_map(|(kind, ids)| {
+                ids.into_iter()
+                    .map(move |(id, (position, key))| (kind, id, key, position))
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
 }
 
 impl<P: Projection> crate::partition::Build for Worker<P> {
@@ -499,7 +529,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             before,
             meta,
             generation,
-            aliases: HashMap::new(),
+            aliases: Aliases::default(),
         });
         Ok(true)
     }
@@ -532,16 +562,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         }
         let position = event.position.0;
         for (kind, id) in self.projection.aliases(event) {
-            match build.aliases.entry((kind, id)) {
-                Entry::Occupied(mut existing) => {
-                    if existing.get().0 < position {
-                        *existing.get_mut() = (position, key.clone());
-                    }
-                }
-                Entry::Vacant(slot) => {
-                    slot.insert((position, key.clone()));
-                }
-            }
+            build.aliases.note(kind, id, position, &key);
         }
         // Every key of a partition is first touched in its pass, and the generation held
         // nothing when the build began: a state missing from the cache is new.
@@ -563,12 +584,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         };
         let mut keys: Vec<String> = self.cache.keys().cloned().collect();
         keys.sort_unstable();
-        let mut aliases: Vec<(&'static str, String, String, u64)> = build
-            .aliases
-            .drain()
-            .map(|((kind, id), (position, key))| (kind, id, key, position))
-            .collect();
-        aliases.sort_unstable();
+        let aliases = build.aliases.drain_sorted();
         let cache = &self.cache;
         let encode = |key: &str| cache.get(key).map(encode).transpose();
         self.store.commit_partition(
