@@ -273,17 +273,24 @@ impl Store {
             let mut positions = txn.open_table(definition).map_err(|e| err(e.into()))?;
             for (kind, id, key, position) in aliases {
                 let alias_key = alias_key(kind, id);
-                let newer = positions
-                    .get(alias_key.as_str())
+                // Most aliases are new or come from the same partition's stream: insert first
+                // (one tree walk, not a lookup and then an insert), and put a newer position
+                // back in the rare case another partition's event gave the alias later.
+                let stored = positions
+                    .insert(alias_key.as_str(), *position)
                     .map_err(|e| err(e.into()))?
-                    .is_none_or(|stored| stored.value() < *position);
-                if newer {
-                    positions
-                        .insert(alias_key.as_str(), *position)
-                        .map_err(|e| err(e.into()))?;
-                    alias
-                        .insert(alias_key.as_str(), key.as_str())
-                        .map_err(|e| err(e.into()))?;
+                    .map(|stored| stored.value());
+                match stored {
+                    Some(stored) if stored > *position => {
+                        positions
+                            .insert(alias_key.as_str(), stored)
+                            .map_err(|e| err(e.into()))?;
+                    }
+                    _ => {
+                        alias
+                            .insert(alias_key.as_str(), key.as_str())
+                            .map_err(|e| err(e.into()))?;
+                    }
                 }
             }
             self.write_meta(&txn, name, meta)?;
