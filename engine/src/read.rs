@@ -171,9 +171,10 @@ pub(crate) fn for_each_frame(
 }
 
 /// As [`for_each_frame`], calling `f` only with the frames whose position `select` accepts.
-/// Unless the chain is verified (which needs every body), the bodies of the other frames are
-/// stepped over without their checksums checked: nothing reads them. Their headers are checked,
-/// and each must hold the position expected, so a damaged or misplaced frame is still found.
+/// Unless the chain is verified (which needs every body), the bodies of the other frames in
+/// `from..=to` are stepped over without their checksums checked: nothing reads them. Their
+/// headers are checked, and each must hold the position expected, so a damaged or misplaced
+/// frame is still found.
 pub(crate) fn for_each_selected_frame(
     log: &Log,
     from: Position,
@@ -189,8 +190,12 @@ pub(crate) fn for_each_selected_frame(
         let mut cursor = Cursor::open(log, next, prev, verify_chain)?;
         loop {
             let expected = cursor.expected();
-            let wanted = expected >= next && select(expected);
-            let Some(raw) = cursor.next_frame_checking(wanted)? else {
+            let in_range = expected >= next;
+            let wanted = in_range && select(expected);
+            // Frames before `from` (from the segment's start or its nearest sparse entry) are
+            // checked as they always were: reading the head at open checks the frames before it
+            // that way. Only frames in range that `select` refuses are stepped over unchecked.
+            let Some(raw) = cursor.next_frame_checking(wanted || !in_range)? else {
                 break;
             };
             let position = raw.header.meta.position;

@@ -17,7 +17,12 @@
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// foldhash, not std's SipHash: the writer looks up and inserts event ids and stream keys in
+// these maps several times per event, on the commit path; SipHash was about 3 k instructions
+// per event there. Its seed is random per process, as std's is.
+use foldhash::{HashMap, HashMapExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
