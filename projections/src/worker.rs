@@ -8,12 +8,12 @@
 //! **Invariant:** a generation's states and its position are only ever written together, and
 //! the position names the last event whose effect every state includes.
 
+use std::sync::{Arc, Mutex};
+
 // foldhash, not std's SipHash: the maps below are looked up several times for every event a
 // rebuild applies, with short string keys, where SipHash alone was 3% of a rebuild. Its seed is
 // random per process, as std's is.
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use std::sync::{Arc, Mutex};
-
 use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
