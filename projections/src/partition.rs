@@ -6,8 +6,9 @@
 //! and rewrites those states at every commit; when the streams interleave through the log (as
 //! sessions do), that is all of them. Split by stream, a pass holds the states of its partition
 //! only, writes each of them once, and decodes each event once for all the projections it
-//! feeds; the other passes read an event's stream from its body without decoding it
-//! ([`EventIds`]).
+//! feeds. The first pass reads every event's stream from its body without decoding it
+//! ([`EventIds`]) and notes its partition; the later passes step over the frames of other
+//! partitions without reading their bodies ([`Journal::scan_where`]).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
