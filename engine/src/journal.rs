@@ -679,16 +679,9 @@ impl Journal {
         from: Position,
         to: Option<Position>,
         verify_chain: bool,
-        mut f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+        f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
     ) -> Result<()> {
-        let head = self.head().position;
-        let to = to.map_or(head, |t| t.min(head));
-        if from.max(Position(1)) > to {
-            return Ok(());
-        }
-        read::for_each_frame(&self.inner.log, from, to, verify_chain, &mut |raw| {
-            Ok(f(raw.record())?.is_continue())
-        })
+        self.scan_where(from, to, verify_chain, |_| true, f)
     }
 
     /// As [`Journal::scan`], calling `f` only with the records whose position `select`
