@@ -75,7 +75,7 @@ impl BlobStore {
             .unwrap_or_else(|| self.dir.clone());
         self.storage
             .create_dir_all(&shard)
-            .map_err(Error::io(format!("creating {}", shard.display())))?;
+            .map_err(Error::io_with(|| format!("creating {}", shard.display())))?;
         let tmp = shard.join(format!("{hex}.tmp"));
         if self.storage.exists(&tmp) {
             self.storage
@@ -85,17 +85,17 @@ impl BlobStore {
         let file = self
             .storage
             .open(&tmp, OpenMode::CreateNew)
-            .map_err(Error::io(format!("creating {}", tmp.display())))?;
+            .map_err(Error::io_with(|| format!("creating {}", tmp.display())))?;
         file.write_all_at(bytes, 0)
             .map_err(Error::io("writing a blob"))?;
         file.sync_data().map_err(Error::io("syncing a blob"))?;
         drop(file);
         self.storage
             .rename(&tmp, &path)
-            .map_err(Error::io(format!("renaming {}", tmp.display())))?;
+            .map_err(Error::io_with(|| format!("renaming {}", tmp.display())))?;
         self.storage
             .sync_dir(&shard)
-            .map_err(Error::io(format!("syncing {}", shard.display())))?;
+            .map_err(Error::io_with(|| format!("syncing {}", shard.display())))?;
         Ok(format!("{BLOB_REF_PREFIX}{hex}"))
     }
 
@@ -124,7 +124,7 @@ impl BlobStore {
         let file = self
             .storage
             .open(path, OpenMode::Read)
-            .map_err(Error::io(format!("opening {}", path.display())))?;
+            .map_err(Error::io_with(|| format!("opening {}", path.display())))?;
         let len = file.len().map_err(Error::io("reading a blob length"))?;
         if len > BLOB_BYTES_MAX {
             return Err(Error::LimitExceeded {

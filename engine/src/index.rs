@@ -310,7 +310,9 @@ impl Index {
                 match std::fs::remove_file(path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io(format!("removing {}", path.display()))(e)),
+                    Err(e) => {
+                        return Err(Error::io_with(|| format!("removing {}", path.display()))(e))
+                    }
                 }
                 Ok((Index::try_open(path)?, true))
             }

@@ -172,12 +172,12 @@ impl Journal {
         }
         storage
             .create_dir_all(&dir)
-            .map_err(Error::io(format!("creating {}", dir.display())))?;
+            .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
         let lock = storage.lock(&dir.join(LOCK_FILE)).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 Error::Locked(dir.clone())
             } else {
-                Error::io(format!("locking {}", dir.display()))(e)
+                Error::io_with(|| format!("locking {}", dir.display()))(e)
             }
         })?;
         // The index is opened first: its head is the checkpoint after which recovery scans
@@ -279,6 +279,7 @@ impl Journal {
             view: None,
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,
+            spare: None,
             preallocated_end: 0,
             closed: false,
         };

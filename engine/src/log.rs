@@ -35,6 +35,29 @@ pub(crate) struct SegmentState {
     pub sealed: bool,
 }
 
+/// Where a segment's frames end, as of the last commit: what a writer appending after them and
+/// a reader bounded by them need, copied out without the sparse index (which
+/// [`Segment::snapshot`] clones: up to a thousand entries in a full segment).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct SegmentEnd {
+    pub end_offset: u64,
+    pub last_position: Position,
+    pub last_hash: ChainHash,
+    /// The offset of the frame the last sparse index entry points at.
+    pub last_sparse_offset: Option<u64>,
+}
+
+impl SegmentEnd {
+    fn of(state: &SegmentState) -> SegmentEnd {
+        SegmentEnd {
+            end_offset: state.end_offset,
+            last_position: state.last_position,
+            last_hash: state.last_hash,
+            last_sparse_offset: state.sparse.last().map(|e| e.offset.0),
+        }
+    }
+}
+
 /// One segment file.
 #[derive(Debug)]
 pub(crate) struct Segment {
@@ -53,19 +76,27 @@ impl Segment {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
+    /// Where the segment's frames end, as of the last commit.
+    pub(crate) fn end(&self) -> SegmentEnd {
+        SegmentEnd::of(&self.state.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Where to start scanning for `position`: the offset of the nearest indexed frame at or
-    /// before it, and that frame's position.
-    pub(crate) fn seek_hint(
-        state: &SegmentState,
+    /// before it (`first_offset` when none is), that frame's position, and where the frames
+    /// end, read together under one lock.
+    pub(crate) fn seek(
+        &self,
         first_offset: u64,
-        first: Position,
         position: Position,
-    ) -> (u64, Position) {
+    ) -> (u64, Position, SegmentEnd) {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
         let i = state.sparse.partition_point(|e| e.position <= position);
-        match i.checked_sub(1).and_then(|i| state.sparse.get(i)) {
+        let (start, at) = match i.checked_sub(1).and_then(|i| state.sparse.get(i)) {
             Some(e) => (e.offset.0, e.position),
-            None => (first_offset, first),
-        }
+            None => (first_offset, self.first_position),
+        };
+        let end = SegmentEnd::of(&state);
+        (start, at, end)
     }
 }
 

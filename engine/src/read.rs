@@ -55,13 +55,7 @@ impl Cursor {
                 "position {position} is not in the log"
             )));
         };
-        let state = segment.snapshot();
-        let (start, expected) = Segment::seek_hint(
-            &state,
-            SEGMENT_HEADER_LEN as u64,
-            segment.first_position,
-            position,
-        );
+        let (start, expected, state) = segment.seek(SEGMENT_HEADER_LEN as u64, position);
         let prev = if start == SEGMENT_HEADER_LEN as u64 {
             Some(segment.prev_hash)
         } else if expected == position {
@@ -299,13 +293,17 @@ pub(crate) fn read_at(
     let mut header_bytes = [0u8; FRAME_HEADER_LEN];
     seg.file
         .read_exact_at(&mut header_bytes, offset)
-        .map_err(Error::io(format!("reading segment {segment} at {offset}")))?;
+        .map_err(Error::io_with(|| {
+            format!("reading segment {segment} at {offset}")
+        }))?;
     let header = FrameHeader::decode(&header_bytes)
         .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
     let mut body = vec![0u8; header.body_len() as usize];
     seg.file
         .read_exact_at(&mut body, offset + FRAME_HEADER_LEN as u64)
-        .map_err(Error::io(format!("reading segment {segment} at {offset}")))?;
+        .map_err(Error::io_with(|| {
+            format!("reading segment {segment} at {offset}")
+        }))?;
     header
         .check_body(&body)
         .map_err(|e| corruption(segment, offset, position, e.to_string()))?;

@@ -154,10 +154,10 @@ pub(crate) fn recover(
     let seg_dir = dir.join(SEGMENTS_DIR);
     storage
         .create_dir_all(&seg_dir)
-        .map_err(Error::io(format!("creating {}", seg_dir.display())))?;
+        .map_err(Error::io_with(|| format!("creating {}", seg_dir.display())))?;
     let names = storage
         .list_dir(&seg_dir)
-        .map_err(Error::io(format!("listing {}", seg_dir.display())))?;
+        .map_err(Error::io_with(|| format!("listing {}", seg_dir.display())))?;
     let ids: Vec<SegmentId> = names
         .iter()
         .filter_map(|n| SegmentId::from_file_name(n))
@@ -786,7 +786,7 @@ fn quarantine(
     let qdir = dir.join(QUARANTINE_DIR);
     storage
         .create_dir_all(&qdir)
-        .map_err(Error::io(format!("creating {}", qdir.display())))?;
+        .map_err(Error::io_with(|| format!("creating {}", qdir.display())))?;
     let mut files = Vec::new();
     let mut first: Option<u64> = None;
     let mut last: Option<u64> = None;
@@ -811,7 +811,7 @@ fn quarantine(
     if storage.exists(&path) {
         let file = storage
             .open(&path, OpenMode::ReadWrite)
-            .map_err(Error::io(format!("opening {}", path.display())))?;
+            .map_err(Error::io_with(|| format!("opening {}", path.display())))?;
         let len = file.len().map_err(Error::io("reading a segment length"))?;
         let from = cut.unwrap_or(0).min(len);
         let bytes = read_rest(&file, from, len).map_err(|e| Error::Io {
@@ -882,7 +882,7 @@ fn quarantine(
         let from = segment_path(dir, *later_id);
         let file = storage
             .open(&from, OpenMode::Read)
-            .map_err(Error::io(format!("opening {}", from.display())))?;
+            .map_err(Error::io_with(|| format!("opening {}", from.display())))?;
         let len = file.len().map_err(Error::io("reading a segment length"))?;
         let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
             context: format!("reading {}", from.display()),
@@ -903,10 +903,9 @@ fn quarantine(
         drop(placeholder);
         storage
             .rename(&from, &qdir.join(&name))
-            .map_err(Error::io(format!(
-                "moving {} to quarantine",
-                from.display()
-            )))?;
+            .map_err(Error::io_with(|| {
+                format!("moving {} to quarantine", from.display())
+            }))?;
         files.push(format!("{QUARANTINE_DIR}/{name}"));
     }
     storage

@@ -78,10 +78,9 @@ impl FrameScanner {
             self.buf.resize(read_len, 0);
             self.file
                 .read_exact_at(&mut self.buf, offset)
-                .map_err(Error::io(format!(
-                    "reading segment {} at {offset}",
-                    self.segment
-                )))?;
+                .map_err(Error::io_with(|| {
+                    format!("reading segment {} at {offset}", self.segment)
+                }))?;
             self.buf_start = offset;
         }
         let start = usize::try_from(offset - self.buf_start).unwrap_or(usize::MAX);

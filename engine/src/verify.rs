@@ -163,7 +163,7 @@ impl Journal {
             segment
                 .file
                 .read_exact_at(&mut header_bytes, 0)
-                .map_err(Error::io(format!("reading segment {id}")))?;
+                .map_err(Error::io_with(|| format!("reading segment {id}")))?;
             match SegmentHeader::decode(&header_bytes) {
                 Ok(h) => {
                     if h.segment_id != id {
@@ -219,7 +219,7 @@ impl Journal {
             let file_len = segment
                 .file
                 .len()
-                .map_err(Error::io(format!("reading the length of {id}")))?;
+                .map_err(Error::io_with(|| format!("reading the length of {id}")))?;
             if file_len < state.end_offset {
                 walk.problem(
                     "truncated",
@@ -532,7 +532,7 @@ fn check_footer(
     segment
         .file
         .read_exact_at(&mut trailer, trailer_at)
-        .map_err(Error::io(format!("reading the footer of {id}")))?;
+        .map_err(Error::io_with(|| format!("reading the footer of {id}")))?;
     let footer = SegmentFooter::decode_trailer(&trailer, len).and_then(|t| {
         let mut entries = vec![0u8; usize::try_from(trailer_at - t.index_offset.0).unwrap_or(0)];
         segment
