@@ -10,7 +10,7 @@ use journal_format::{
 
 use crate::error::{Error, Result};
 use crate::log::{Log, Segment};
-use crate::scan::{FrameScanner, Stop};
+use crate::scan::{FrameScanner, LinksAhead, Stop};
 
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]
@@ -39,6 +39,10 @@ pub(crate) struct Cursor {
     expected: Position,
     prev: Option<ChainHash>,
     verify_chain: bool,
+    /// Whether chain links are checked ahead, a chunk of frames at a time on several threads
+    /// (for scans; a cursor that reads a frame or two checks them as it goes).
+    look_ahead: bool,
+    ahead: LinksAhead,
 }
 
 impl Cursor {
@@ -76,7 +80,17 @@ impl Cursor {
             expected,
             prev,
             verify_chain,
+            look_ahead: false,
+            ahead: LinksAhead::default(),
         })
+    }
+
+    /// Has the cursor check chain links ahead of its reads, a chunk of frames at a time on
+    /// several threads ([`FrameScanner::links_ahead`]), when it verifies the chain: for scans
+    /// over many frames.
+    pub(crate) fn look_ahead(mut self) -> Cursor {
+        self.look_ahead = true;
+        self
     }
 
     /// The next frame of this segment, or `None` past the segment's last committed position.
@@ -100,7 +114,13 @@ impl Cursor {
         let id = self.segment.id;
         let offset = self.scanner.offset();
         let check_body = check_body || self.verify_chain;
-        let frame = match self.scanner.next_frame(check_body)? {
+        if let (true, true, Some(prev)) = (self.verify_chain, self.look_ahead, self.prev) {
+            self.ahead.refill(&mut self.scanner, prev)?;
+        }
+        // A frame checked ahead has its body checked there; should `held` not vouch for it
+        // below, its body is checked then.
+        let vouched = self.verify_chain && self.prev.is_some() && self.ahead.next_at(offset);
+        let frame = match self.scanner.next_frame(check_body && !vouched)? {
             Ok(frame) => frame,
             Err(Stop::End) => {
                 return Err(corruption(
@@ -130,10 +150,18 @@ impl Cursor {
         }
         if self.verify_chain {
             if let Some(prev) = &self.prev {
-                frame
-                    .header
-                    .check_link(prev, frame.body)
-                    .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+                if !self.ahead.held(frame.offset, *prev, frame.header.hash) {
+                    if vouched {
+                        frame
+                            .header
+                            .check_body(frame.body)
+                            .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+                    }
+                    frame
+                        .header
+                        .check_link(prev, frame.body)
+                        .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+                }
             }
         }
         self.prev = Some(frame.header.hash);
@@ -181,7 +209,7 @@ pub(crate) fn for_each_selected_frame(
     let mut prev = None;
     while next <= to {
         let opened_at = next;
-        let mut cursor = Cursor::open(log, next, prev, verify_chain)?;
+        let mut cursor = Cursor::open(log, next, prev, verify_chain)?.look_ahead();
         loop {
             let expected = cursor.expected();
             let in_range = expected >= next;

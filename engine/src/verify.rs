@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::journal::{index_entry, Journal};
 use crate::log::Head;
 use crate::recovery::SEGMENTS_DIR;
-use crate::scan::{FrameScanner, Stop};
+use crate::scan::{FrameScanner, LinksAhead, Stop};
 
 /// What `verify` checks beyond the log itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -238,8 +238,12 @@ impl Journal {
                 SEGMENT_HEADER_LEN as u64,
                 state.end_offset.min(file_len),
             );
+            let mut ahead = LinksAhead::default();
             loop {
                 let offset = scanner.offset();
+                if let Some(p) = prev {
+                    ahead.refill(&mut scanner, p)?;
+                }
                 let frame = match scanner.next()? {
                     Ok(frame) => frame,
                     Err(Stop::End) => break,
@@ -263,7 +267,8 @@ impl Journal {
                         format!("frame holds position {position}"),
                     );
                 }
-                if let Some(p) = &prev {
+                let held = prev.is_some_and(|p| ahead.held(frame.offset, p, frame.header.hash));
+                if let (Some(p), false) = (&prev, held) {
                     if let Err(e) = frame.header.check_link(p, frame.body) {
                         walk.problem(
                             "chain",
