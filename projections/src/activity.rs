@@ -290,21 +290,17 @@ fn touch(
     name: Option<String>,
     end: Option<&str>,
 ) {
-    // Most events are about a call already open: look it up before allocating its key.
-    if !calls.contains_key(id) {
-        calls.insert(
-            id.to_string(),
-            Call {
-                name: None,
-                status: "open".into(),
-                started: At::of(event),
-                ended: None,
-                output_ref: None,
-            },
-        );
-    }
-    let Some(call) = calls.get_mut(id) else {
-        return;
+    // Most events are about a call already open: one lookup finds it, and a key is allocated
+    // only for a new call.
+    let call = match calls.get_mut(id) {
+        Some(call) => call,
+        None => calls.entry(id.to_string()).or_insert(Call {
+            name: None,
+            status: "open".into(),
+            started: At::of(event),
+            ended: None,
+            output_ref: None,
+        }),
     };
     if call.name.is_none() {
         call.name = name;
