@@ -658,7 +658,9 @@ impl Journal {
     }
 
     /// Events `from..=to` (`to` defaults to the head), streamed in bounded memory, with
-    /// checksums checked. With `verify_chain`, chain links are checked too.
+    /// checksums checked. With `verify_chain`, chain links are checked too, those of the next
+    /// 1 MiB of frames in the range at a time, on as many threads as the machine has cores (up
+    /// to 8), before the events are handed out in order.
     #[must_use]
     pub fn read(&self, from: Position, to: Option<Position>, verify_chain: bool) -> EventIter {
         let head = self.head().position;
@@ -668,9 +670,9 @@ impl Journal {
 
     /// Calls `f` with each record `from..=to` (`to` defaults to the head) in position order,
     /// before its body is decoded, until `f` breaks. Checksums are checked always, chain links
-    /// with `verify_chain`, exactly as [`Journal::read`] does; the body borrows the reader's
-    /// buffer, so nothing is allocated per event. [`Record::decode`](crate::Record::decode)
-    /// gives the event when it is wanted.
+    /// with `verify_chain` (ahead, on several threads), exactly as [`Journal::read`] does; the
+    /// body borrows the reader's buffer, so nothing is allocated per event.
+    /// [`Record::decode`](crate::Record::decode) gives the event when it is wanted.
     ///
     /// # Errors
     /// [`Error::Corruption`] naming where a frame is damaged or out of place, an I/O error, or

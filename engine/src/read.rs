@@ -39,9 +39,9 @@ pub(crate) struct Cursor {
     expected: Position,
     prev: Option<ChainHash>,
     verify_chain: bool,
-    /// Whether chain links are checked ahead, a chunk of frames at a time on several threads
-    /// (for scans; a cursor that reads a frame or two checks them as it goes).
-    look_ahead: bool,
+    /// Up to which position chain links are checked ahead, a chunk of frames at a time on
+    /// several threads (`None`: each frame's link is checked as it is read).
+    look_ahead: Option<Position>,
     ahead: LinksAhead,
 }
 
@@ -80,16 +80,16 @@ impl Cursor {
             expected,
             prev,
             verify_chain,
-            look_ahead: false,
+            look_ahead: None,
             ahead: LinksAhead::default(),
         })
     }
 
-    /// Has the cursor check chain links ahead of its reads, a chunk of frames at a time on
-    /// several threads ([`FrameScanner::links_ahead`]), when it verifies the chain: for scans
-    /// over many frames.
-    pub(crate) fn look_ahead(mut self) -> Cursor {
-        self.look_ahead = true;
+    /// Has the cursor check chain links ahead of its reads, up to position `until`, a chunk of
+    /// frames at a time on several threads ([`FrameScanner::links_ahead`]), when it verifies
+    /// the chain.
+    pub(crate) fn look_ahead(mut self, until: Position) -> Cursor {
+        self.look_ahead = Some(until);
         self
     }
 
@@ -114,8 +114,8 @@ impl Cursor {
         let id = self.segment.id;
         let offset = self.scanner.offset();
         let check_body = check_body || self.verify_chain;
-        if let (true, true, Some(prev)) = (self.verify_chain, self.look_ahead, self.prev) {
-            self.ahead.refill(&mut self.scanner, prev)?;
+        if let (true, Some(until), Some(prev)) = (self.verify_chain, self.look_ahead, self.prev) {
+            self.ahead.refill(&mut self.scanner, prev, until)?;
         }
         // A frame checked ahead has its body checked there; should `held` not vouch for it
         // below, its body is checked then.
@@ -209,7 +209,7 @@ pub(crate) fn for_each_selected_frame(
     let mut prev = None;
     while next <= to {
         let opened_at = next;
-        let mut cursor = Cursor::open(log, next, prev, verify_chain)?.look_ahead();
+        let mut cursor = Cursor::open(log, next, prev, verify_chain)?.look_ahead(to);
         loop {
             let expected = cursor.expected();
             let in_range = expected >= next;
@@ -397,12 +397,10 @@ impl EventIter {
                 return Ok(None);
             }
             if self.cursor.is_none() {
-                self.cursor = Some(Cursor::open(
-                    &self.log,
-                    self.next,
-                    self.prev,
-                    self.verify_chain,
-                )?);
+                self.cursor = Some(
+                    Cursor::open(&self.log, self.next, self.prev, self.verify_chain)?
+                        .look_ahead(self.to),
+                );
                 self.opened_at = self.next;
             }
             let Some(cursor) = self.cursor.as_mut() else {

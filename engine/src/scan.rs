@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
 use journal_format::frame::is_zeroed;
-use journal_format::{ChainHash, FormatError, FrameHeader, SegmentId, FRAME_HEADER_LEN};
+use journal_format::{ChainHash, FormatError, FrameHeader, Position, SegmentId, FRAME_HEADER_LEN};
 
 use crate::error::{Error, Result};
 use crate::storage::StorageFile;
@@ -45,10 +45,15 @@ pub(crate) struct LinksAhead(VecDeque<LinkChecked>);
 
 impl LinksAhead {
     /// Checks the links of the next chunk of frames from `scanner`'s offset, the first
-    /// continuing `prev`, when none checked ahead are left.
-    pub(crate) fn refill(&mut self, scanner: &mut FrameScanner, prev: ChainHash) -> Result<()> {
+    /// continuing `prev` and none past position `until`, when none checked ahead are left.
+    pub(crate) fn refill(
+        &mut self,
+        scanner: &mut FrameScanner,
+        prev: ChainHash,
+        until: Position,
+    ) -> Result<()> {
         if self.0.is_empty() {
-            self.0 = scanner.links_ahead(prev)?.into();
+            self.0 = scanner.links_ahead(prev, until)?.into();
         }
         Ok(())
     }
@@ -154,13 +159,18 @@ impl FrameScanner {
     }
 
     /// Checks the body checksums and chain links of the whole frames in the next
-    /// [`LINKS_AHEAD_BYTES`] from the scanner's offset, the first continuing `prev`, on several
+    /// [`LINKS_AHEAD_BYTES`] from the scanner's offset (none past position `until`: a reader
+    /// of a few events hashes no more than those), the first continuing `prev`, on several
     /// threads (BLAKE3 of each frame is most of what a verified scan costs, and frames' links
     /// are independent once read: each frame stores its own). Returns the frames that hold, in
     /// order, up to the first that does not or whose header does not decode: the scan itself
     /// then meets that frame and names what is wrong with it. Reads ahead but does not move
     /// the scanner; the frames it returns stay buffered until the scanner has passed them.
-    pub(crate) fn links_ahead(&mut self, prev: ChainHash) -> Result<Vec<LinkChecked>> {
+    pub(crate) fn links_ahead(
+        &mut self,
+        prev: ChainHash,
+        until: Position,
+    ) -> Result<Vec<LinkChecked>> {
         let offset = self.offset;
         let len = LINKS_AHEAD_BYTES.min(self.end.saturating_sub(offset));
         if len == 0 {
@@ -175,6 +185,9 @@ impl FrameScanner {
             let Ok(header) = FrameHeader::decode(rest) else {
                 break;
             };
+            if header.meta.position > until {
+                break;
+            }
             let body_end = FRAME_HEADER_LEN.saturating_add(header.body_len() as usize);
             let Some(body) = rest.get(FRAME_HEADER_LEN..body_end) else {
                 break;
@@ -309,7 +322,7 @@ mod tests {
     use std::io;
 
     use journal_format::frame::encode_frame;
-    use journal_format::{FrameFlags, FrameMeta, Position};
+    use journal_format::{FrameFlags, FrameMeta};
 
     use super::*;
 
@@ -370,7 +383,7 @@ mod tests {
         let (bytes, links) = frames(2_000);
         let chunk = LINKS_AHEAD_BYTES / 672;
         let checked = scanner(bytes.clone())
-            .links_ahead(ChainHash::GENESIS)
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
             .unwrap();
         assert_eq!(checked.len() as u64, chunk, "the whole frames in one chunk");
         for (i, c) in checked.iter().enumerate() {
@@ -387,11 +400,21 @@ mod tests {
         let mut forged = bytes.clone();
         let at = usize::try_from(links[1_200].0).unwrap() + FRAME_HEADER_LEN + 7;
         forged[at] ^= 1;
-        let checked = scanner(forged).links_ahead(ChainHash::GENESIS).unwrap();
+        let checked = scanner(forged)
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
         assert_eq!(checked.len(), 1_200);
 
+        // None past the position asked for.
+        let checked = scanner(bytes.clone())
+            .links_ahead(ChainHash::GENESIS, Position(10))
+            .unwrap();
+        assert_eq!(checked.len(), 10);
+
         // The wrong link to continue: nothing holds.
-        let checked = scanner(bytes).links_ahead(links[5].1).unwrap();
+        let checked = scanner(bytes)
+            .links_ahead(links[5].1, Position(u64::MAX))
+            .unwrap();
         assert!(checked.is_empty());
     }
 
@@ -400,7 +423,9 @@ mod tests {
         let (bytes, links) = frames(300);
         let mut scanner = scanner(bytes);
         let mut ahead = LinksAhead::default();
-        ahead.refill(&mut scanner, ChainHash::GENESIS).unwrap();
+        ahead
+            .refill(&mut scanner, ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
         assert!(ahead.held(links[0].0, ChainHash::GENESIS, links[0].1));
         // Frame 3 read after frame 1 (frame 2 stepped over): found, frame 2 forgotten.
         assert!(ahead.held(links[2].0, links[1].1, links[2].1));

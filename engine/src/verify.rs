@@ -112,7 +112,8 @@ impl Walk {
 
 impl Journal {
     /// Checks everything the journal stores, up to the head at the time of the call. `progress`
-    /// is called with bytes checked and bytes in all.
+    /// is called with bytes checked and bytes in all. Chain links are checked a chunk of frames
+    /// at a time on as many threads as the machine has cores (up to 8).
     ///
     /// # Errors
     /// Only for failures to read at all (I/O); damage is reported in the [`VerifyReport`].
@@ -242,7 +243,7 @@ impl Journal {
             loop {
                 let offset = scanner.offset();
                 if let Some(p) = prev {
-                    ahead.refill(&mut scanner, p)?;
+                    ahead.refill(&mut scanner, p, Position(u64::MAX))?;
                 }
                 let frame = match scanner.next()? {
                     Ok(frame) => frame,

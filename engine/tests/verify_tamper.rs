@@ -335,6 +335,21 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     assert_eq!((last, position, offset), (1700, Some(1701), f[1700].0));
     assert!(detail.contains("body checksum"), "{detail}");
 
+    // A verified read of decoded events names the first forgery after the events before it.
+    let mut events = journal.read(Position(1), None, true);
+    let read: Vec<_> = events
+        .by_ref()
+        .take(700)
+        .map(|e| e.unwrap().position.0)
+        .collect();
+    assert_eq!(read, (1..=700).collect::<Vec<_>>());
+    match events.next() {
+        Some(Err(journal_engine::Error::Corruption { position, .. })) => {
+            assert_eq!(position, Some(Position(701)));
+        }
+        other => panic!("expected corruption at 701, got {other:?}"),
+    }
+
     // Unverified, the forgeries pass (their checksums hold): the records up to the flipped
     // byte are given.
     let mut count = 0;
