@@ -215,14 +215,27 @@ impl FrameScanner {
             std::thread::scope(|scope| {
                 let mut parts = frames.chunks(part);
                 let first = parts.next().unwrap_or_default();
-                let others: Vec<_> = parts.map(|p| scope.spawn(move || check(p))).collect();
+                // A part whose thread cannot be started (the system is out of threads) is
+                // checked here, after the first.
+                let others: Vec<_> = parts
+                    .map(|p| {
+                        std::thread::Builder::new()
+                            .name("journal-links".into())
+                            .spawn_scoped(scope, move || check(p))
+                            .map_err(|_| p)
+                    })
+                    .collect();
                 let mut held = check(first);
                 let mut joined = true;
                 for other in others {
                     // A hashing thread cannot panic short of a bug; its frames and those after
                     // them then count as unchecked, and the scan checks them itself.
-                    match other.join() {
-                        Ok(part) if joined => held.extend(part),
+                    let part = match other {
+                        Ok(thread) => thread.join().ok(),
+                        Err(p) => Some(check(p)),
+                    };
+                    match part {
+                        Some(part) if joined => held.extend(part),
                         _ => joined = false,
                     }
                 }
