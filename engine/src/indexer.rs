@@ -7,10 +7,11 @@
 //! waiting for the index. It sleeps instead of waiting on its channel because a commit that
 //! sends to a receiver blocked on the channel must wake it, a system call on the committing
 //! caller's path: single appends went from 0.76–0.80 × the bound to 0.83–0.90 × without it
-//! (`compare --cell 1x1`, alternating). An
-//! apply's cost is mostly per key and per transaction, not per event (see the index's blocks),
-//! so fewer, larger applies leave more of the CPU to the writer and the callers; when nobody
-//! reads the index it lags the log by at most [`GATHER_ENTRIES`], or about
+//! (`compare --cell 1x1`, alternating).
+//!
+//! An apply's cost is mostly per key and per transaction, not per event (see the index's
+//! blocks), so fewer, larger applies leave more of the CPU to the writer and the callers; when
+//! nobody reads the index it lags the log by at most [`GATHER_ENTRIES`], or about
 //! [`GATHER_IDLE_SLICES`] ms in which no commit came, and a reader that needs it waits at most
 //! a slice longer. Single appends are gathered too: applied one by one, each cost an index
 //! transaction and a renewal of the writer's read view, and single appends went at 0.57–0.66 ×

@@ -1,5 +1,7 @@
 //! Sequential frame scanning over one segment file, in bounded chunks. The scanner reports
 //! *what* it found where (a frame, zeroed space, damage); callers decide what that means.
+//! Readers that verify the chain have the bodies and links of the frames ahead of them
+//! checked a chunk at a time on several threads ([`LinksAhead`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -13,8 +15,9 @@ use crate::storage::StorageFile;
 /// How much the scanner reads at a time (frames larger than this are read whole).
 const SCAN_CHUNK_BYTES: u64 = 256 * 1024;
 
-/// How much a scan that checks chain links ahead reads at a time: enough frames (about 1,700
-/// of 600 bytes) that starting the threads that hash them costs little beside the hashing.
+/// How much a scan that checks chain links ahead reads at a time: enough frames (about 1,560
+/// with 600-byte bodies) that starting the threads that hash them costs little beside the
+/// hashing. (A frame larger than this is checked by the reader itself.)
 const LINKS_AHEAD_BYTES: u64 = 1024 * 1024;
 
 /// The fewest frames worth hashing on more than one thread.
