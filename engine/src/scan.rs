@@ -335,39 +335,14 @@ fn link_threads() -> usize {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
+    use std::path::Path;
 
     use journal_format::frame::encode_frame;
     use journal_format::{FrameFlags, FrameMeta};
 
     use super::*;
-
-    /// A segment's bytes in memory.
-    #[derive(Debug)]
-    struct Bytes(Vec<u8>);
-
-    impl StorageFile for Bytes {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            let start = usize::try_from(offset)
-                .unwrap_or(usize::MAX)
-                .min(self.0.len());
-            let n = buf.len().min(self.0.len() - start);
-            buf[..n].copy_from_slice(&self.0[start..start + n]);
-            Ok(n)
-        }
-        fn write_all_at(&self, _: &[u8], _: u64) -> io::Result<()> {
-            Err(io::Error::other("read only"))
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> io::Result<u64> {
-            Ok(self.0.len() as u64)
-        }
-        fn set_len(&self, _: u64) -> io::Result<()> {
-            Err(io::Error::other("read only"))
-        }
-    }
+    use crate::sim_disk::{Faults, SimDisk};
+    use crate::storage::{OpenMode, Storage};
 
     /// `n` frames of about 600 bytes from offset 0, and each frame's offset and link.
     fn frames(n: u64) -> (Vec<u8>, Vec<(u64, ChainHash)>) {
@@ -389,9 +364,13 @@ mod tests {
         (bytes, links)
     }
 
+    /// A scanner over `bytes`, held by a file on the simulated disk.
     fn scanner(bytes: Vec<u8>) -> FrameScanner {
-        let end = bytes.len() as u64;
-        FrameScanner::new(Arc::new(Bytes(bytes)), SegmentId(1), 0, end)
+        let file = SimDisk::new(0, Faults::default())
+            .open(Path::new("segment"), OpenMode::CreateNew)
+            .unwrap();
+        file.write_all_at(&bytes, 0).unwrap();
+        FrameScanner::new(file, SegmentId(1), 0, bytes.len() as u64)
     }
 
     #[test]
