@@ -270,12 +270,7 @@ impl Record<'_> {
     /// [`Error::Corruption`] naming the segment, offset and position when the body, whose
     /// checksum matched, is not a valid envelope.
     pub fn decode(&self) -> Result<StoredEvent> {
-        let envelope = Envelope::from_msgpack(self.body).map_err(|e| Error::Corruption {
-            segment: self.segment,
-            offset: self.offset,
-            position: Some(self.position),
-            detail: e.to_string(),
-        })?;
+        let envelope = Envelope::from_msgpack(self.body).map_err(|e| self.corruption(&e))?;
         Ok(StoredEvent {
             position: self.position,
             recorded_at_ns: self.recorded_at_ns,
@@ -283,6 +278,32 @@ impl Record<'_> {
             hash: self.hash,
             envelope,
         })
+    }
+
+    /// [`Record::decode`] into `event`, which it replaces entirely, reusing the buffers of its
+    /// envelope's strings ([`Envelope::decode_msgpack`]): for a caller that handles one event at
+    /// a time. On an error, `event` holds no meaningful event.
+    ///
+    /// # Errors
+    /// As [`Record::decode`].
+    pub fn decode_into(&self, event: &mut StoredEvent) -> Result<()> {
+        event.position = self.position;
+        event.recorded_at_ns = self.recorded_at_ns;
+        event.stream_version = self.stream_version;
+        event.hash = self.hash;
+        event
+            .envelope
+            .decode_msgpack(self.body)
+            .map_err(|e| self.corruption(&e))
+    }
+
+    fn corruption(&self, error: &journal_format::EnvelopeError) -> Error {
+        Error::Corruption {
+            segment: self.segment,
+            offset: self.offset,
+            position: Some(self.position),
+            detail: error.to_string(),
+        }
     }
 }
 

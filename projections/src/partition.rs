@@ -7,7 +7,8 @@
 //! sessions do), that is all of them. Split by stream, a pass holds the states of its partition
 //! only, writes each of them once, and decodes each event once for all the projections it
 //! feeds. The first pass reads every event's stream from its body without decoding it
-//! ([`EventIds`]) and notes its partition; the later passes step over the frames of other
+//! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
+//! they are, checked when the event is decoded in its own pass) and notes its partition; the later passes step over the frames of other
 //! partitions without reading their bodies ([`Journal::scan_where`]).
 //!
 //! **Invariants:**
@@ -82,13 +83,13 @@ pub trait Build {
 /// The partition of a stream key among `partitions` (FNV-1a: stable across runs and builds).
 #[must_use]
 pub fn partition_of(stream_key: &str, partitions: u64) -> u64 {
-    partition_of_parts(&[stream_key], partitions)
+    partition_of_parts(&[stream_key.as_bytes()], partitions)
 }
 
 /// [`partition_of`] the concatenation of `parts`, without building it.
-fn partition_of_parts(parts: &[&str], partitions: u64) -> u64 {
+fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.iter().flat_map(|p| p.bytes()) {
+    for &byte in parts.iter().copied().flatten() {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -146,6 +147,14 @@ pub fn build(
         // The first pass reads each event's stream from its body and notes its partition (one
         // byte per event, when there are at most 256); the others look it up, and step over
         // the frames of other partitions without reading their bodies.
+        // One event at a time, its strings' buffers reused for the next.
+        let mut event = StoredEvent {
+            position: Position(0),
+            recorded_at_ns: 0,
+            stream_version: 0,
+            hash: ChainHash::default(),
+            envelope: journal_format::Envelope::default(),
+        };
         let noted = std::mem::take(&mut memo);
         let mut noting_now = Vec::new();
         let noted_at = |position: Position| {
@@ -160,10 +169,9 @@ pub fn build(
                 if record.position.0 == head {
                     head_hash = Some(record.hash);
                 }
-                let ids = event_ids(&record)?;
                 if noted_at(record.position).is_none() {
-                    let (kind, id) = ids.stream_key_parts();
-                    let of = partition_of_parts(&[kind, id], partitions);
+                    let (kind, id) = stream_key_bytes(&record)?;
+                    let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
                     if noting {
                         noting_now.push(u8::try_from(of).unwrap_or(u8::MAX));
                     }
@@ -171,8 +179,9 @@ pub fn build(
                         return Ok(ControlFlow::Continue(()));
                     }
                 }
-                let key = ids.stream_key();
-                let event = record.decode()?;
+                record.decode_into(&mut event)?;
+                // The decoded event's key hashes as its body's did: the same bytes, checked now.
+                let key = event.envelope.stream_key();
                 for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
                     if *faulted {
                         continue;
@@ -222,8 +231,11 @@ pub fn build(
     Ok(true)
 }
 
-fn event_ids<'a>(record: &journal_engine::Record<'a>) -> journal_engine::Result<EventIds<'a>> {
-    EventIds::from_msgpack(record.body).map_err(|e| journal_engine::Error::Corruption {
+/// The stream key of a record's body, its id as raw bytes ([`EventIds::stream_key_bytes`]).
+fn stream_key_bytes<'a>(
+    record: &journal_engine::Record<'a>,
+) -> journal_engine::Result<(&'static str, &'a [u8])> {
+    EventIds::stream_key_bytes(record.body).map_err(|e| journal_engine::Error::Corruption {
         segment: record.segment,
         offset: record.offset,
         position: Some(record.position),
@@ -247,7 +259,7 @@ mod tests {
         assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
         assert_eq!(
             partition_of("session:s-1", 7),
-            partition_of_parts(&["session:", "s-1"], 7)
+            partition_of_parts(&[b"session:", b"s-1"], 7)
         );
         assert_eq!(partition_of("anything", 1), 0);
         assert_eq!(partition_of("anything", 0), 0);

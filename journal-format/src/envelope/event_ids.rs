@@ -1,9 +1,10 @@
 //! [`EventIds`]: the ids an event is found by (its own, and those naming its stream, task and
 //! run), read from a stored body without decoding the rest of it: the ids are borrowed from the
-//! body, and every other value is stepped over by its length, with no allocation and no UTF-8
-//! check. A rebuild that splits the log by stream reads every event's stream this way and
+//! body, the other leading fields are stepped over by their lengths, and reading stops at the
+//! first field after them, with no allocation and no UTF-8 check but the ids'. A rebuild that splits the log by stream reads every event's stream this way and
 //! decodes in full only the events it applies; the index is rebuilt from them alone.
 
+use super::msgpack::{decode_error, Reader};
 use crate::error::EnvelopeError;
 
 /// The ids an event is found by, borrowed from its stored body.
@@ -24,45 +25,49 @@ pub struct EventIds<'a> {
 impl<'a> EventIds<'a> {
     /// Reads the ids from a stored MessagePack body (`docs/FORMAT.md`).
     ///
-    /// This checks only the body's outline and the five ids: a body it accepts may still fail
+    /// It reads the leading fields only (`type` to `runId`, which a stored body holds before any
+    /// other, `docs/FORMAT.md`) and stops at the first other field, so its cost does not grow
+    /// with the payload. It checks only what it reads: a body it accepts may still fail
     /// [`Envelope::from_msgpack`](crate::Envelope::from_msgpack), which checks everything.
     ///
     /// # Errors
     /// [`EnvelopeError::Decode`] when the body is not a MessagePack map with string keys, is cut
-    /// short, gives one of the five ids twice, or gives one that is not a string.
+    /// short in its leading fields, gives one of the five ids twice, or gives one that is not a
+    /// string.
     pub fn from_msgpack(body: &'a [u8]) -> Result<EventIds<'a>, EnvelopeError> {
-        let mut reader = Reader { bytes: body, at: 0 };
-        let entries = reader
-            .map_len()?
-            .ok_or_else(|| decode_error("the body is not a map", 0))?;
-        let mut ids = EventIds::default();
-        for _ in 0..entries {
-            let key_at = reader.at;
-            let key = reader
-                .str()?
-                .ok_or_else(|| decode_error("a key is not a string", key_at))?;
-            let slot = match key {
-                b"eventId" => &mut ids.event_id,
-                b"runId" => &mut ids.run_id,
-                b"sessionId" => &mut ids.session_id,
-                b"taskId" => &mut ids.task_id,
-                b"runtimeId" => &mut ids.runtime_id,
-                _ => {
-                    reader.skip_value()?;
-                    continue;
-                }
-            };
-            let value_at = reader.at;
-            let value = reader
-                .str()?
-                .ok_or_else(|| decode_error("an id is not a string", value_at))?;
-            let value = std::str::from_utf8(value)
-                .map_err(|_| decode_error("an id is not UTF-8", value_at))?;
-            if slot.replace(value).is_some() {
-                return Err(decode_error("an id is given twice", key_at));
-            }
-        }
-        Ok(ids)
+        let raw = RawIds::from_msgpack(body)?;
+        let text = |id: Option<(&'a [u8], usize)>| {
+            id.map(|(bytes, at)| {
+                std::str::from_utf8(bytes).map_err(|_| decode_error("an id is not UTF-8", at))
+            })
+            .transpose()
+        };
+        Ok(EventIds {
+            event_id: text(raw.event_id)?,
+            run_id: text(raw.run_id)?,
+            session_id: text(raw.session_id)?,
+            task_id: text(raw.task_id)?,
+            runtime_id: text(raw.runtime_id)?,
+        })
+    }
+
+    /// The stream key of a stored body in its two parts, as [`EventIds::stream_key_parts`]
+    /// gives them, the id as the bytes the body holds, not checked to be UTF-8: for a caller
+    /// that only hashes it (the rebuild's partitions), and decodes in full the events it keeps.
+    ///
+    /// # Errors
+    /// As [`EventIds::from_msgpack`], but for UTF-8.
+    pub fn stream_key_bytes(body: &'a [u8]) -> Result<(&'static str, &'a [u8]), EnvelopeError> {
+        let raw = RawIds::from_msgpack(body)?;
+        Ok(if let Some((id, _)) = raw.session_id {
+            ("session:", id)
+        } else if let Some((id, _)) = raw.task_id {
+            ("task:", id)
+        } else if let Some((id, _)) = raw.runtime_id {
+            ("runtime:", id)
+        } else {
+            ("none:", &[])
+        })
     }
 
     /// The stream key, as [`Envelope::stream_key`](crate::Envelope::stream_key) gives it for the
@@ -94,129 +99,52 @@ impl<'a> EventIds<'a> {
     }
 }
 
-fn decode_error(what: &str, at: usize) -> EnvelopeError {
-    EnvelopeError::Decode(format!("{what} (body byte {at})"))
+/// The five ids as the body holds them, each with the body byte where its value starts.
+#[derive(Default)]
+struct RawIds<'a> {
+    event_id: Option<(&'a [u8], usize)>,
+    run_id: Option<(&'a [u8], usize)>,
+    session_id: Option<(&'a [u8], usize)>,
+    task_id: Option<(&'a [u8], usize)>,
+    runtime_id: Option<(&'a [u8], usize)>,
 }
 
-/// A cursor over MessagePack bytes that reads lengths and steps over values.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], EnvelopeError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| decode_error("the body is cut short", self.at))?;
-        let taken = self.bytes.get(self.at..end).unwrap_or_default();
-        self.at = end;
-        Ok(taken)
-    }
-
-    fn byte(&mut self) -> Result<u8, EnvelopeError> {
-        Ok(self.take(1)?.first().copied().unwrap_or_default())
-    }
-
-    /// A big-endian unsigned length of `n` bytes (1, 2 or 4).
-    fn len(&mut self, n: usize) -> Result<usize, EnvelopeError> {
-        let bytes = self.take(n)?;
-        let value = bytes.iter().fold(0u64, |v, &b| (v << 8) | u64::from(b));
-        usize::try_from(value).map_err(|_| decode_error("a length does not fit", self.at))
-    }
-
-    fn peek(&self) -> Result<u8, EnvelopeError> {
-        self.bytes
-            .get(self.at)
-            .copied()
-            .ok_or_else(|| decode_error("the body is cut short", self.at))
-    }
-
-    /// The entry count of a map at the cursor, or `None` (cursor unmoved) when it is not one.
-    fn map_len(&mut self) -> Result<Option<usize>, EnvelopeError> {
-        let len = match self.peek()? {
-            m @ 0x80..=0x8f => {
-                self.at += 1;
-                usize::from(m & 0x0f)
-            }
-            0xde => {
-                self.at += 1;
-                self.len(2)?
-            }
-            0xdf => {
-                self.at += 1;
-                self.len(4)?
-            }
-            _ => return Ok(None),
-        };
-        Ok(Some(len))
-    }
-
-    /// The bytes of a string at the cursor, or `None` (cursor unmoved) when it is not one. Like
-    /// the envelope's decoder (serde reads a string from MessagePack `bin` too), `bin` counts.
-    fn str(&mut self) -> Result<Option<&'a [u8]>, EnvelopeError> {
-        let len = match self.peek()? {
-            m @ 0xa0..=0xbf => {
-                self.at += 1;
-                usize::from(m & 0x1f)
-            }
-            0xd9 | 0xc4 => {
-                self.at += 1;
-                self.len(1)?
-            }
-            0xda | 0xc5 => {
-                self.at += 1;
-                self.len(2)?
-            }
-            0xdb | 0xc6 => {
-                self.at += 1;
-                self.len(4)?
-            }
-            _ => return Ok(None),
-        };
-        self.take(len).map(Some)
-    }
-
-    /// Steps over one value, nested arrays and maps included. Every value takes at least one
-    /// byte, so a claimed count larger than the body fails when the bytes run out.
-    fn skip_value(&mut self) -> Result<(), EnvelopeError> {
-        let mut pending: usize = 1;
-        while pending > 0 {
-            pending -= 1;
-            let at = self.at;
-            let marker = self.byte()?;
-            let (data, values) = match marker {
-                0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
-                0x80..=0x8f => (0, 2 * usize::from(marker & 0x0f)),
-                0x90..=0x9f => (0, usize::from(marker & 0x0f)),
-                0xa0..=0xbf => (usize::from(marker & 0x1f), 0),
-                0xc4 | 0xd9 => (self.len(1)?, 0),
-                0xc5 | 0xda => (self.len(2)?, 0),
-                0xc6 | 0xdb => (self.len(4)?, 0),
-                0xc7 => (self.len(1)? + 1, 0),
-                0xc8 => (self.len(2)? + 1, 0),
-                0xc9 => (self.len(4)?.saturating_add(1), 0),
-                0xca | 0xce | 0xd2 => (4, 0),
-                0xcb | 0xcf | 0xd3 => (8, 0),
-                0xcc | 0xd0 => (1, 0),
-                0xcd | 0xd1 => (2, 0),
-                0xd4 => (2, 0),
-                0xd5 => (3, 0),
-                0xd6 => (5, 0),
-                0xd7 => (9, 0),
-                0xd8 => (17, 0),
-                0xdc => (0, self.len(2)?),
-                0xdd => (0, self.len(4)?),
-                0xde => (0, self.len(2)?.saturating_mul(2)),
-                0xdf => (0, self.len(4)?.saturating_mul(2)),
-                0xc1 => return Err(decode_error("the marker 0xc1 is never used", at)),
+impl<'a> RawIds<'a> {
+    /// Reads the leading fields (see [`EventIds::from_msgpack`]).
+    fn from_msgpack(body: &'a [u8]) -> Result<RawIds<'a>, EnvelopeError> {
+        let mut reader = Reader::new(body);
+        let entries = reader
+            .map_len()?
+            .ok_or_else(|| decode_error("the body is not a map", 0))?;
+        let mut ids = RawIds::default();
+        for _ in 0..entries {
+            let key_at = reader.at;
+            let key = reader
+                .str()?
+                .ok_or_else(|| decode_error("a key is not a string", key_at))?;
+            let slot = match key {
+                b"eventId" => &mut ids.event_id,
+                b"runId" => &mut ids.run_id,
+                b"sessionId" => &mut ids.session_id,
+                b"taskId" => &mut ids.task_id,
+                b"runtimeId" => &mut ids.runtime_id,
+                b"type" | b"timestamp" | b"schemaVersion" | b"threadId" | b"turnId" => {
+                    reader.skip_value()?;
+                    continue;
+                }
+                // The leading fields, the five ids among them, come before any other
+                // (`docs/FORMAT.md`; the full decoder refuses a body where they do not).
+                _ => break,
             };
-            self.take(data)?;
-            pending = pending.saturating_add(values);
+            let value_at = reader.at;
+            let value = reader
+                .str()?
+                .ok_or_else(|| decode_error("an id is not a string", value_at))?;
+            if slot.replace((value, value_at)).is_some() {
+                return Err(decode_error("an id is given twice", key_at));
+            }
         }
-        Ok(())
+        Ok(ids)
     }
 }
 
@@ -255,16 +183,22 @@ mod tests {
             assert_eq!(ids.task_id, decoded.task_id.as_deref(), "{json}");
             let (kind, id) = ids.stream_key_parts();
             assert_eq!(format!("{kind}{id}"), decoded.stream_key(), "{json}");
+            assert_eq!(
+                EventIds::stream_key_bytes(&bytes).unwrap(),
+                (kind, id.as_bytes()),
+                "{json}"
+            );
         }
     }
 
     #[test]
     fn steps_over_every_kind_of_value() {
-        // A payload holding every MessagePack kind the JSON form and the journal write, and
-        // some they do not (bin, ext, float32): each is stepped over by its length.
+        // Leading fields holding every MessagePack kind the JSON form and the journal write,
+        // and some they do not (bin, ext, float32): each is stepped over by its length. (The
+        // full decoder refuses such a body; this reader only steps over it.)
         let mut body = vec![0x84];
-        body.push(0xa1);
-        body.push(b'x');
+        body.push(0xa4);
+        body.extend_from_slice(b"type");
         body.extend_from_slice(&[
             0xdc, 0, 18, 0x00, 0xff, 0xc0, 0xc2, 0xc3, 0xcc, 1, 0xcd, 0, 1,
         ]);
@@ -273,8 +207,8 @@ mod tests {
         body.extend_from_slice(&[0xd3, 0, 0, 0, 0, 0, 0, 0, 1, 0xca, 0, 0, 0, 0]);
         body.extend_from_slice(&[0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0xc4, 2, 9, 9]);
         body.extend_from_slice(&[0xd4, 1, 2, 0xc7, 1, 5, 7]);
-        body.push(0xa1);
-        body.push(b'y');
+        body.push(0xa8);
+        body.extend_from_slice(b"threadId");
         body.extend_from_slice(&[
             0xde, 0, 1, 0xd9, 1, b'k', 0xdc, 0, 2, 0x81, 0xa0, 0x90, 0xa0,
         ]);
@@ -310,7 +244,9 @@ mod tests {
         }
         let e = EventIds::from_msgpack(&twice).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");
-        let huge = [0x81, 0xa1, b'p', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x00];
+        let huge = [
+            0x81, 0xa4, b't', b'y', b'p', b'e', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x00,
+        ];
         assert!(EventIds::from_msgpack(&huge).is_err());
     }
 
@@ -323,5 +259,50 @@ mod tests {
         bad.extend_from_slice(b"sessionId");
         bad.push(5);
         assert!(EventIds::from_msgpack(&bad).is_err());
+    }
+
+    #[test]
+    fn stops_at_the_first_field_after_the_leading_ones() {
+        // {"type": "t", "payload": <cut short>}: the payload is never read.
+        let mut body = vec![0x83, 0xa4];
+        body.extend_from_slice(b"type");
+        body.extend_from_slice(&[0xa1, b't', 0xa7]);
+        body.extend_from_slice(b"payload");
+        body.extend_from_slice(&[0xdd, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(EventIds::from_msgpack(&body).unwrap(), EventIds::default());
+        // An id after another field is not read, and the full decoder refuses the body.
+        let mut late = vec![0x84, 0xa4];
+        late.extend_from_slice(b"type");
+        late.extend_from_slice(&[0xa1, b't', 0xa9]);
+        late.extend_from_slice(b"timestamp");
+        late.extend_from_slice(&[0xb4]);
+        late.extend_from_slice(b"2026-05-11T10:00:00Z");
+        late.extend_from_slice(&[0xa6]);
+        late.extend_from_slice(b"status");
+        late.extend_from_slice(&[0xa2, b'o', b'k', 0xa9]);
+        late.extend_from_slice(b"sessionId");
+        late.extend_from_slice(&[0xa2, b's', b'1']);
+        assert_eq!(EventIds::from_msgpack(&late).unwrap().session_id, None);
+        let error = Envelope::from_msgpack(&late).unwrap_err().to_string();
+        assert!(
+            error.contains("field `sessionId` is stored after `status`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_leading_fields_are_the_first_declared() {
+        let names: Vec<&str> = ["type", "eventId", "timestamp"]
+            .into_iter()
+            .chain(super::super::codec::OPTIONAL_FIELDS.iter().copied())
+            .collect();
+        let leading = names
+            .iter()
+            .take_while(|n| super::super::body::is_leading(n.as_bytes()))
+            .count();
+        assert_eq!(names.get(leading - 1), Some(&"runId"));
+        assert!(names[leading..]
+            .iter()
+            .all(|n| !super::super::body::is_leading(n.as_bytes())));
     }
 }

@@ -1,0 +1,535 @@
+//! Reads an [`Envelope`] straight from its stored MessagePack body (`docs/FORMAT.md`), through
+//! the cursor of `envelope/msgpack.rs`.
+//!
+//! Every event a reader, a rebuild, a replay or the index asks for in full is decoded here. The
+//! serde path (`rmp_serde` driving the visitor of `envelope/codec.rs`) spent most of its time in
+//! its own machinery: markers read through a generic reader, each key and value handed through a
+//! visitor, each JSON value built through serde's. This reads each field by its type.
+//!
+//! It reads what the serde path read, to the same envelope (a property test holds them to it, and
+//! the serde path stays the reference for the JSON form), and refuses what it refused:
+//! - `type` and `timestamp` are required, `eventId` defaults to empty;
+//! - an optional field that is present must hold a value of its type: an explicit `nil` is an
+//!   error, except for `payload`, whose type is any JSON value;
+//! - a key given twice is refused, whether it names a field or not.
+//!
+//! It is stricter in three ways, over bytes the journal never writes: bytes after the envelope's
+//! map are refused (the serde path ignored them), and so is a `nil` where an object field's map
+//! belongs (the serde path read it as an empty map), and so is a body whose leading fields
+//! (`type` to `runId`, see [`is_leading`]) do not all come before the others (the serde path
+//! matched keys in any order).
+
+use super::msgpack::{decode_error, Reader};
+use super::{Envelope, Object, Provenance};
+use crate::error::EnvelopeError;
+use serde_json::Value;
+
+/// Decodes a stored body. Does not [`Envelope::validate`] it.
+#[cfg(test)]
+pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
+    let mut envelope = Envelope::default();
+    decode_into(body, &mut envelope)?;
+    Ok(envelope)
+}
+
+/// Decodes a stored body into `envelope`, which it replaces entirely, reusing the buffers of
+/// its strings for the same fields of the new event (a reader of many events saves an
+/// allocation and a free per field). Does not [`Envelope::validate`] it. On an error,
+/// `envelope` holds no meaningful event.
+pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), EnvelopeError> {
+    let mut spare = std::mem::take(envelope);
+    let mut reader = Reader::new(body);
+    let entries = reader
+        .map_len()?
+        .ok_or_else(|| decode_error("the body is not a map", 0))?;
+    let mut event_type: Option<String> = None;
+    let mut event_id: Option<String> = None;
+    let mut timestamp: Option<String> = None;
+
+    macro_rules! read_fields {
+        ($($field:ident = $name:literal),* $(,)?) => {
+            let mut past_leading: Option<&[u8]> = None;
+            for _ in 0..entries {
+                let key_at = reader.at;
+                // Known keys are matched as bytes: equal to an ASCII name, they are UTF-8.
+                let key = reader.key()?;
+                match (is_leading(key), past_leading) {
+                    (true, Some(before)) => {
+                        return Err(decode_error(
+                            &format!(
+                                "field `{}` is stored after `{}`: the fields `type` to `runId` \
+                                 come first (docs/FORMAT.md)",
+                                String::from_utf8_lossy(key),
+                                String::from_utf8_lossy(before),
+                            ),
+                            key_at,
+                        ));
+                    }
+                    (false, None) => past_leading = Some(key),
+                    _ => {}
+                }
+                match key {
+                    b"type" => set(
+                        &mut event_type,
+                        Some(std::mem::take(&mut spare.event_type)),
+                        &mut reader,
+                        "field `type`",
+                        key_at,
+                    )?,
+                    b"eventId" => set(
+                        &mut event_id,
+                        Some(std::mem::take(&mut spare.event_id)),
+                        &mut reader,
+                        "field `eventId`",
+                        key_at,
+                    )?,
+                    b"timestamp" => set(
+                        &mut timestamp,
+                        Some(std::mem::take(&mut spare.timestamp)),
+                        &mut reader,
+                        "field `timestamp`",
+                        key_at,
+                    )?,
+                    $(keys::$field => set(
+                        &mut envelope.$field,
+                        spare.$field.take(),
+                        &mut reader,
+                        concat!("field `", $name, "`"),
+                        key_at,
+                    )?,)*
+                    _ => {
+                        let key = std::str::from_utf8(key)
+                            .map_err(|_| decode_error("a key is not valid UTF-8", key_at))?;
+                        let value = reader.value(1)?;
+                        if envelope.extra.insert(key.to_owned(), value).is_some() {
+                            return Err(decode_error(&format!("duplicate field `{key}`"), key_at));
+                        }
+                    }
+                }
+            }
+        };
+    }
+    optional_fields!(read_fields);
+
+    if reader.remaining() > 0 {
+        return Err(decode_error(
+            &format!("{} bytes follow the envelope", reader.remaining()),
+            reader.at,
+        ));
+    }
+    envelope.event_type = event_type.ok_or_else(|| missing("type"))?;
+    envelope.timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
+    envelope.event_id = event_id.unwrap_or_default();
+    Ok(())
+}
+
+/// Whether `key` is one of the leading fields, which a stored body holds before any other:
+/// `type`, `eventId`, `timestamp`, and the optional fields declared before `attemptId`. The
+/// encoder writes them first (its order is the declaration order); [`super::EventIds`] relies
+/// on it to stop reading at the first other field, so a body that breaks it is refused here.
+pub(super) fn is_leading(key: &[u8]) -> bool {
+    matches!(
+        key,
+        b"type"
+            | b"eventId"
+            | b"timestamp"
+            | b"schemaVersion"
+            | b"runtimeId"
+            | b"sessionId"
+            | b"threadId"
+            | b"turnId"
+            | b"taskId"
+            | b"runId"
+    )
+}
+
+/// The stored name of each optional field as bytes, named by the field: the patterns the
+/// decoder matches keys with.
+mod keys {
+    macro_rules! key_bytes {
+        ($($field:ident = $name:literal),* $(,)?) => {
+            $(
+                #[allow(non_upper_case_globals)]
+                pub(super) const $field: &[u8] = $name.as_bytes();
+            )*
+        };
+    }
+    optional_fields!(key_bytes);
+}
+
+fn missing(name: &str) -> EnvelopeError {
+    EnvelopeError::Decode(format!("missing field `{name}`"))
+}
+
+/// Reads the value of `what` (`field `name``) into its empty slot, reusing `spare`'s buffer
+/// where the type has one; a second value is an error.
+fn set<T: Field>(
+    slot: &mut Option<T>,
+    spare: Option<T>,
+    reader: &mut Reader<'_>,
+    what: &'static str,
+    key_at: usize,
+) -> Result<(), EnvelopeError> {
+    if slot.is_some() {
+        return Err(decode_error(&format!("duplicate {what}"), key_at));
+    }
+    *slot = Some(T::read(reader, what, spare)?);
+    Ok(())
+}
+
+/// The type of an envelope field, as the stored body holds it.
+trait Field: Sized {
+    /// Reads a value of the field `what` names; `spare` is the field's value in the event
+    /// decoded before, whose allocation the new value may take over.
+    fn read(
+        reader: &mut Reader<'_>,
+        what: &str,
+        spare: Option<Self>,
+    ) -> Result<Self, EnvelopeError>;
+}
+
+impl Field for String {
+    fn read(
+        reader: &mut Reader<'_>,
+        what: &str,
+        spare: Option<Self>,
+    ) -> Result<Self, EnvelopeError> {
+        let text = reader.text(what)?;
+        let mut value = spare.unwrap_or_default();
+        value.clear();
+        value.push_str(text);
+        Ok(value)
+    }
+}
+
+impl Field for u64 {
+    fn read(reader: &mut Reader<'_>, what: &str, _: Option<Self>) -> Result<Self, EnvelopeError> {
+        reader.unsigned(what)
+    }
+}
+
+impl Field for Provenance {
+    fn read(reader: &mut Reader<'_>, what: &str, _: Option<Self>) -> Result<Self, EnvelopeError> {
+        let at = reader.at;
+        match reader.text(what)? {
+            "observed" => Ok(Provenance::Observed),
+            "projected" => Ok(Provenance::Projected),
+            "inferred" => Ok(Provenance::Inferred),
+            other => Err(decode_error(
+                &format!("{what} is `{other}`, not one of `observed`, `projected`, `inferred`"),
+                at,
+            )),
+        }
+    }
+}
+
+impl Field for Value {
+    fn read(reader: &mut Reader<'_>, _: &str, _: Option<Self>) -> Result<Self, EnvelopeError> {
+        reader.value(1)
+    }
+}
+
+impl Field for Object {
+    fn read(reader: &mut Reader<'_>, what: &str, _: Option<Self>) -> Result<Self, EnvelopeError> {
+        Ok(Box::new(reader.object(1, what)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    use super::super::codec::OPTIONAL_FIELDS;
+    use crate::Envelope;
+
+    /// The serde path this decoder replaced: the reference it must agree with.
+    fn by_serde(body: &[u8]) -> Result<Envelope, String> {
+        rmp_serde::from_slice::<Envelope>(body).map_err(|e| e.to_string())
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,40}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..20).prop_map(Value::from),
+                prop::collection::vec((".{0,8}", inner), 0..20)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The JSON value a field of this name holds (the rule of `codec.rs`'s rich envelope).
+    fn arb_field(name: &'static str) -> BoxedStrategy<Value> {
+        match name {
+            "sequence" => any::<u64>().prop_map(Value::from).boxed(),
+            "provenance" => prop::sample::select(vec!["observed", "projected", "inferred"])
+                .prop_map(Value::from)
+                .boxed(),
+            "payload" => arb_json().boxed(),
+            n if n.ends_with("Id")
+                || n.ends_with("Ref")
+                || n.ends_with("Key")
+                || n.ends_with("Ns")
+                || [
+                    "schemaVersion",
+                    "status",
+                    "phase",
+                    "nativeStatus",
+                    "statusReason",
+                    "nativeType",
+                ]
+                .contains(&n) =>
+            {
+                ".{1,300}".prop_map(Value::from).boxed()
+            }
+            _ => prop::collection::vec(("[a-zA-Z]{0,10}", arb_json()), 0..6)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect::<Map<_, _>>()))
+                .boxed(),
+        }
+    }
+
+    fn arb_envelope() -> impl Strategy<Value = Envelope> {
+        let fields: Vec<_> = OPTIONAL_FIELDS
+            .iter()
+            .map(|&name| {
+                proptest::option::weighted(0.3, arb_field(name)).prop_map(move |v| (name, v))
+            })
+            .collect();
+        let extra = prop::collection::vec(("x[a-zA-Z]{0,10}", arb_json()), 0..4);
+        (fields, extra, ".{1,20}", ".{0,20}").prop_map(|(fields, extra, kind, id)| {
+            let mut object =
+                json!({"type": kind, "eventId": id, "timestamp": "2026-05-11T10:00:00Z"});
+            for (name, value) in fields {
+                if let Some(value) = value {
+                    object[name] = value;
+                }
+            }
+            for (name, value) in extra {
+                object[name] = value;
+            }
+            serde_json::from_value(object).expect("a generated envelope")
+        })
+    }
+
+    /// What each decoder makes of `body` agrees: the same envelope, or both refuse it; the
+    /// differences allowed are the two strictnesses of the module's doc.
+    fn agree(body: &[u8]) -> Result<(), TestCaseError> {
+        match (super::decode(body), by_serde(body)) {
+            (Ok(ours), Ok(theirs)) => prop_assert_eq!(ours, theirs),
+            (Err(ours), Ok(_)) => prop_assert!(
+                ["follow the envelope", "is not a map", "come first"]
+                    .iter()
+                    .any(|allowed| ours.to_string().contains(allowed)),
+                "refused what serde read: {}",
+                ours
+            ),
+            (Ok(ours), Err(theirs)) => {
+                prop_assert!(false, "read what serde refused ({}): {:?}", theirs, ours);
+            }
+            (Err(_), Err(_)) => {}
+        }
+        Ok(())
+    }
+
+    /// A body of `type`, `timestamp` and the given raw entries (a key, then its value's bytes).
+    fn body_with(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut body = vec![0x80 | u8::try_from(2 + entries.len()).expect("fixmap")];
+        for (key, value) in [
+            ("type", &[0xa1, b't'][..]),
+            ("timestamp", &[0xa1, b'z'][..]),
+        ]
+        .into_iter()
+        .chain(entries.iter().copied())
+        {
+            body.push(0xa0 | u8::try_from(key.len()).expect("fixstr"));
+            body.extend_from_slice(key.as_bytes());
+            body.extend_from_slice(value);
+        }
+        body
+    }
+
+    #[test]
+    fn reads_the_corners_of_messagepack_as_serde_did() {
+        let nested = |levels: usize| {
+            let mut value = vec![0x91; levels];
+            value.push(0xc0);
+            value
+        };
+        let read: &[(&str, &[u8], Result<Value, &str>)] = &[
+            // A later entry for a key replaces the earlier one, in its place.
+            (
+                "payload",
+                &[0x83, 0xa1, b'a', 1, 0xa1, b'b', 2, 0xa1, b'a', 3],
+                Ok(json!({"a": 3, "b": 2})),
+            ),
+            ("payload", &[0xca, 0x3f, 0xc0, 0, 0], Ok(json!(1.5))),
+            (
+                "payload",
+                &[0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0],
+                Ok(Value::Null),
+            ),
+            ("payload", &[0xd0, 0x80], Ok(json!(-128))),
+            ("payload", &[0xd3, 0, 0, 0, 0, 0, 0, 0, 5], Ok(json!(5))),
+            ("payload", &[0xe0], Ok(json!(-32))),
+            (
+                "payload",
+                &[0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                Ok(json!(u64::MAX)),
+            ),
+            ("payload", &[0xc0], Ok(Value::Null)),
+            (
+                "payload",
+                &[0xdc, 0, 2, 0xc3, 0xc2],
+                Ok(json!([true, false])),
+            ),
+            ("payload", &[0xc4, 1, b'x'], Err("binary data")),
+            ("payload", &[0xd4, 1, 2], Err("extension")),
+            ("payload", &[0x81, 1, 2], Err("a key is not a string")),
+            ("payload", &[0xc1], Err("0xc1")),
+            ("payload", &[0xa2, 0xff, 0xfe], Err("not valid UTF-8")),
+        ];
+        for (key, value, expected) in read {
+            let body = body_with(&[(key, value)]);
+            let decoded = super::decode(&body);
+            match expected {
+                Ok(expected) => {
+                    assert_eq!(decoded.expect("decode").payload.as_ref(), Some(expected));
+                }
+                Err(part) => {
+                    let error = decoded.expect_err("refused").to_string();
+                    assert!(error.contains(part), "{error}");
+                }
+            }
+            agree(&body).expect("agrees with serde");
+        }
+
+        let fields: &[(&str, &[u8], Result<(), &str>)] = &[
+            ("sessionId", &[0xc4, 2, b's', b'1'], Ok(())),
+            (
+                "sessionId",
+                &[0xc0],
+                Err("field `sessionId` is not a string"),
+            ),
+            ("sessionId", &[7], Err("field `sessionId` is not a string")),
+            (
+                "sequence",
+                &[0xd0, 0xff],
+                Err("field `sequence` is negative"),
+            ),
+            ("sequence", &[0xd0, 0x05], Ok(())),
+            ("sequence", &[0xa1, b'5'], Err("not an unsigned integer")),
+            (
+                "provenance",
+                &[0xa4, b's', b'a', b'i', b'd'],
+                Err("`said`, not one of"),
+            ),
+            ("task", &[0xa1, b'x'], Err("field `task` is not a map")),
+            ("task", &[0xc0], Err("field `task` is not a map")), // serde: `{}`
+            ("xCustom", &[0xc0], Ok(())),
+        ];
+        for (key, value, expected) in fields {
+            let body = body_with(&[(key, value)]);
+            match (super::decode(&body), expected) {
+                (Ok(_), Ok(())) => {}
+                (Err(error), Err(part)) => {
+                    assert!(error.to_string().contains(part), "{key}: {error}");
+                }
+                (decoded, _) => panic!("{key}: {decoded:?}"),
+            }
+            agree(&body).expect("agrees with serde");
+        }
+
+        // Nesting: the envelope's map is the first level, as the serde path counted.
+        for levels in [
+            super::super::msgpack::MAX_DEPTH - 1,
+            super::super::msgpack::MAX_DEPTH,
+        ] {
+            let body = body_with(&[("payload", &nested(levels))]);
+            assert_eq!(
+                super::decode(&body).is_ok(),
+                levels < super::super::msgpack::MAX_DEPTH
+            );
+            agree(&body).expect("agrees with serde");
+        }
+
+        // Bytes after the map: serde stopped reading at its end; this refuses them.
+        let mut trailing = body_with(&[]);
+        trailing.push(0xc0);
+        let error = super::decode(&trailing).expect_err("trailing").to_string();
+        assert!(
+            error.contains("1 bytes follow the envelope (body byte 20)"),
+            "{error}"
+        );
+        assert!(by_serde(&trailing).is_ok());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn reads_every_envelope_as_serde_did(envelope in arb_envelope()) {
+            let body = envelope.to_msgpack().expect("encode");
+            prop_assert_eq!(super::decode(&body).expect("decode"), envelope);
+            agree(&body)?;
+        }
+
+        #[test]
+        fn decoding_into_a_used_envelope_gives_what_a_fresh_one_would(
+            envelopes in prop::collection::vec(arb_envelope(), 1..6),
+            damaged in any::<prop::sample::Index>(),
+        ) {
+            let mut reused = Envelope::default();
+            for (i, envelope) in envelopes.iter().enumerate() {
+                let body = envelope.to_msgpack().expect("encode");
+                if i == damaged.index(envelopes.len()) {
+                    // A failed decode leaves nothing that leaks into the next one.
+                    prop_assert!(super::decode_into(&body[..body.len() / 2], &mut reused).is_err());
+                }
+                super::decode_into(&body, &mut reused).expect("decode");
+                prop_assert_eq!(&reused, envelope);
+            }
+        }
+
+        #[test]
+        fn agrees_with_serde_on_damaged_bodies(
+            envelope in arb_envelope(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..4),
+        ) {
+            let mut body = envelope.to_msgpack().expect("encode");
+            for (at, byte, how) in edits {
+                let at = at.index(body.len());
+                match how {
+                    0 => body[at] = byte,
+                    1 => body.insert(at, byte),
+                    _ => { body.remove(at); }
+                }
+                if body.is_empty() {
+                    break;
+                }
+            }
+            agree(&body)?;
+        }
+
+        #[test]
+        fn agrees_with_serde_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let mut body = vec![0x83, 0xa4];
+            body.extend_from_slice(b"type");
+            body.push(0xa1);
+            body.push(b't');
+            body.push(0xa9);
+            body.extend_from_slice(b"timestamp");
+            body.push(0xa1);
+            body.push(b'z');
+            body.extend_from_slice(&bytes);
+            agree(&body)?;
+        }
+    }
+}
