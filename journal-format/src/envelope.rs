@@ -427,8 +427,10 @@ impl Envelope {
     /// # Errors
     /// [`EnvelopeError::Decode`] when the bytes are not a valid stored envelope.
     pub fn from_msgpack(bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
-        let mut envelope = Envelope::default();
-        envelope.decode_msgpack(bytes)?;
+        let envelope = body::decode(bytes)?;
+        envelope
+            .validate()
+            .map_err(|e| EnvelopeError::Decode(e.to_string()))?;
         Ok(envelope)
     }
 

@@ -25,10 +25,9 @@ use crate::error::EnvelopeError;
 use serde_json::Value;
 
 /// Decodes a stored body. Does not [`Envelope::validate`] it.
-#[cfg(test)]
 pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
     let mut envelope = Envelope::default();
-    decode_into(body, &mut envelope)?;
+    decode_fields(body, &mut envelope, None)?;
     Ok(envelope)
 }
 
@@ -38,6 +37,16 @@ pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
 /// `envelope` holds no meaningful event.
 pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), EnvelopeError> {
     let mut spare = std::mem::take(envelope);
+    decode_fields(body, envelope, Some(&mut spare))
+}
+
+/// Decodes a stored body into `envelope`, which is empty (the default); `spare`, when given,
+/// lends the strings of its fields to the same fields.
+fn decode_fields(
+    body: &[u8],
+    envelope: &mut Envelope,
+    mut spare: Option<&mut Envelope>,
+) -> Result<(), EnvelopeError> {
     let mut reader = Reader::new(body);
     let entries = reader
         .map_len()?
@@ -71,28 +80,28 @@ pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), En
                 match key {
                     b"type" => set(
                         &mut event_type,
-                        Some(std::mem::take(&mut spare.event_type)),
+                        spare.as_mut().map(|s| std::mem::take(&mut s.event_type)),
                         &mut reader,
                         "field `type`",
                         key_at,
                     )?,
                     b"eventId" => set(
                         &mut event_id,
-                        Some(std::mem::take(&mut spare.event_id)),
+                        spare.as_mut().map(|s| std::mem::take(&mut s.event_id)),
                         &mut reader,
                         "field `eventId`",
                         key_at,
                     )?,
                     b"timestamp" => set(
                         &mut timestamp,
-                        Some(std::mem::take(&mut spare.timestamp)),
+                        spare.as_mut().map(|s| std::mem::take(&mut s.timestamp)),
                         &mut reader,
                         "field `timestamp`",
                         key_at,
                     )?,
                     $(keys::$field => set(
                         &mut envelope.$field,
-                        spare.$field.take(),
+                        spare.as_mut().and_then(|s| s.$field.take()),
                         &mut reader,
                         concat!("field `", $name, "`"),
                         key_at,
@@ -163,6 +172,7 @@ fn missing(name: &str) -> EnvelopeError {
 
 /// Reads the value of `what` (`field `name``) into its empty slot, reusing `spare`'s buffer
 /// where the type has one; a second value is an error.
+#[inline]
 fn set<T: Field>(
     slot: &mut Option<T>,
     spare: Option<T>,
@@ -189,16 +199,21 @@ trait Field: Sized {
 }
 
 impl Field for String {
+    #[inline]
     fn read(
         reader: &mut Reader<'_>,
         what: &str,
         spare: Option<Self>,
     ) -> Result<Self, EnvelopeError> {
         let text = reader.text(what)?;
-        let mut value = spare.unwrap_or_default();
-        value.clear();
-        value.push_str(text);
-        Ok(value)
+        Ok(match spare {
+            Some(mut value) => {
+                value.clear();
+                value.push_str(text);
+                value
+            }
+            None => text.to_owned(),
+        })
     }
 }
 
