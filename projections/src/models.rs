@@ -27,6 +27,12 @@ fn stream_of(event: &StoredEvent) -> Option<String> {
     (key != "none:").then_some(key)
 }
 
+/// Whether [`stream_of`] the event is `key`, without building it.
+fn is_stream(event: &StoredEvent, key: &str) -> bool {
+    let (kind, id) = event.envelope.ids().stream_key_parts();
+    kind != "none:" && key.strip_prefix(kind) == Some(id)
+}
+
 fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, &str)> {
     let e = &event.envelope;
     [
@@ -56,6 +62,10 @@ impl Projection for StateProjection {
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
         stream_of(event)
+    }
+
+    fn has_key(&self, event: &StoredEvent, key: &str) -> bool {
+        is_stream(event, key)
     }
 
     fn keyed_by_stream(&self) -> bool {
@@ -99,6 +109,10 @@ impl Projection for ActivityProjection {
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
         stream_of(event)
+    }
+
+    fn has_key(&self, event: &StoredEvent, key: &str) -> bool {
+        is_stream(event, key)
     }
 
     fn keyed_by_stream(&self) -> bool {

@@ -155,6 +155,7 @@ pub fn build(
             hash: ChainHash::default(),
             envelope: journal_format::Envelope::default(),
         };
+        let mut key = String::new();
         let noted = std::mem::take(&mut memo);
         let mut noting_now = Vec::new();
         let noted_at = |position: Position| {
@@ -181,7 +182,10 @@ pub fn build(
                 }
                 record.decode_into(&mut event)?;
                 // The decoded event's key hashes as its body's did: the same bytes, checked now.
-                let key = event.envelope.stream_key();
+                let (kind, id) = event.envelope.ids().stream_key_parts();
+                key.clear();
+                key.push_str(kind);
+                key.push_str(id);
                 for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
                     if *faulted {
                         continue;

@@ -36,6 +36,12 @@ pub trait Projection: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`Projection::key`] of `event` is `key`. A build by partition asks it of every
+    /// event it applies; a projection can answer without building the key.
+    fn has_key(&self, event: &StoredEvent, key: &str) -> bool {
+        self.key(event).as_deref() == Some(key)
+    }
+
     /// Secondary names for the key (for example `("task", "t1")` for the stream that holds task
     /// `t1`), so that a reader can find a state by another id.
     fn aliases<'e>(&self, _event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {

@@ -550,10 +550,10 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
                 message: "a partitioned build applied an event before it began".into(),
             });
         };
-        let Some(key) = self.projection.key(event) else {
-            return Ok(None);
-        };
-        if key != stream_key {
+        if !self.projection.has_key(event, stream_key) {
+            let Some(key) = self.projection.key(event) else {
+                return Ok(None);
+            };
             return Err(WorkerError::Codec {
                 projection: name,
                 key,
@@ -565,11 +565,23 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         }
         let position = event.position.0;
         for (kind, id) in self.projection.aliases(event) {
-            build.aliases.note(kind, id, position, &key);
+            build.aliases.note(kind, id, position, stream_key);
         }
         // Every key of a partition is first touched in its pass, and the generation held
-        // nothing when the build began: a state missing from the cache is new.
-        let state = self.cache.entry(key).or_default();
+        // nothing when the build began: a state missing from the cache is new. The key is
+        // copied only then.
+        if !self.cache.contains_key(stream_key) {
+            self.cache
+                .insert(stream_key.to_owned(), P::State::default());
+        }
+        let state = self
+            .cache
+            .get_mut(stream_key)
+            .ok_or_else(|| WorkerError::Codec {
+                projection: name,
+                key: stream_key.to_owned(),
+                message: "the state just cached is missing".into(),
+            })?;
         Ok(self
             .projection
             .apply(state, event)
