@@ -8,8 +8,10 @@
 //! only, writes each of them once, and decodes each event once for all the projections it
 //! feeds. The first pass reads every event's stream from its body without decoding it
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
-//! they are, checked when the event is decoded in its own pass) and notes its partition; the later passes step over the frames of other
-//! partitions without reading their bodies ([`Journal::scan_where`]).
+//! they are, checked when the event is decoded in its own pass) and notes its partition; the
+//! later passes step over the frames of other partitions without reading their bodies
+//! ([`Journal::scan_where`]). Events are decoded one at a time into the same
+//! [`StoredEvent`], whose strings' buffers serve the next ([`journal_engine::Record::decode_into`]).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
@@ -144,9 +146,6 @@ pub fn build(
         }
         let mut faulted = vec![false; active.len()];
         let mut failed: Option<WorkerError> = None;
-        // The first pass reads each event's stream from its body and notes its partition (one
-        // byte per event, when there are at most 256); the others look it up, and step over
-        // the frames of other partitions without reading their bodies.
         // One event at a time, its strings' buffers reused for the next.
         let mut event = StoredEvent {
             position: Position(0),
@@ -156,6 +155,9 @@ pub fn build(
             envelope: journal_format::Envelope::default(),
         };
         let mut key = String::new();
+        // The first pass reads each event's stream from its body and notes its partition (one
+        // byte per event, when there are at most 256); the others look it up, and step over
+        // the frames of other partitions without reading their bodies.
         let noted = std::mem::take(&mut memo);
         let mut noting_now = Vec::new();
         let noted_at = |position: Position| {

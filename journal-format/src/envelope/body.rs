@@ -1,10 +1,13 @@
 //! Reads an [`Envelope`] straight from its stored MessagePack body (`docs/FORMAT.md`), through
 //! the cursor of `envelope/msgpack.rs`.
 //!
-//! Every event a reader, a rebuild, a replay or the index asks for in full is decoded here. The
-//! serde path (`rmp_serde` driving the visitor of `envelope/codec.rs`) spent most of its time in
-//! its own machinery: markers read through a generic reader, each key and value handed through a
-//! visitor, each JSON value built through serde's. This reads each field by its type.
+//! Every event a reader, a rebuild, a replay or the index asks for in full is decoded here. It
+//! replaces the serde path (`rmp_serde` driving the visitor of `envelope/codec.rs`) not for the
+//! walk itself, which costs about the same (the cost is in the strings and maps it builds: see
+//! `docs/PERFORMANCE.md`), but for what serde cannot do: decode into an envelope already held,
+//! its strings' buffers reused for the next event ([`decode_into`]); match known keys as bytes
+//! without checking them as UTF-8 first; hold bodies to the leading-fields rule the id reader
+//! relies on; and name the body byte and the field of every error.
 //!
 //! It reads what the serde path read, to the same envelope (a property test holds them to it, and
 //! the serde path stays the reference for the JSON form), and refuses what it refused:

@@ -1,8 +1,9 @@
 //! [`EventIds`]: the ids an event is found by (its own, and those naming its stream, task and
 //! run), read from a stored body without decoding the rest of it: the ids are borrowed from the
 //! body, the other leading fields are stepped over by their lengths, and reading stops at the
-//! first field after them, with no allocation and no UTF-8 check but the ids'. A rebuild that splits the log by stream reads every event's stream this way and
-//! decodes in full only the events it applies; the index is rebuilt from them alone.
+//! first field after them, with no allocation and no UTF-8 check but the ids'. A rebuild that
+//! splits the log by stream reads every event's stream this way and decodes in full only the
+//! events it applies; the index is rebuilt from them alone.
 
 use super::msgpack::{decode_error, Reader};
 use crate::error::EnvelopeError;

@@ -16,6 +16,9 @@ use crate::error::EnvelopeError;
 /// limit of the `rmp_serde` decoder this replaced, so that every body it read is read here too.
 pub(super) const MAX_DEPTH: usize = 1023;
 
+/// The most entries an array or a map reserves room for before they are read.
+const RESERVE_MAX: usize = 256;
+
 /// A decode error at body byte `at`.
 pub(super) fn decode_error(what: &str, at: usize) -> EnvelopeError {
     EnvelopeError::Decode(format!("{what} (body byte {at})"))
@@ -224,8 +227,9 @@ impl<'a> Reader<'a> {
                 };
                 let depth = nested(depth, at)?;
                 // Every value takes at least a byte: a count larger than what is left fails
-                // when the bytes run out, without reserving for it first.
-                let mut items = Vec::with_capacity(len.min(self.remaining()));
+                // when the bytes run out. What is reserved ahead is bounded, so that a claimed
+                // count cannot make a small body reserve much (nested, each level would).
+                let mut items = Vec::with_capacity(len.min(self.remaining()).min(RESERVE_MAX));
                 for _ in 0..len {
                     items.push(self.value(depth)?);
                 }
@@ -256,7 +260,7 @@ impl<'a> Reader<'a> {
             .map_len()?
             .ok_or_else(|| decode_error(&format!("{what} is not a map"), at))?;
         let depth = nested(depth, at)?;
-        let mut map = Map::with_capacity(len.min(self.remaining() / 2));
+        let mut map = Map::with_capacity(len.min(self.remaining() / 2).min(RESERVE_MAX));
         for _ in 0..len {
             let key_at = self.at;
             let key = std::str::from_utf8(self.key()?)
