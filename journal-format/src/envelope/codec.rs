@@ -258,20 +258,7 @@ mod tests {
                 "sequence" => serde_json::json!(42),
                 "provenance" => serde_json::json!("observed"),
                 "payload" => serde_json::Value::Null,
-                n if n.ends_with("Id")
-                    || n.ends_with("Ref")
-                    || n.ends_with("Key")
-                    || n.ends_with("Ns")
-                    || [
-                        "schemaVersion",
-                        "status",
-                        "phase",
-                        "nativeStatus",
-                        "statusReason",
-                        "nativeType",
-                    ]
-                    .contains(&n) =>
-                {
+                n if super::super::fields::holds_text(n) => {
                     serde_json::json!(format!("{n}-{i}"))
                 }
                 n => serde_json::json!({"z": i, "a": [n, {"k": null}], "m": 1.5}),

@@ -5,6 +5,7 @@
 //! splits the log by stream reads every event's stream this way and decodes in full only the
 //! events it applies; the index is rebuilt from them alone.
 
+use super::body::is_leading;
 use super::msgpack::{decode_error, Reader};
 use crate::error::EnvelopeError;
 
@@ -129,12 +130,12 @@ impl<'a> RawIds<'a> {
                 b"sessionId" => &mut ids.session_id,
                 b"taskId" => &mut ids.task_id,
                 b"runtimeId" => &mut ids.runtime_id,
-                b"type" | b"timestamp" | b"schemaVersion" | b"threadId" | b"turnId" => {
+                // The leading fields, the five ids among them, come before any other
+                // (`docs/FORMAT.md`; the full decoder refuses a body where they do not).
+                other if is_leading(other) => {
                     reader.skip_value()?;
                     continue;
                 }
-                // The leading fields, the five ids among them, come before any other
-                // (`docs/FORMAT.md`; the full decoder refuses a body where they do not).
                 _ => break,
             };
             let value_at = reader.at;

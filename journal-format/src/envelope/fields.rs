@@ -82,3 +82,22 @@ macro_rules! optional_fields {
         }
     };
 }
+
+/// Whether the optional field stored as `name` holds a string (the others hold a number, an
+/// enum, any JSON value, or an object): the rule the tests that build every field use.
+#[cfg(test)]
+pub(crate) fn holds_text(name: &str) -> bool {
+    name.ends_with("Id")
+        || name.ends_with("Ref")
+        || name.ends_with("Key")
+        || name.ends_with("Ns")
+        || [
+            "schemaVersion",
+            "status",
+            "phase",
+            "nativeStatus",
+            "statusReason",
+            "nativeType",
+        ]
+        .contains(&name)
+}

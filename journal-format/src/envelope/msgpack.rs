@@ -98,6 +98,27 @@ impl<'a> Reader<'a> {
         Ok(Some(len))
     }
 
+    /// The element count of an array at the cursor, or `None` (cursor unmoved) when it is not
+    /// one.
+    fn array_len(&mut self) -> Result<Option<usize>, EnvelopeError> {
+        let len = match self.peek()? {
+            m @ 0x90..=0x9f => {
+                self.at += 1;
+                usize::from(m & 0x0f)
+            }
+            0xdc => {
+                self.at += 1;
+                self.len(2)?
+            }
+            0xdd => {
+                self.at += 1;
+                self.len(4)?
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(len))
+    }
+
     /// The bytes of a string at the cursor, or `None` (cursor unmoved) when it is not one. Like
     /// serde's `String` read from MessagePack, `bin` counts.
     pub(super) fn str(&mut self) -> Result<Option<&'a [u8]>, EnvelopeError> {
@@ -211,20 +232,9 @@ impl<'a> Reader<'a> {
             }
             0xa0..=0xbf | 0xd9..=0xdb => Ok(Value::String(self.text("a string")?.to_owned())),
             0x90..=0x9f | 0xdc | 0xdd => {
-                let len = match marker {
-                    0xdc => {
-                        self.at += 1;
-                        self.len(2)?
-                    }
-                    0xdd => {
-                        self.at += 1;
-                        self.len(4)?
-                    }
-                    _ => {
-                        self.at += 1;
-                        usize::from(marker & 0x0f)
-                    }
-                };
+                let len = self
+                    .array_len()?
+                    .ok_or_else(|| decode_error("a value is not an array", at))?;
                 let depth = nested(depth, at)?;
                 // Every value takes at least a byte: a count larger than what is left fails
                 // when the bytes run out. What is reserved ahead is bounded, so that a claimed
