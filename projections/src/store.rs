@@ -4,8 +4,14 @@
 //!
 //! Tables: `meta` (projection name → [`Meta`] as JSON), and per projection and version a table
 //! of states (`model:<name>:v<version>`, key → MessagePack) and one of aliases
-//! (`alias:<name>:v<version>`, `kind\0id` → key). Two versions of a projection exist side by
-//! side only during a rebuild: readers read the serving one until the new one has caught up.
+//! (`alias:<name>:v<version>`, `kind\0id` → (position, key): the key of the stream whose event
+//! at that position, the newest to name the alias, gave it). Two versions of a projection exist
+//! side by side only during a rebuild: readers read the serving one until the new one has
+//! caught up.
+//!
+//! Stores written before aliases carried their position (`kind\0id` → key, with a side table
+//! `alias:<name>:v<version>:positions` during a build by partition) are brought to this layout
+//! when opened ([`Store::open`]).
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +23,10 @@ use journal_format::ChainHash;
 use crate::projection::Fault;
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// An alias table's value: the position of the newest event that named the alias, and the key
+/// of its stream.
+type AliasValue = (u64, &'static str);
 
 /// redb's page cache: states are read once per catch-up and cached decoded by the worker, so
 /// a large page cache buys little and would dominate memory.
@@ -90,8 +100,8 @@ pub struct Meta {
 pub struct Batch {
     /// The keys whose states changed, in order.
     pub keys: Vec<String>,
-    /// `(kind, id, key)`.
-    pub aliases: Vec<(&'static str, String, String)>,
+    /// `(kind, id, key, position)`: the position of the newest event that named the alias.
+    pub aliases: Vec<(&'static str, String, String, u64)>,
 }
 
 /// Encodes the state of a key for [`Store::commit`]: `None` when the key has no state to write.
@@ -105,10 +115,8 @@ fn alias_table(name: &str, version: u32) -> String {
     format!("alias:{name}:v{version}")
 }
 
-/// During a build by partition ([`crate::partition`]): the position of the event each alias
-/// was taken from, so that a later pass keeps the newest. Dropped when the build finishes.
-fn alias_position_table(name: &str, version: u32) -> String {
-    format!("alias:{name}:v{version}:positions")
+fn alias_definition(table_name: &str) -> TableDefinition<'_, &'static str, AliasValue> {
+    TableDefinition::new(table_name)
 }
 
 fn alias_key(kind: &str, id: &str) -> String {
@@ -141,7 +149,67 @@ impl Store {
                 context: "opening".into(),
                 message: e.to_string(),
             })?;
-        Ok(Store { db, path })
+        let store = Store { db, path };
+        store.upgrade_aliases()?;
+        Ok(store)
+    }
+
+    /// Brings the alias tables of a store written before aliases carried their position
+    /// (`kind\0id` → key) to the present layout, in one transaction: each alias gets position
+    /// 0, which only a build by partition reads, and a build always starts from empty tables.
+    /// The side tables of positions such a build kept are dropped: a build at position 0 is
+    /// cleared and started again anyway.
+    fn upgrade_aliases(&self) -> Result<(), StoreError> {
+        let err = self.err("bringing alias tables to the layout with positions");
+        let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        let names: Vec<String> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .map(|t| t.name().to_owned())
+            .filter(|name| name.starts_with("alias:"))
+            .collect();
+        let mut changed = false;
+        for name in names {
+            if name.ends_with(":positions") {
+                let old: TableDefinition<&str, u64> = TableDefinition::new(&name);
+                txn.delete_table(old).map_err(|e| err(e.into()))?;
+                changed = true;
+                continue;
+            }
+            match txn.open_table(alias_definition(&name)) {
+                Ok(_) => continue,
+                Err(redb::TableError::TableTypeMismatch { .. }) => {}
+                Err(e) => return Err(err(e.into())),
+            }
+            let old: TableDefinition<&str, &str> = TableDefinition::new(&name);
+            let entries: Vec<(String, String)> = {
+                let table = txn.open_table(old).map_err(|e| err(e.into()))?;
+                let entries = table
+                    .iter()
+                    .map_err(|e| err(e.into()))?
+                    .map(|entry| {
+                        let (alias, key) = entry.map_err(|e| err(e.into()))?;
+                        Ok((alias.value().to_owned(), key.value().to_owned()))
+                    })
+                    .collect::<Result<_, StoreError>>()?;
+                entries
+            };
+            txn.delete_table(old).map_err(|e| err(e.into()))?;
+            let mut table = txn
+                .open_table(alias_definition(&name))
+                .map_err(|e| err(e.into()))?;
+            for (alias, key) in &entries {
+                table
+                    .insert(alias.as_str(), (0, key.as_str()))
+                    .map_err(|e| err(e.into()))?;
+            }
+            changed = true;
+        }
+        if changed {
+            txn.commit().map_err(|e| err(e.into()))
+        } else {
+            txn.abort().map_err(|e| err(e.into()))
+        }
     }
 
     fn err(&self, context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
@@ -209,8 +277,7 @@ impl Store {
         let table_name = alias_table(name, version);
         let err = self.err(&format!("looking up {kind} {id} in {table_name}"));
         let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let definition: TableDefinition<&str, &str> = TableDefinition::new(&table_name);
-        let table = match txn.open_table(definition) {
+        let table = match txn.open_table(alias_definition(&table_name)) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(err(e.into())),
@@ -218,7 +285,7 @@ impl Store {
         Ok(table
             .get(alias_key(kind, id).as_str())
             .map_err(|e| err(e.into()))?
-            .map(|v| v.value().to_string()))
+            .map(|v| v.value().1.to_string()))
     }
 
     /// Every `(key, encoded state)` of generation `version` of `name`, in key order.
@@ -246,7 +313,7 @@ impl Store {
     /// them) and the partition's aliases, each with the position of the event it was taken
     /// from, keeping for each alias the one from the newest event across partitions; the
     /// checkpoint is set to `meta`. Not durable: a crash before the build's last commit starts
-    /// the build again. [`Store::finish_partitions`] drops the positions.
+    /// the build again.
     ///
     /// # Errors
     /// [`StoreError`]; nothing of the partition is written then.
@@ -266,46 +333,32 @@ impl Store {
         {
             self.write_states(&txn, name, version, keys, encode)?;
             let alias_name = alias_table(name, version);
-            let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
-            let mut alias = txn.open_table(definition).map_err(|e| err(e.into()))?;
-            let position_name = alias_position_table(name, version);
-            let definition: TableDefinition<&str, u64> = TableDefinition::new(&position_name);
-            let mut positions = txn.open_table(definition).map_err(|e| err(e.into()))?;
+            let mut table = txn
+                .open_table(alias_definition(&alias_name))
+                .map_err(|e| err(e.into()))?;
             for (kind, id, key, position) in aliases {
                 let alias_key = alias_key(kind, id);
                 // Most aliases are new or come from the same partition's stream: insert first
-                // (one tree walk, not a lookup and then an insert), and put a newer position
-                // back in the rare case another partition's event gave the alias later.
-                let stored = positions
-                    .insert(alias_key.as_str(), *position)
+                // (one tree walk, not a lookup and then an insert), and put the stored alias
+                // back in the rare case another partition's event gave it later.
+                let newer = match table
+                    .insert(alias_key.as_str(), (*position, key.as_str()))
                     .map_err(|e| err(e.into()))?
-                    .map(|stored| stored.value());
-                match stored {
-                    Some(stored) if stored > *position => {
-                        positions
-                            .insert(alias_key.as_str(), stored)
-                            .map_err(|e| err(e.into()))?;
+                {
+                    Some(stored) => {
+                        let (at, key) = stored.value();
+                        (at > *position).then(|| (at, key.to_owned()))
                     }
-                    _ => {
-                        alias
-                            .insert(alias_key.as_str(), key.as_str())
-                            .map_err(|e| err(e.into()))?;
-                    }
+                    None => None,
+                };
+                if let Some((stored, key)) = newer {
+                    table
+                        .insert(alias_key.as_str(), (stored, key.as_str()))
+                        .map_err(|e| err(e.into()))?;
                 }
             }
             self.write_meta(&txn, name, meta)?;
         }
-        txn.commit().map_err(|e| err(e.into()))
-    }
-
-    /// Drops the alias positions a build by partition kept (see [`Store::commit_partition`]).
-    ///
-    /// # Errors
-    /// [`StoreError`].
-    pub fn finish_partitions(&self, name: &str, version: u32) -> Result<(), StoreError> {
-        let err = self.err(&format!("finishing the build of {name} v{version}"));
-        let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        self.drop_tables(&txn, &[alias_position_table(name, version)])?;
         txn.commit().map_err(|e| err(e.into()))
     }
 
@@ -323,19 +376,18 @@ impl Store {
         let table_name = alias_table(name, version);
         let err = self.err(&format!("scanning {table_name}"));
         let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let definition: TableDefinition<&str, &str> = TableDefinition::new(&table_name);
-        let table = match txn.open_table(definition) {
+        let table = match txn.open_table(alias_definition(&table_name)) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
             Err(e) => return Err(err(e.into())),
         };
         for entry in table.iter().map_err(|e| err(e.into()))? {
-            let (alias, key) = entry.map_err(|e| err(e.into()))?;
+            let (alias, value) = entry.map_err(|e| err(e.into()))?;
             let (kind, id) = alias
                 .value()
                 .split_once('\0')
                 .unwrap_or(("", alias.value()));
-            f(kind, id, key.value())?;
+            f(kind, id, value.value().1)?;
         }
         Ok(())
     }
@@ -368,11 +420,12 @@ impl Store {
         {
             written = self.write_states(&txn, name, version, &batch.keys, encode)?;
             let alias_name = alias_table(name, version);
-            let definition: TableDefinition<&str, &str> = TableDefinition::new(&alias_name);
-            let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
-            for (kind, id, key) in &batch.aliases {
+            let mut table = txn
+                .open_table(alias_definition(&alias_name))
+                .map_err(|e| err(e.into()))?;
+            for (kind, id, key, position) in &batch.aliases {
                 table
-                    .insert(alias_key(kind, id).as_str(), key.as_str())
+                    .insert(alias_key(kind, id).as_str(), (*position, key.as_str()))
                     .map_err(|e| err(e.into()))?;
             }
             self.write_meta(&txn, name, meta)?;
@@ -390,7 +443,6 @@ impl Store {
             .map_err(|e| err(e.into()))?
             .filter(|t| {
                 prefixes.iter().any(|p| {
-                    // `alias:<name>:v<version>:positions` belongs to its version too.
                     t.name()
                         .strip_prefix(p.as_str())
                         .and_then(|v| v.split(':').next())
@@ -426,11 +478,7 @@ impl Store {
         }
         self.drop_tables(
             &txn,
-            &[
-                model_table(name, version),
-                alias_table(name, version),
-                alias_position_table(name, version),
-            ],
+            &[model_table(name, version), alias_table(name, version)],
         )?;
         txn.commit().map_err(|e| err(e.into()))
     }
@@ -528,5 +576,103 @@ impl Store {
             txn.delete_table(table).map_err(|e| err(e.into()))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(store: &Store, aliases: &[(&'static str, &str, &str, u64)]) {
+        let aliases: Vec<_> = aliases
+            .iter()
+            .map(|&(kind, id, key, at)| (kind, id.to_owned(), key.to_owned(), at))
+            .collect();
+        store
+            .commit_partition("p", 1, &[], &|_| Ok(None), &aliases, &Meta::default())
+            .expect("commit a partition");
+    }
+
+    fn aliases(store: &Store) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        store
+            .for_each_alias("p", 1, &mut |kind, id, key| {
+                out.push((kind.to_owned(), id.to_owned(), key.to_owned()));
+                Ok(())
+            })
+            .expect("scan aliases");
+        out
+    }
+
+    #[test]
+    fn a_build_by_partition_keeps_each_alias_from_its_newest_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("s.redb")).expect("open");
+        // The first pass gives t1 from stream a at 9 and t2 from a at 3; the second gives t1
+        // from b at 5 (older: a stays) and t2 from b at 7 (newer: b wins).
+        partition(&store, &[("task", "t1", "a", 9), ("task", "t2", "a", 3)]);
+        partition(&store, &[("task", "t1", "b", 5), ("task", "t2", "b", 7)]);
+        let lookup = |id| store.lookup("p", 1, "task", id).expect("lookup");
+        assert_eq!(lookup("t1").as_deref(), Some("a"));
+        assert_eq!(lookup("t2").as_deref(), Some("b"));
+        assert_eq!(lookup("t3"), None);
+    }
+
+    #[test]
+    fn a_store_with_aliases_without_positions_is_brought_to_the_present_layout() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.redb");
+        {
+            // The layout before aliases carried positions: `kind\0id` → key, and the side
+            // table of positions an interrupted build by partition left.
+            let db = Database::create(&path).expect("create");
+            let txn = db.begin_write().expect("write");
+            {
+                let old: TableDefinition<&str, &str> = TableDefinition::new("alias:p:v1");
+                let mut table = txn.open_table(old).expect("table");
+                table.insert("run\0r1", "session:s1").expect("insert");
+                table.insert("task\0t1", "session:s2").expect("insert");
+                let positions: TableDefinition<&str, u64> =
+                    TableDefinition::new("alias:p:v2:positions");
+                let mut table = txn.open_table(positions).expect("table");
+                table.insert("task\0t1", 4).expect("insert");
+            }
+            txn.commit().expect("commit");
+        }
+        let store = Store::open(&path).expect("open an old store");
+        assert_eq!(
+            aliases(&store),
+            [
+                ("run".into(), "r1".into(), "session:s1".into()),
+                ("task".into(), "t1".into(), "session:s2".into()),
+            ]
+        );
+        let txn = store.db.begin_read().expect("read");
+        let names: Vec<String> = txn
+            .list_tables()
+            .expect("list")
+            .map(|t| t.name().to_owned())
+            .collect();
+        assert_eq!(names, ["alias:p:v1"], "the side table of positions is gone");
+        drop(txn);
+        // Written to as any other: a later event's alias replaces the upgraded one.
+        let batch = Batch {
+            keys: Vec::new(),
+            aliases: vec![("task", "t1".into(), "session:s3".into(), 10)],
+        };
+        store
+            .commit("p", 1, &batch, &|_| Ok(None), &Meta::default(), false)
+            .expect("commit");
+        assert_eq!(
+            store
+                .lookup("p", 1, "task", "t1")
+                .expect("lookup")
+                .as_deref(),
+            Some("session:s3")
+        );
+        drop(store);
+        // Opening it again finds nothing to change.
+        let store = Store::open(&path).expect("reopen");
+        assert_eq!(aliases(&store).len(), 2);
     }
 }

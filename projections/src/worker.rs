@@ -436,11 +436,7 @@ impl<P: Projection> Worker<P> {
         }
         let mut keys: Vec<String> = dirty.into_iter().collect();
         keys.sort_unstable();
-        let aliases = aliases
-            .drain_sorted()
-            .into_iter()
-            .map(|(kind, id, key, _)| (kind, id, key))
-            .collect();
+        let aliases = aliases.drain_sorted();
         Ok(Applied::All(Batch { keys, aliases }, last))
     }
 }
@@ -623,10 +619,6 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             mut generation,
             ..
         } = build;
-        // Before the checkpoint: a crash in between leaves the build at position 0, to be
-        // cleared and started again.
-        self.store
-            .finish_partitions(self.projection.name(), generation.version)?;
         generation.position = position;
         generation.hash = hash;
         self.cache.clear();
