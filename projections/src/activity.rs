@@ -282,12 +282,13 @@ fn add(total: &mut Option<u64>, value: Option<u64>) {
     }
 }
 
-/// Starts or updates a call: the first event opens it, `end` (when given) closes it.
+/// Starts or updates a call: the first event opens it, `end` (when given) closes it; `name`
+/// gives the call's name while it has none (called only then, so that it allocates only then).
 fn touch(
     calls: &mut BTreeMap<String, Call>,
     id: &str,
     event: &StoredEvent,
-    name: Option<String>,
+    name: impl FnOnce() -> Option<String>,
     end: Option<&str>,
 ) {
     // Most events are about a call already open: one lookup finds it, and a key is allocated
@@ -303,13 +304,13 @@ fn touch(
         }),
     };
     if call.name.is_none() {
-        call.name = name;
+        call.name = name();
     }
     if let Some(r) = &event.envelope.output_ref {
         call.output_ref = Some(r.clone());
     }
     if let Some(word) = end {
-        call.status = word.to_string();
+        word.clone_into(&mut call.status);
         call.ended = Some(At::of(event));
     }
 }
@@ -374,7 +375,9 @@ impl Activity {
             self.telemetry_join_status = Some(join.to_string());
         }
         if let Some(trace) = &e.trace_id {
-            self.trace_ids.insert(trace.clone());
+            if !self.trace_ids.contains(trace) {
+                self.trace_ids.insert(trace.clone());
+            }
         }
         if let Some(thread) = &e.thread_id {
             self.apply_thread(thread, event);
@@ -389,7 +392,7 @@ impl Activity {
                         "completed" | "failed" | "cancelled" | "canceled" | "timed_out" | "lost"
                     )
                 });
-            touch(&mut self.runs, run, event, e.task_id.clone(), end);
+            touch(&mut self.runs, run, event, || e.task_id.clone(), end);
             if t == "run.status" && end.is_none() {
                 if let (Some(run), Some(status)) = (self.runs.get_mut(run), &e.status) {
                     run.status.clone_from(status);
@@ -412,7 +415,7 @@ impl Activity {
                         "process.terminated" => Some("terminated"),
                         _ => None,
                     };
-                    touch(&mut self.processes, id, event, None, end);
+                    touch(&mut self.processes, id, event, || None, end);
                 }
             }
             "subagent" => {
@@ -425,7 +428,7 @@ impl Activity {
                         _ => None,
                     };
                     let name = p.and_then(|p| p.role.or(p.profile_id));
-                    touch(&mut self.subagents, id, event, name, end);
+                    touch(&mut self.subagents, id, event, || name, end);
                 }
             }
             "job" => {
@@ -436,7 +439,7 @@ impl Activity {
                         "job.cancelled" => Some("cancelled"),
                         _ => None,
                     };
-                    touch(&mut self.jobs, id, event, None, end);
+                    touch(&mut self.jobs, id, event, || None, end);
                 }
             }
             "channel" => {
@@ -517,7 +520,11 @@ impl Activity {
     fn apply_thread(&mut self, thread: &str, event: &StoredEvent) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
-        let summary = self.threads.entry(thread.to_string()).or_default();
+        // One lookup for a thread already known; a key is allocated only for a new one.
+        let summary = match self.threads.get_mut(thread) {
+            Some(summary) => summary,
+            None => self.threads.entry(thread.to_string()).or_default(),
+        };
         if t.starts_with("thread.") {
             if let Some(status) = &e.status {
                 summary.status = Some(status.clone());
@@ -538,7 +545,10 @@ impl Activity {
                 summary.turns.len() - 1
             }
         };
-        summary.active_turn_id = Some(turn_id.clone());
+        match &mut summary.active_turn_id {
+            Some(active) => active.clone_from(turn_id),
+            None => summary.active_turn_id = Some(turn_id.clone()),
+        }
         let Some(turn) = summary.turns.get_mut(index) else {
             return;
         };
@@ -548,41 +558,34 @@ impl Activity {
         if e.run_id.is_some() {
             turn.run_id.clone_from(&e.run_id);
         }
-        match t {
-            "turn.submitted" => turn.status = "submitted".into(),
-            "turn.started" => turn.status = "running".into(),
-            "turn.completed" => turn.status = "completed".into(),
-            "turn.failed" => {
-                turn.status = if e.status.as_deref() == Some("interrupted") {
-                    "interrupted".into()
-                } else {
-                    "failed".into()
-                };
-            }
-            _ => {}
-        }
+        let status = match t {
+            "turn.submitted" => "submitted",
+            "turn.started" => "running",
+            "turn.completed" => "completed",
+            "turn.failed" if e.status.as_deref() == Some("interrupted") => "interrupted",
+            "turn.failed" => "failed",
+            _ => return,
+        };
+        status.clone_into(&mut turn.status);
     }
 
     fn apply_model(&mut self, event: &StoredEvent) {
         let e = &event.envelope;
-        let id = e
-            .model_request_id
-            .clone()
-            .unwrap_or_else(|| e.event_id.clone());
+        let id = e.model_request_id.as_deref().unwrap_or(&e.event_id);
         let end = match e.event_type.as_str() {
             "model.requested" | "model.delta" => None,
             "model.completed" => Some("completed"),
             "model.failed" => Some("failed"),
             _ => return,
         };
-        if e.event_type == "model.delta" && !self.model_calls.contains_key(&id) {
+        if e.event_type == "model.delta" && !self.model_calls.contains_key(id) {
             return;
         }
         touch(
             &mut self.model_calls,
-            &id,
+            id,
             event,
-            payload_str(e, "model"),
+            || payload_str(e, "model"),
             end,
         );
     }
@@ -592,7 +595,6 @@ impl Activity {
         let Some(id) = &e.tool_call_id else {
             return;
         };
-        let name = payload_str(e, "toolName");
         let end = match e.event_type.as_str() {
             "tool.result" => {
                 let p: ToolResultPayload = payload(e).unwrap_or_default();
@@ -609,7 +611,13 @@ impl Activity {
             "tool.failed" => Some("failed"),
             _ => None,
         };
-        touch(&mut self.tool_calls, id, event, name, end);
+        touch(
+            &mut self.tool_calls,
+            id,
+            event,
+            || payload_str(e, "toolName"),
+            end,
+        );
     }
 
     fn apply_permission(&mut self, event: &StoredEvent) {
