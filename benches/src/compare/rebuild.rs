@@ -70,6 +70,10 @@ pub fn phase_child(args: &[String]) -> Res<Value> {
             if phase == "rebuild-one-pass" {
                 // The build before partitions: every stream's state held at once.
                 models = models.with_partition_events(u64::MAX);
+            } else if let Some(n) = args.get(2) {
+                // For measuring the passes' trade of speed for memory:
+                // `compare --child rebuild-phase rebuild DIR EVENTS_PER_PARTITION`.
+                models = models.with_partition_events(n.parse()?);
             }
             models.catch_up(&mut |_, _, _| {})?;
             let at = models.freshness("state")?.position;
