@@ -9,7 +9,7 @@ use journal_engine::{AppendOptions, Durability, Journal, Options};
 use journal_format::frame::{decode_frame, encode_frame};
 use journal_format::{ChainHash, Envelope, FrameFlags, FrameMeta, Position};
 use journal_projections::activity::Activity;
-use journal_projections::{workload, StreamState};
+use journal_projections::{workload, Event, StreamState};
 use journal_replay::{narrative, Scope};
 
 fn frames(c: &mut Criterion) {
@@ -164,7 +164,7 @@ fn folds_and_replay(c: &mut Criterion) {
         b.iter(|| {
             let mut activity = Activity::default();
             for e in &events {
-                activity.apply(e);
+                activity.apply(&Event::new(e));
             }
             activity
         })

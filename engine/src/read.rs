@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use journal_format::{
-    ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, StoredPayload,
+    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{Error, Result};
@@ -263,7 +263,7 @@ pub struct Record<'a> {
     pub offset: u64,
 }
 
-impl Record<'_> {
+impl<'a> Record<'a> {
     /// Decodes the body into a stored event.
     ///
     /// # Errors
@@ -294,6 +294,27 @@ impl Record<'_> {
         event
             .envelope
             .decode_msgpack(self.body)
+            .map_err(|e| self.corruption(&e))
+    }
+
+    /// [`Record::decode_into`], leaving the payload in its stored form, checked
+    /// ([`Envelope::decode_msgpack_deferring_payload`](journal_format::Envelope::decode_msgpack_deferring_payload)):
+    /// `event.envelope.payload` is `None`, and the payload is returned, borrowing the record's
+    /// body.
+    ///
+    /// # Errors
+    /// As [`Record::decode`].
+    pub fn decode_into_deferring_payload(
+        &self,
+        event: &mut StoredEvent,
+    ) -> Result<Option<StoredPayload<'a>>> {
+        event.position = self.position;
+        event.recorded_at_ns = self.recorded_at_ns;
+        event.stream_version = self.stream_version;
+        event.hash = self.hash;
+        event
+            .envelope
+            .decode_msgpack_deferring_payload(self.body)
             .map_err(|e| self.corruption(&e))
     }
 

@@ -25,8 +25,11 @@ mod body;
 mod codec;
 mod event_ids;
 mod msgpack;
+mod stored_payload;
+mod value_de;
 
 pub use event_ids::EventIds;
+pub use stored_payload::StoredPayload;
 
 /// Where an imported fact comes from (MODEL.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -445,6 +448,32 @@ impl Envelope {
         body::decode_into(bytes, self)?;
         self.validate()
             .map_err(|e| EnvelopeError::Decode(e.to_string()))
+    }
+
+    /// [`Envelope::decode_msgpack`], except for the payload: `payload` is left `None`, and the
+    /// payload's value is returned in its stored form, checked as `decode_msgpack` checks it,
+    /// to be decoded only if asked for ([`StoredPayload`]); `None` when the body has no
+    /// payload. For a reader of many events that needs few of their payloads.
+    ///
+    /// # Errors
+    /// As [`Envelope::decode_msgpack`], for the payload too.
+    pub fn decode_msgpack_deferring_payload<'b>(
+        &mut self,
+        bytes: &'b [u8],
+    ) -> Result<Option<StoredPayload<'b>>, EnvelopeError> {
+        let range = body::decode_into_deferring_payload(bytes, self)?;
+        self.validate()
+            .map_err(|e| EnvelopeError::Decode(e.to_string()))?;
+        range
+            .map(|(range, repeats)| {
+                bytes
+                    .get(range)
+                    .map(|payload| StoredPayload::checked(payload, repeats))
+                    .ok_or_else(|| {
+                        EnvelopeError::Decode("the payload's bytes are outside the body".into())
+                    })
+            })
+            .transpose()
     }
 
     /// The JSON form of the envelope (without the journal-assigned fields).

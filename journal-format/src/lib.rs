@@ -25,7 +25,7 @@ pub mod time_fmt;
 pub mod types;
 pub mod vocabulary;
 
-pub use envelope::{Envelope, EventIds, Object, Provenance, StoredEvent};
+pub use envelope::{Envelope, EventIds, Object, Provenance, StoredEvent, StoredPayload};
 pub use error::{EnvelopeError, FormatError};
 pub use frame::{FrameFlags, FrameHeader, FrameMeta, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN};
 pub use segment::{

@@ -12,11 +12,11 @@ use journal_format::payload::{
     ArtifactPayload, CompactionPayload, CostPayload, EvidencePayload, SubagentPayload,
     ToolResultPayload, ToolResultStatus,
 };
-use journal_format::{Envelope, StoredEvent};
+use journal_format::StoredEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::state::payload;
+use crate::projection::Event;
 
 /// Where a fact is in the log.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -267,15 +267,6 @@ pub struct Activity {
     pub cost: Cost,
 }
 
-fn payload_str(envelope: &Envelope, field: &str) -> Option<String> {
-    envelope
-        .payload
-        .as_ref()
-        .and_then(|p| p.get(field))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
 fn add(total: &mut Option<u64>, value: Option<u64>) {
     if let Some(v) = value {
         *total = Some(total.unwrap_or(0).saturating_add(v));
@@ -287,7 +278,7 @@ fn add(total: &mut Option<u64>, value: Option<u64>) {
 fn touch(
     calls: &mut BTreeMap<String, Call>,
     id: &str,
-    event: &StoredEvent,
+    event: &Event<'_>,
     name: impl FnOnce() -> Option<String>,
     end: Option<&str>,
 ) {
@@ -317,7 +308,7 @@ fn touch(
 
 impl Activity {
     /// Applies one event.
-    pub fn apply(&mut self, event: &StoredEvent) {
+    pub fn apply(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
         self.events += 1;
@@ -420,7 +411,7 @@ impl Activity {
             }
             "subagent" => {
                 if let Some(id) = &e.subagent_id {
-                    let p: Option<SubagentPayload> = payload(e);
+                    let p: Option<SubagentPayload> = event.payload_as();
                     let end = match t {
                         "subagent.completed" => Some("completed"),
                         "subagent.failed" => Some("failed"),
@@ -452,7 +443,7 @@ impl Activity {
             "routing" | "limit" | "rate_limit" | "quota" => self.apply_routing(event),
             "context" => self.apply_context(event),
             "artifact" => {
-                let p: ArtifactPayload = payload(e).unwrap_or_default();
+                let p: ArtifactPayload = event.payload_as().unwrap_or_default();
                 let id = e.artifact_id.clone().or_else(|| p.path.clone());
                 if let Some(id) = id {
                     self.artifacts.insert(
@@ -467,15 +458,12 @@ impl Activity {
                 }
             }
             "evidence" => {
-                let p: EvidencePayload = payload(e).unwrap_or_default();
+                let p: EvidencePayload = event.payload_as().unwrap_or_default();
                 let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
-                let verification_outcomes = e
-                    .payload
-                    .as_ref()
-                    .and_then(|p| p.get("verificationOutcomes"))
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+                let verification_outcomes = match event.payload_field("verificationOutcomes") {
+                    Some(Value::Array(outcomes)) => outcomes,
+                    _ => Vec::new(),
+                };
                 self.evidence.insert(
                     id,
                     EvidenceSummary {
@@ -493,19 +481,19 @@ impl Activity {
                 at: At::of(event),
                 timestamp: e.timestamp.clone(),
                 run_id: e.run_id.clone(),
-                payload: e.payload.clone(),
+                payload: event.payload_value(),
             }),
-            "dispatch" => self.dispatch_context.clone_from(&e.payload),
+            "dispatch" => self.dispatch_context = event.payload_value(),
             // `snapshot.written` carries the snapshot's schema (`session_runtime_v2`); an Agent
             // Runtime `snapshot.updated` has none.
             "snapshot" if t == "snapshot.written" || t == "snapshot.updated" => {
                 self.snapshots
-                    .push((At::of(event), payload_str(e, "schema")));
+                    .push((At::of(event), event.payload_str("schema")));
             }
             "queue" => self.queue_changes += 1,
             "runtime" if t == "runtime.error" => self.runtime_errors.push(At::of(event)),
             "cost" if t == "cost.recorded" => {
-                let p: CostPayload = payload(e).unwrap_or_default();
+                let p: CostPayload = event.payload_as().unwrap_or_default();
                 self.cost.records += 1;
                 add(&mut self.cost.input_tokens, p.input_tokens);
                 add(&mut self.cost.output_tokens, p.output_tokens);
@@ -517,7 +505,7 @@ impl Activity {
         }
     }
 
-    fn apply_thread(&mut self, thread: &str, event: &StoredEvent) {
+    fn apply_thread(&mut self, thread: &str, event: &Event<'_>) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
         // One lookup for a thread already known; a key is allocated only for a new one.
@@ -569,7 +557,7 @@ impl Activity {
         status.clone_into(&mut turn.status);
     }
 
-    fn apply_model(&mut self, event: &StoredEvent) {
+    fn apply_model(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let id = e.model_request_id.as_deref().unwrap_or(&e.event_id);
         let end = match e.event_type.as_str() {
@@ -585,19 +573,19 @@ impl Activity {
             &mut self.model_calls,
             id,
             event,
-            || payload_str(e, "model"),
+            || event.payload_str("model"),
             end,
         );
     }
 
-    fn apply_tool(&mut self, event: &StoredEvent) {
+    fn apply_tool(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let Some(id) = &e.tool_call_id else {
             return;
         };
         let end = match e.event_type.as_str() {
             "tool.result" => {
-                let p: ToolResultPayload = payload(e).unwrap_or_default();
+                let p: ToolResultPayload = event.payload_as().unwrap_or_default();
                 Some(match (p.status, e.status.as_deref()) {
                     (Some(ToolResultStatus::Failure), _) | (None, Some("failed" | "failure")) => {
                         "failed"
@@ -615,12 +603,12 @@ impl Activity {
             &mut self.tool_calls,
             id,
             event,
-            || payload_str(e, "toolName"),
+            || event.payload_str("toolName"),
             end,
         );
     }
 
-    fn apply_permission(&mut self, event: &StoredEvent) {
+    fn apply_permission(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let p = &mut self.permissions;
         match e.event_type.as_str() {
@@ -633,7 +621,7 @@ impl Activity {
                     .and_then(|d| d.get("decision").or_else(|| d.get("outcome")))
                     .and_then(Value::as_str)
                     .map(str::to_string)
-                    .or_else(|| payload_str(e, "decision"))
+                    .or_else(|| event.payload_str("decision"))
                     .or_else(|| e.status.clone())
                     .unwrap_or_else(|| "unknown".into());
                 *p.resolved.entry(decision).or_insert(0) += 1;
@@ -643,14 +631,14 @@ impl Activity {
                     .sandbox_profile
                     .as_ref()
                     .map(|m| Value::Object(m.as_ref().clone()))
-                    .or_else(|| e.payload.clone());
+                    .or_else(|| event.payload_value());
             }
             "sandbox.violation" => p.sandbox_violations.push(At::of(event)),
             _ => {}
         }
     }
 
-    fn apply_routing(&mut self, event: &StoredEvent) {
+    fn apply_routing(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let r = &mut self.routing;
         let t = e.event_type.as_str();
@@ -658,8 +646,8 @@ impl Activity {
         let field = |name: &str| {
             decision
                 .and_then(|d| d.get(name))
-                .or_else(|| e.payload.as_ref().and_then(|p| p.get(name)))
                 .cloned()
+                .or_else(|| event.payload_field(name))
         };
         match t {
             "routing.decided" | "routing.single_candidate" => {
@@ -694,7 +682,7 @@ impl Activity {
         }
     }
 
-    fn apply_context(&mut self, event: &StoredEvent) {
+    fn apply_context(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let status = match e.event_type.as_str() {
             "context.compaction.started" => "started",
@@ -702,7 +690,7 @@ impl Activity {
             "context.compaction.failed" => "failed",
             _ => return,
         };
-        let p: CompactionPayload = payload(e).unwrap_or_default();
+        let p: CompactionPayload = event.payload_as().unwrap_or_default();
         // A completion or failure closes the newest started boundary.
         if status != "started" {
             if let Some(open) = self

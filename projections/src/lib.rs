@@ -40,6 +40,6 @@ pub mod workload;
 
 pub use commands::{Accepted, Command, CommandError, Commands};
 pub use models::{Answer, ReadModels};
-pub use projection::{Freshness, FreshnessState, Projection};
+pub use projection::{Event, Freshness, FreshnessState, Projection};
 pub use rules::{Rule, Violation};
 pub use state::StreamState;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::activity::Activity;
 use crate::partition::{self, PARTITION_EVENTS};
-use crate::projection::{Freshness, FreshnessState, Progress, Projection};
+use crate::projection::{Event, Freshness, FreshnessState, Progress, Projection};
 use crate::state::StreamState;
 use crate::store::{Meta, Store, StoreError};
 use crate::views;
@@ -76,7 +76,7 @@ impl Projection for StateProjection {
         aliases_of(event)
     }
 
-    fn apply(&self, state: &mut StreamState, event: &StoredEvent) -> Result<(), String> {
+    fn apply(&self, state: &mut StreamState, event: &Event<'_>) -> Result<(), String> {
         // The journal numbers each stream's events 1, 2, 3, ...: anything else means an event
         // applied twice or one missed, and the state would be wrong.
         if event.stream_version != state.version + 1 {
@@ -123,7 +123,7 @@ impl Projection for ActivityProjection {
         aliases_of(event)
     }
 
-    fn apply(&self, state: &mut Activity, event: &StoredEvent) -> Result<(), String> {
+    fn apply(&self, state: &mut Activity, event: &Event<'_>) -> Result<(), String> {
         state.apply(event);
         Ok(())
     }

@@ -11,7 +11,9 @@
 //! they are, checked when the event is decoded in its own pass) and notes its partition; the
 //! later passes step over the frames of other partitions without reading their bodies
 //! ([`Journal::scan_where`]). Events are decoded one at a time into the same
-//! [`StoredEvent`], whose strings' buffers serve the next ([`journal_engine::Record::decode_into`]).
+//! [`StoredEvent`], whose strings' buffers serve the next, their payloads left in their stored
+//! form until a fold asks for one ([`journal_engine::Record::decode_into_deferring_payload`],
+//! [`Event`]).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
@@ -30,7 +32,7 @@ use std::ops::ControlFlow;
 use journal_engine::Journal;
 use journal_format::{ChainHash, EventIds, Position, StoredEvent};
 
-use crate::projection::Fault;
+use crate::projection::{Event, Fault};
 use crate::worker::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
@@ -56,11 +58,7 @@ pub trait Build {
     ///
     /// # Errors
     /// [`WorkerError`] when the projection does not key the event by `stream_key`.
-    fn apply(
-        &mut self,
-        event: &StoredEvent,
-        stream_key: &str,
-    ) -> Result<Option<Fault>, WorkerError>;
+    fn apply(&mut self, event: &Event<'_>, stream_key: &str) -> Result<Option<Fault>, WorkerError>;
 
     /// Writes the states of the partition just applied, the checkpoint left at position 0,
     /// and forgets them.
@@ -182,7 +180,9 @@ pub fn build(
                         return Ok(ControlFlow::Continue(()));
                     }
                 }
-                record.decode_into(&mut event)?;
+                // The payload stays in its stored form, decoded only for a fold that asks.
+                let payload = record.decode_into_deferring_payload(&mut event)?;
+                let event = Event::deferred(&event, payload);
                 // The decoded event's key hashes as its body's did: the same bytes, checked now.
                 let (kind, id) = event.envelope.ids().stream_key_parts();
                 key.clear();

@@ -1,9 +1,149 @@
-//! What a projection is: a named, versioned, pure fold of events into per-key states, and the
-//! freshness every answer built from one carries.
+//! What a projection is: a named, versioned, pure fold of events into per-key states, the event
+//! as a fold sees it ([`Event`]), and the freshness every answer built from one carries.
 
-use journal_format::StoredEvent;
+use std::ops::Deref;
+
+use journal_format::{StoredEvent, StoredPayload};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An event as a fold sees it: the stored event, and its payload.
+///
+/// A rebuild leaves each payload in its stored form until a fold asks for it ([`StoredPayload`],
+/// checked when the event was decoded), so that the events whose payloads no fold reads cost no
+/// JSON value. **Invariant:** a fold reads the payload only through these methods, never through
+/// `envelope.payload`, which such an event leaves `None`; the rebuild-equals-incremental tests,
+/// whose incremental side decodes payloads in full, would tell.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a> {
+    stored: &'a StoredEvent,
+    payload: Payload<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Payload<'a> {
+    /// The envelope's own (`envelope.payload`).
+    Held,
+    /// Deferred: the envelope's is `None`.
+    Stored(Option<StoredPayload<'a>>),
+}
+
+impl<'a> Event<'a> {
+    /// An event decoded in full: its payload is the envelope's.
+    #[must_use]
+    pub fn new(stored: &'a StoredEvent) -> Event<'a> {
+        Event {
+            stored,
+            payload: Payload::Held,
+        }
+    }
+
+    /// An event decoded with its payload deferred
+    /// ([`journal_engine::Record::decode_into_deferring_payload`]).
+    #[must_use]
+    pub fn deferred(stored: &'a StoredEvent, payload: Option<StoredPayload<'a>>) -> Event<'a> {
+        debug_assert!(
+            stored.envelope.payload.is_none(),
+            "a deferred payload is not held by the envelope"
+        );
+        Event {
+            stored,
+            payload: Payload::Stored(payload),
+        }
+    }
+
+    /// The stored event.
+    #[must_use]
+    pub fn stored(&self) -> &'a StoredEvent {
+        self.stored
+    }
+
+    /// The payload as a JSON value.
+    #[must_use]
+    pub fn payload_value(&self) -> Option<Value> {
+        match self.payload {
+            Payload::Held => self.stored.envelope.payload.clone(),
+            Payload::Stored(stored) => stored.and_then(|p| self.checked(p.to_value())),
+        }
+    }
+
+    /// The payload deserialized as `T`; `None` when absent or of another shape (the append
+    /// check makes the latter impossible for events appended by this version).
+    #[must_use]
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Option<T> {
+        match self.payload {
+            Payload::Held => self
+                .stored
+                .envelope
+                .payload
+                .as_ref()
+                .and_then(|p| T::deserialize(p).ok()),
+            Payload::Stored(stored) => stored.and_then(|p| p.deserialize().ok()),
+        }
+    }
+
+    /// The string the payload holds at key `field`; `None` when it holds none there.
+    #[must_use]
+    pub fn payload_str(&self, field: &str) -> Option<String> {
+        match self.payload {
+            Payload::Held => self
+                .stored
+                .envelope
+                .payload
+                .as_ref()
+                .and_then(|p| p.get(field))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            Payload::Stored(stored) => stored
+                .and_then(|p| self.checked(p.str_field(field)))
+                .flatten()
+                .map(str::to_owned),
+        }
+    }
+
+    /// The value the payload holds at key `field`.
+    #[must_use]
+    pub fn payload_field(&self, field: &str) -> Option<Value> {
+        match self.payload {
+            Payload::Held => self
+                .stored
+                .envelope
+                .payload
+                .as_ref()
+                .and_then(|p| p.get(field))
+                .cloned(),
+            Payload::Stored(_) => self
+                .payload_value()
+                .and_then(|mut p| p.get_mut(field).map(Value::take)),
+        }
+    }
+
+    /// A deferred payload's decoding, which its check at decode makes infallible: a failure is
+    /// a bug, reported and asserted, and the payload then reads as absent.
+    fn checked<T>(&self, decoded: Result<T, journal_format::EnvelopeError>) -> Option<T> {
+        match decoded {
+            Ok(value) => Some(value),
+            Err(error) => {
+                tracing::error!(
+                    position = self.stored.position.0,
+                    %error,
+                    "a payload checked at decode failed to decode"
+                );
+                debug_assert!(false, "a checked payload failed to decode: {error}");
+                None
+            }
+        }
+    }
+}
+
+impl Deref for Event<'_> {
+    type Target = StoredEvent;
+
+    fn deref(&self) -> &StoredEvent {
+        self.stored
+    }
+}
 
 /// A pure fold over the log, keyed by entity.
 ///
@@ -53,7 +193,7 @@ pub trait Projection: Send + Sync + 'static {
     /// # Errors
     /// A message saying why the event cannot be applied. The projection then becomes
     /// `faulted` at that event: it is never skipped silently.
-    fn apply(&self, state: &mut Self::State, event: &StoredEvent) -> Result<(), String>;
+    fn apply(&self, state: &mut Self::State, event: &Event<'_>) -> Result<(), String>;
 }
 
 /// How current an answer is.

@@ -15,10 +15,10 @@ use journal_format::payload::{
 };
 use journal_format::status::{ChecklistItemStatus, Lifecycle, Outcome};
 use journal_format::{Envelope, StoredEvent};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::projection::Event;
 use crate::rules::{self, Rule, Violation};
 
 /// A fact that broke a rule: kept, and shown on its entity.
@@ -314,15 +314,6 @@ pub struct StreamState {
     pub incidents: Vec<Incident>,
 }
 
-/// Deserializes a typed payload; `None` when absent or of another shape (the append check makes
-/// the latter impossible for events appended by this version).
-pub(crate) fn payload<T: DeserializeOwned>(envelope: &Envelope) -> Option<T> {
-    envelope
-        .payload
-        .as_ref()
-        .and_then(|p| T::deserialize(p).ok())
-}
-
 fn incident(event: &StoredEvent, violation: Violation) -> Incident {
     Incident {
         position: event.position.0,
@@ -338,7 +329,7 @@ impl StreamState {
     pub fn fold<'a>(events: impl IntoIterator<Item = &'a StoredEvent>) -> StreamState {
         let mut state = StreamState::default();
         for event in events {
-            state.apply(event);
+            state.apply(&Event::new(event));
         }
         state
     }
@@ -358,7 +349,7 @@ impl StreamState {
 
     /// Applies one event. Never fails: a fact that breaks a rule is applied and recorded as an
     /// incident.
-    pub fn apply(&mut self, event: &StoredEvent) {
+    pub fn apply(&mut self, event: &Event<'_>) {
         self.version = event.stream_version;
         self.position = event.position.0;
         let e = &event.envelope;
@@ -386,7 +377,7 @@ impl StreamState {
                 }
             }
             "checklist.created" | "checklist.updated" | "checklist.verification_nudged" => {
-                if let Some(p) = payload::<ChecklistPayload>(e) {
+                if let Some(p) = event.payload_as::<ChecklistPayload>() {
                     if let Err(v) = Checklist::check_items(&p.items) {
                         self.incidents.push(incident(event, v));
                     }
@@ -416,7 +407,8 @@ impl StreamState {
                 }
             }
             "artifact.changed" => {
-                let p: journal_format::payload::ArtifactPayload = payload(e).unwrap_or_default();
+                let p: journal_format::payload::ArtifactPayload =
+                    event.payload_as().unwrap_or_default();
                 let keys = [p.path.clone(), e.artifact_id.clone()];
                 let gone = p.exists == Some(false) || p.change.as_deref() == Some("deleted");
                 for key in keys.into_iter().flatten() {
@@ -428,7 +420,7 @@ impl StreamState {
                 }
             }
             "schedule.upserted" => {
-                if let Some(p) = payload::<SchedulePayload>(e) {
+                if let Some(p) = event.payload_as::<SchedulePayload>() {
                     let previous = self.schedules.get(&p.schedule_id);
                     let last_run_at = previous.and_then(|s| s.last_run_at.clone());
                     self.schedules.insert(
@@ -442,7 +434,8 @@ impl StreamState {
                 }
             }
             "schedule.fired" => {
-                if let Some(p) = payload::<journal_format::payload::ScheduleFiredPayload>(e) {
+                if let Some(p) = event.payload_as::<journal_format::payload::ScheduleFiredPayload>()
+                {
                     if let Some(s) = self.schedules.get_mut(&p.schedule_id) {
                         s.next_run_at = p.next_run_at;
                         s.last_run_at = Some(p.evaluated_at);
@@ -450,7 +443,7 @@ impl StreamState {
                 }
             }
             "sensor.event.recorded" => {
-                if let Some(p) = payload::<SensorPayload>(e) {
+                if let Some(p) = event.payload_as::<SensorPayload>() {
                     self.sensor_keys
                         .entry(p.dedupe_key)
                         .or_insert_with(|| e.event_id.clone());
@@ -473,7 +466,7 @@ impl StreamState {
         self.tasks.get_mut(task_id)
     }
 
-    fn apply_task_event(&mut self, event: &StoredEvent) {
+    fn apply_task_event(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
         let position = event.position.0;
@@ -509,7 +502,7 @@ impl StreamState {
         {
             TaskPayload::default()
         } else {
-            payload(e).unwrap_or_default()
+            event.payload_as().unwrap_or_default()
         };
         if t == "task.created" {
             if task.lifecycle != Lifecycle::Unknown {
@@ -540,7 +533,7 @@ impl StreamState {
         }
         match t {
             "task.completion.decided" => {
-                if let Some(d) = payload::<CompletionDecisionPayload>(e) {
+                if let Some(d) = event.payload_as::<CompletionDecisionPayload>() {
                     task.decision = Some(Decision {
                         accepted: d.accepted,
                         reasons: d.reasons,
@@ -662,12 +655,13 @@ impl StreamState {
         }
     }
 
-    fn apply_action_required(&mut self, event: &StoredEvent) {
+    fn apply_action_required(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let Some(action_id) = e.action_id.clone() else {
             return;
         };
-        let p: journal_format::payload::ActionRequiredPayload = payload(e).unwrap_or_default();
+        let p: journal_format::payload::ActionRequiredPayload =
+            event.payload_as().unwrap_or_default();
         let waiting = match p.action_type.as_deref() {
             Some(t) if t.contains("input") || t.contains("question") => Lifecycle::WaitingInput,
             _ => Lifecycle::WaitingPermission,
@@ -694,12 +688,13 @@ impl StreamState {
         }
     }
 
-    fn apply_action_resolved(&mut self, event: &StoredEvent) {
+    fn apply_action_resolved(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let Some(action_id) = e.action_id.clone() else {
             return;
         };
-        let p: journal_format::payload::ActionResolvedPayload = payload(e).unwrap_or_default();
+        let p: journal_format::payload::ActionResolvedPayload =
+            event.payload_as().unwrap_or_default();
         let Some(action) = self.actions.get_mut(&action_id) else {
             self.incidents.push(incident(
                 event,

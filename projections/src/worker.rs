@@ -17,7 +17,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
-use crate::projection::{Fault, Projection};
+use crate::projection::{Event, Fault, Projection};
 use crate::store::{Batch, Generation, Meta, Store, StoreError};
 
 /// Events applied per transaction by default. A commit rewrites every state the batch
@@ -425,7 +425,7 @@ impl<P: Projection> Worker<P> {
             let Some(state) = self.cache.get_mut(&key) else {
                 continue;
             };
-            if let Err(error) = self.projection.apply(state, &event) {
+            if let Err(error) = self.projection.apply(state, &Event::new(&event)) {
                 return Ok(Applied::FaultAt(Fault {
                     position: event.position.0,
                     event_id: event.envelope.event_id.clone(),
@@ -533,11 +533,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         Ok(true)
     }
 
-    fn apply(
-        &mut self,
-        event: &StoredEvent,
-        stream_key: &str,
-    ) -> Result<Option<Fault>, WorkerError> {
+    fn apply(&mut self, event: &Event<'_>, stream_key: &str) -> Result<Option<Fault>, WorkerError> {
         let name = self.projection.name();
         let Some(build) = &mut self.partitioned else {
             return Err(WorkerError::Codec {

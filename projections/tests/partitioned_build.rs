@@ -11,7 +11,7 @@ use journal_projections::models::freshness;
 use journal_projections::partition::{self, partition_of};
 use journal_projections::store::Store;
 use journal_projections::worker::{decode, Reached, Worker};
-use journal_projections::{workload, FreshnessState, Projection, ReadModels};
+use journal_projections::{workload, Event, FreshnessState, Projection, ReadModels};
 
 fn append(journal: &Journal, events: &[Envelope]) {
     for chunk in events.chunks(2000) {
@@ -196,7 +196,7 @@ impl Projection for Strict {
         true
     }
 
-    fn apply(&self, state: &mut u64, event: &StoredEvent) -> Result<(), String> {
+    fn apply(&self, state: &mut u64, event: &Event<'_>) -> Result<(), String> {
         *state += 1;
         if event.envelope.event_type == "vendor.test.poison" {
             return Err("the test projection refuses this event".into());

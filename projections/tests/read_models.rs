@@ -13,7 +13,7 @@ use journal_format::{Envelope, StoredEvent};
 use journal_projections::models::{freshness, ReadModels};
 use journal_projections::store::Store;
 use journal_projections::worker::{decode, Reached, Worker};
-use journal_projections::{workload, FreshnessState, Projection};
+use journal_projections::{workload, Event, FreshnessState, Projection};
 
 #[derive(Debug)]
 struct TestClock(AtomicI64);
@@ -152,7 +152,7 @@ impl Projection for Counting {
         Some(event.envelope.stream_key())
     }
 
-    fn apply(&self, state: &mut u64, event: &StoredEvent) -> Result<(), String> {
+    fn apply(&self, state: &mut u64, event: &Event<'_>) -> Result<(), String> {
         // A half-applied change before the failure: the worker must not keep it.
         *state += u64::from(self.version);
         if event.envelope.event_type == "vendor.test.poison" && !self.tolerant {
@@ -638,7 +638,7 @@ impl Projection for Growing {
         Some("all".into())
     }
 
-    fn apply(&self, state: &mut Vec<u8>, event: &StoredEvent) -> Result<(), String> {
+    fn apply(&self, state: &mut Vec<u8>, event: &Event<'_>) -> Result<(), String> {
         state.extend(std::iter::repeat_n(event.position.0 as u8, 1024));
         Ok(())
     }

@@ -22,6 +22,8 @@
 //! (`type` to `runId`, see [`is_leading`]) do not all come before the others (the serde path
 //! matched keys in any order).
 
+use std::ops::Range;
+
 use super::msgpack::{decode_error, Reader};
 use super::{Envelope, Object, Provenance};
 use crate::error::EnvelopeError;
@@ -30,7 +32,7 @@ use serde_json::Value;
 /// Decodes a stored body. Does not [`Envelope::validate`] it.
 pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
     let mut envelope = Envelope::default();
-    decode_fields(body, &mut envelope, None)?;
+    decode_fields(body, &mut envelope, None, None)?;
     Ok(envelope)
 }
 
@@ -40,15 +42,31 @@ pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
 /// `envelope` holds no meaningful event.
 pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), EnvelopeError> {
     let mut spare = std::mem::take(envelope);
-    decode_fields(body, envelope, Some(&mut spare))
+    decode_fields(body, envelope, Some(&mut spare), None)
+}
+
+/// [`decode_into`], except for the payload: `envelope.payload` is left `None`, and the range of
+/// the payload value's bytes, checked as [`Reader::value`] would check them, is returned with
+/// whether a map in it gives a key twice (`None` when the body has no payload).
+pub(super) fn decode_into_deferring_payload(
+    body: &[u8],
+    envelope: &mut Envelope,
+) -> Result<Option<(Range<usize>, bool)>, EnvelopeError> {
+    let mut spare = std::mem::take(envelope);
+    let mut payload = None;
+    decode_fields(body, envelope, Some(&mut spare), Some(&mut payload))?;
+    Ok(payload)
 }
 
 /// Decodes a stored body into `envelope`, which is empty (the default); `spare`, when given,
-/// lends the strings of its fields to the same fields.
+/// lends the strings of its fields to the same fields. With `deferred`, the payload is checked
+/// but not decoded, and the range of its value's bytes is put there, with whether a map in it
+/// gives a key twice.
 fn decode_fields(
     body: &[u8],
     envelope: &mut Envelope,
     mut spare: Option<&mut Envelope>,
+    deferred: Option<&mut Option<(Range<usize>, bool)>>,
 ) -> Result<(), EnvelopeError> {
     let mut reader = Reader::new(body);
     let entries = reader
@@ -57,6 +75,8 @@ fn decode_fields(
     let mut event_type: Option<String> = None;
     let mut event_id: Option<String> = None;
     let mut timestamp: Option<String> = None;
+    let deferring = deferred.is_some();
+    let mut payload: Option<(Range<usize>, bool)> = None;
 
     macro_rules! read_fields {
         ($($field:ident = $name:literal),* $(,)?) => {
@@ -102,6 +122,14 @@ fn decode_fields(
                         "field `timestamp`",
                         key_at,
                     )?,
+                    keys::payload if deferring => {
+                        if payload.is_some() {
+                            return Err(decode_error("duplicate field `payload`", key_at));
+                        }
+                        let start = reader.at;
+                        let repeats = reader.check_value(1)?;
+                        payload = Some((start..reader.at, repeats));
+                    }
                     $(keys::$field => set(
                         &mut envelope.$field,
                         spare.as_mut().and_then(|s| s.$field.take()),
@@ -132,6 +160,9 @@ fn decode_fields(
     envelope.event_type = event_type.ok_or_else(|| missing("type"))?;
     envelope.timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
     envelope.event_id = event_id.unwrap_or_default();
+    if let Some(deferred) = deferred {
+        *deferred = payload;
+    }
     Ok(())
 }
 
@@ -259,6 +290,7 @@ mod tests {
     use serde_json::{json, Map, Value};
 
     use super::super::codec::OPTIONAL_FIELDS;
+    use super::super::StoredPayload;
     use crate::Envelope;
 
     /// The serde path this decoder replaced: the reference it must agree with.
@@ -338,6 +370,45 @@ mod tests {
                 prop_assert!(false, "read what serde refused ({}): {:?}", theirs, ours);
             }
             (Err(_), Err(_)) => {}
+        }
+        deferred_agrees(body)
+    }
+
+    /// Decoding `body` with its payload deferred gives what a full decode gives: the same
+    /// envelope but for the payload, a payload that decodes to the full decode's (and whose
+    /// string fields read the same), or the same error.
+    fn deferred_agrees(body: &[u8]) -> Result<(), TestCaseError> {
+        let mut deferred = Envelope::default();
+        match (
+            super::decode_into_deferring_payload(body, &mut deferred),
+            super::decode(body),
+        ) {
+            (Ok(range), Ok(mut full)) => {
+                let payload = full.payload.take();
+                prop_assert_eq!(deferred, full);
+                let stored = range.map(|(r, repeats)| StoredPayload::checked(&body[r], repeats));
+                let value = stored.map(|p| p.to_value().expect("checked bytes decode"));
+                prop_assert_eq!(&value, &payload);
+                if let (Some(stored), Some(value)) = (stored, &value) {
+                    let keys: Vec<&str> = match value {
+                        Value::Object(map) => map.keys().map(String::as_str).collect(),
+                        _ => Vec::new(),
+                    };
+                    for key in keys.into_iter().chain(["absent"]) {
+                        prop_assert_eq!(
+                            stored.str_field(key).expect("checked bytes"),
+                            value.get(key).and_then(Value::as_str)
+                        );
+                    }
+                }
+            }
+            (Err(deferred), Err(full)) => prop_assert_eq!(deferred.to_string(), full.to_string()),
+            (deferred, full) => prop_assert!(
+                false,
+                "deferred: {:?}, full: {:?}",
+                deferred.map(|_| ()),
+                full.map(|_| ())
+            ),
         }
         Ok(())
     }
@@ -519,6 +590,11 @@ mod tests {
                 }
             }
             agree(&body)?;
+        }
+
+        #[test]
+        fn reads_an_arbitrary_payload_as_serde_did(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            agree(&body_with(&[("payload", &bytes)]))?;
         }
 
         #[test]

@@ -36,6 +36,14 @@ impl<'a> Reader<'a> {
         Reader { bytes, at: 0 }
     }
 
+    /// A second cursor at the same place, for looking ahead.
+    pub(super) fn fork(&self) -> Reader<'a> {
+        Reader {
+            bytes: self.bytes,
+            at: self.at,
+        }
+    }
+
     /// The bytes left after the cursor.
     pub(super) fn remaining(&self) -> usize {
         self.bytes.len().saturating_sub(self.at)
@@ -71,7 +79,7 @@ impl<'a> Reader<'a> {
         usize::try_from(value).map_err(|_| decode_error("a length does not fit", self.at))
     }
 
-    fn peek(&self) -> Result<u8, EnvelopeError> {
+    pub(super) fn peek(&self) -> Result<u8, EnvelopeError> {
         self.bytes
             .get(self.at)
             .copied()
@@ -100,7 +108,7 @@ impl<'a> Reader<'a> {
 
     /// The element count of an array at the cursor, or `None` (cursor unmoved) when it is not
     /// one.
-    fn array_len(&mut self) -> Result<Option<usize>, EnvelopeError> {
+    pub(super) fn array_len(&mut self) -> Result<Option<usize>, EnvelopeError> {
         let len = match self.peek()? {
             m @ 0x90..=0x9f => {
                 self.at += 1;
@@ -183,7 +191,7 @@ impl<'a> Reader<'a> {
     // MessagePack's numbers are big-endian by its specification (the journal's own fields are
     // little-endian, which the workspace's lint guards).
     #[allow(clippy::big_endian_bytes)]
-    fn number(&mut self) -> Result<Option<Num>, EnvelopeError> {
+    pub(super) fn number(&mut self) -> Result<Option<Num>, EnvelopeError> {
         let marker = self.peek()?;
         if !matches!(marker, 0x00..=0x7f | 0xe0..=0xff | 0xca..=0xd3) {
             return Ok(None);
@@ -282,6 +290,102 @@ impl<'a> Reader<'a> {
         Ok(map)
     }
 
+    /// Steps over a JSON value at nesting level `depth`, checking everything [`Reader::value`]
+    /// checks, with the same errors, but building nothing: for a payload whose decoding is
+    /// deferred (`StoredPayload`), which [`Reader::value`] then reads without failing. A
+    /// property test holds the two to accepting the same bytes. Returns whether a map in the
+    /// value gives a key twice (which [`Reader::value`] keeps once, the later entry in the
+    /// earlier one's place).
+    pub(super) fn check_value(&mut self, depth: usize) -> Result<bool, EnvelopeError> {
+        let at = self.at;
+        if self.number()?.is_some() {
+            return Ok(false);
+        }
+        let marker = self.peek()?;
+        match marker {
+            0xc0 | 0xc2 | 0xc3 => {
+                self.at += 1;
+                Ok(false)
+            }
+            0xa0..=0xbf | 0xd9..=0xdb => self.text("a string").map(|_| false),
+            0x90..=0x9f | 0xdc | 0xdd => {
+                let len = self
+                    .array_len()?
+                    .ok_or_else(|| decode_error("a value is not an array", at))?;
+                let depth = nested(depth, at)?;
+                let mut repeats = false;
+                for _ in 0..len {
+                    repeats |= self.check_value(depth)?;
+                }
+                Ok(repeats)
+            }
+            0x80..=0x8f | 0xde | 0xdf => {
+                let len = self
+                    .map_len()?
+                    .ok_or_else(|| decode_error("a value is not a map", at))?;
+                let depth = nested(depth, at)?;
+                // The keys seen: on the stack for a small map, hashed for a large one.
+                const FEW: usize = 8;
+                let mut few: [&[u8]; FEW] = [&[]; FEW];
+                let mut many = std::collections::HashSet::new();
+                let mut repeats = false;
+                for i in 0..len {
+                    let key_at = self.at;
+                    let key = self.key()?;
+                    std::str::from_utf8(key)
+                        .map_err(|_| decode_error("a key is not valid UTF-8", key_at))?;
+                    repeats |= if len <= FEW {
+                        let seen = few.get(..i).unwrap_or_default().contains(&key);
+                        if let Some(slot) = few.get_mut(i) {
+                            *slot = key;
+                        }
+                        seen
+                    } else {
+                        if many.capacity() == 0 {
+                            many.reserve(len.min(RESERVE_MAX));
+                        }
+                        !many.insert(key)
+                    };
+                    repeats |= self.check_value(depth)?;
+                }
+                Ok(repeats)
+            }
+            0xc4..=0xc6 => Err(decode_error(
+                "a value is binary data, which JSON cannot hold",
+                at,
+            )),
+            0xc7..=0xc9 | 0xd4..=0xd8 => Err(decode_error(
+                "a value is a MessagePack extension, which JSON cannot hold",
+                at,
+            )),
+            _ => Err(decode_error("the marker 0xc1 is never used", at)),
+        }
+    }
+
+    /// The string a map at the cursor holds at key `name` (the later entry of a key given twice,
+    /// as [`Reader::object`] keeps it), or `None` when the value is not a map, has no such key,
+    /// or holds something other than a string there. For checked bytes: the other values are
+    /// stepped over, not checked.
+    pub(super) fn map_str(&mut self, name: &str) -> Result<Option<&'a str>, EnvelopeError> {
+        let Some(len) = self.map_len()? else {
+            return Ok(None);
+        };
+        let mut found = None;
+        for _ in 0..len {
+            if self.key()? == name.as_bytes() {
+                found = if matches!(self.peek()?, 0xa0..=0xbf | 0xd9..=0xdb) {
+                    Some(self.text("a string")?)
+                } else {
+                    self.skip_value()?;
+                    None
+                };
+            } else {
+                self.skip_value()?;
+            }
+        }
+        Ok(found)
+    }
+
     /// Steps over one value, nested arrays and maps included. Every value takes at least one
     /// byte, so a claimed count larger than the body fails when the bytes run out.
     pub(super) fn skip_value(&mut self) -> Result<(), EnvelopeError> {
@@ -324,7 +428,7 @@ impl<'a> Reader<'a> {
 }
 
 /// A MessagePack number.
-enum Num {
+pub(super) enum Num {
     Unsigned(u64),
     Signed(i64),
     Float(f64),
