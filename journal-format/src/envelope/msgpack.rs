@@ -1,6 +1,8 @@
 //! A cursor over the MessagePack bytes of a stored body: it reads markers, lengths, strings,
-//! numbers and JSON values, and steps over values by their lengths. [`EventIds`] and the
-//! envelope's decoder (`envelope/body.rs`) both read through it.
+//! numbers and JSON values, checks a value without building it, and steps over values by their
+//! lengths. [`EventIds`], the envelope's decoder (`envelope/body.rs`) and the readers of a
+//! payload left in its stored form (`envelope/stored_payload.rs`, `envelope/value_de.rs`) read
+//! through it.
 //!
 //! **Invariants:** the cursor never reads past the end of its bytes (every read goes through
 //! [`Reader::take`], which checks the end first), and every error names the body byte where the
