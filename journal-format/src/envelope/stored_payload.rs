@@ -273,6 +273,31 @@ mod tests {
         );
     }
 
+    /// A hand-written `Deserialize` that returns without reading its value.
+    #[derive(Debug, PartialEq)]
+    struct Unread;
+
+    impl<'de> Deserialize<'de> for Unread {
+        fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Unread, D::Error> {
+            Ok(Unread)
+        }
+    }
+
+    #[test]
+    fn a_value_left_unread_is_stepped_over_as_the_value_does() {
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Shape {
+            a: Unread,
+            b: Vec<Unread>,
+            c: u64,
+        }
+        let payload = serde_json::json!({"a": {"deep": [1, 2]}, "b": [[1], {"x": 2}], "c": 7});
+        let bytes = rmp_serde::to_vec_named(&payload).expect("encode");
+        let stored = checked(&bytes);
+        let read = stored.deserialize::<Shape>().expect("read");
+        assert_eq!(Some(read), Shape::deserialize(&payload).ok());
+    }
+
     macro_rules! deserialize_as_from_value {
         ($($name:ident: $type:ty),* $(,)?) => {
             proptest! {

@@ -14,7 +14,6 @@
 
 use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde::forward_to_deserialize_any;
 use serde_json::Value;
 
 use super::msgpack::{Num, Reader};
@@ -136,8 +135,10 @@ impl<'a> ValueDe<'_, 'a> {
         let mut map = Entries {
             de: self.nested(),
             left: len,
+            pending: false,
         };
         let out = visitor.visit_map(&mut map)?;
+        map.skip_pending()?;
         if map.left == 0 {
             Ok(out)
         } else {
@@ -331,7 +332,12 @@ impl<'de, 'a: 'de> de::Deserializer<'de> for &mut ValueDe<'_, 'a> {
         self.number(visitor)
     }
 
-    forward_to_deserialize_any! { i128 u128 }
+    fn deserialize_i128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.number(visitor)
+    }
+    fn deserialize_u128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.number(visitor)
+    }
 }
 
 impl<'a> ValueDe<'_, 'a> {
@@ -346,6 +352,21 @@ impl<'a> ValueDe<'_, 'a> {
             _ => Err(de::Error::custom("not a number")),
         }
     }
+}
+
+/// Reads one value with `seed`, then steps over it if the seed returned without reading it (a
+/// hand-written `Deserialize` may): the cursor stays on the value after, as it would over a
+/// built value. Every read of a value moves the cursor, so an unmoved cursor means unread.
+fn read_one<'de, 'a: 'de, T: DeserializeSeed<'de>>(
+    de: &mut ValueDe<'_, 'a>,
+    seed: T,
+) -> Result<T::Value, Error> {
+    let at = de.reader.at;
+    let value = seed.deserialize(&mut *de)?;
+    if de.reader.at == at {
+        de.reader.skip_value()?;
+    }
+    Ok(value)
 }
 
 /// The elements of an array.
@@ -365,7 +386,7 @@ impl<'de, 'a: 'de> SeqAccess<'de> for Seq<'_, 'a> {
             return Ok(None);
         }
         self.left -= 1;
-        seed.deserialize(&mut self.de).map(Some)
+        read_one(&mut self.de, seed).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -373,11 +394,26 @@ impl<'de, 'a: 'de> SeqAccess<'de> for Seq<'_, 'a> {
     }
 }
 
-/// The entries of a map whose keys are all different; a key is read as `serde_json` reads a
-/// map key that is a string (these payloads have no other).
+/// The entries of a map whose keys are all different. A key is read as a string, as
+/// `serde_json` reads a map key that a type reads as a string. A type that reads its keys as
+/// numbers, booleans or newtypes (which `serde_json` parses from the string) is refused here:
+/// no payload type has such keys, and every payload type joins the property test in
+/// `stored_payload.rs`, which would show one.
 struct Entries<'r, 'a> {
     de: ValueDe<'r, 'a>,
     left: usize,
+    /// A key was read and its value not yet: the visitor may go on without reading it, as it
+    /// may with `serde_json`'s map, which holds the value aside.
+    pending: bool,
+}
+
+impl Entries<'_, '_> {
+    fn skip_pending(&mut self) -> Result<(), Error> {
+        if std::mem::take(&mut self.pending) {
+            self.de.reader.skip_value()?;
+        }
+        Ok(())
+    }
 }
 
 impl<'de, 'a: 'de> MapAccess<'de> for Entries<'_, 'a> {
@@ -387,10 +423,12 @@ impl<'de, 'a: 'de> MapAccess<'de> for Entries<'_, 'a> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
+        self.skip_pending()?;
         if self.left == 0 {
             return Ok(None);
         }
         self.left -= 1;
+        self.pending = true;
         let key_at = self.de.reader.at;
         let key = std::str::from_utf8(self.de.reader.key()?)
             .map_err(|_| Error(format!("a key is not valid UTF-8 (byte {key_at})")))?;
@@ -399,7 +437,10 @@ impl<'de, 'a: 'de> MapAccess<'de> for Entries<'_, 'a> {
     }
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
-        seed.deserialize(&mut self.de)
+        if !std::mem::take(&mut self.pending) {
+            return Err(de::Error::custom("value is missing"));
+        }
+        read_one(&mut self.de, seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
