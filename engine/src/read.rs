@@ -287,10 +287,7 @@ impl<'a> Record<'a> {
     /// # Errors
     /// As [`Record::decode`].
     pub fn decode_into(&self, event: &mut StoredEvent) -> Result<()> {
-        event.position = self.position;
-        event.recorded_at_ns = self.recorded_at_ns;
-        event.stream_version = self.stream_version;
-        event.hash = self.hash;
+        self.header_into(event);
         event
             .envelope
             .decode_msgpack(self.body)
@@ -308,14 +305,19 @@ impl<'a> Record<'a> {
         &self,
         event: &mut StoredEvent,
     ) -> Result<Option<StoredPayload<'a>>> {
-        event.position = self.position;
-        event.recorded_at_ns = self.recorded_at_ns;
-        event.stream_version = self.stream_version;
-        event.hash = self.hash;
+        self.header_into(event);
         event
             .envelope
             .decode_msgpack_deferring_payload(self.body)
             .map_err(|e| self.corruption(&e))
+    }
+
+    /// Sets `event`'s journal-assigned fields to the record's.
+    fn header_into(&self, event: &mut StoredEvent) {
+        event.position = self.position;
+        event.recorded_at_ns = self.recorded_at_ns;
+        event.stream_version = self.stream_version;
+        event.hash = self.hash;
     }
 
     fn corruption(&self, error: &journal_format::EnvelopeError) -> Error {

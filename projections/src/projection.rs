@@ -53,17 +53,11 @@ impl<'a> Event<'a> {
         }
     }
 
-    /// The stored event.
-    #[must_use]
-    pub fn stored(&self) -> &'a StoredEvent {
-        self.stored
-    }
-
     /// The payload as a JSON value.
     #[must_use]
     pub fn payload_value(&self) -> Option<Value> {
         match self.payload {
-            Payload::Held => self.stored.envelope.payload.clone(),
+            Payload::Held => self.held().cloned(),
             Payload::Stored(stored) => stored.and_then(|p| self.checked(p.to_value())),
         }
     }
@@ -73,12 +67,7 @@ impl<'a> Event<'a> {
     #[must_use]
     pub fn payload_as<T: DeserializeOwned>(&self) -> Option<T> {
         match self.payload {
-            Payload::Held => self
-                .stored
-                .envelope
-                .payload
-                .as_ref()
-                .and_then(|p| T::deserialize(p).ok()),
+            Payload::Held => self.held().and_then(|p| T::deserialize(p).ok()),
             Payload::Stored(stored) => stored.and_then(|p| p.deserialize().ok()),
         }
     }
@@ -88,10 +77,7 @@ impl<'a> Event<'a> {
     pub fn payload_str(&self, field: &str) -> Option<String> {
         match self.payload {
             Payload::Held => self
-                .stored
-                .envelope
-                .payload
-                .as_ref()
+                .held()
                 .and_then(|p| p.get(field))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
@@ -106,17 +92,16 @@ impl<'a> Event<'a> {
     #[must_use]
     pub fn payload_field(&self, field: &str) -> Option<Value> {
         match self.payload {
-            Payload::Held => self
-                .stored
-                .envelope
-                .payload
-                .as_ref()
-                .and_then(|p| p.get(field))
-                .cloned(),
+            Payload::Held => self.held().and_then(|p| p.get(field)).cloned(),
             Payload::Stored(_) => self
                 .payload_value()
                 .and_then(|mut p| p.get_mut(field).map(Value::take)),
         }
+    }
+
+    /// The envelope's own payload, for an event decoded in full.
+    fn held(&self) -> Option<&'a Value> {
+        self.stored.envelope.payload.as_ref()
     }
 
     /// A deferred payload's decoding, which its check at decode makes infallible: a failure is

@@ -256,15 +256,7 @@ impl<'a> Reader<'a> {
                 Ok(Value::Array(items))
             }
             0x80..=0x8f | 0xde | 0xdf => Ok(Value::Object(self.object(depth, "a value")?)),
-            0xc4..=0xc6 => Err(decode_error(
-                "a value is binary data, which JSON cannot hold",
-                at,
-            )),
-            0xc7..=0xc9 | 0xd4..=0xd8 => Err(decode_error(
-                "a value is a MessagePack extension, which JSON cannot hold",
-                at,
-            )),
-            _ => Err(decode_error("the marker 0xc1 is never used", at)),
+            _ => Err(not_json(marker, at)),
         }
     }
 
@@ -352,15 +344,7 @@ impl<'a> Reader<'a> {
                 }
                 Ok(repeats)
             }
-            0xc4..=0xc6 => Err(decode_error(
-                "a value is binary data, which JSON cannot hold",
-                at,
-            )),
-            0xc7..=0xc9 | 0xd4..=0xd8 => Err(decode_error(
-                "a value is a MessagePack extension, which JSON cannot hold",
-                at,
-            )),
-            _ => Err(decode_error("the marker 0xc1 is never used", at)),
+            _ => Err(not_json(marker, at)),
         }
     }
 
@@ -434,6 +418,20 @@ pub(super) enum Num {
     Unsigned(u64),
     Signed(i64),
     Float(f64),
+}
+
+/// The error for a value at byte `at` whose marker is none of JSON's kinds: binary data, an
+/// extension, or the unused `0xc1`. [`Reader::value`] and [`Reader::check_value`] both refuse
+/// with it, so that their errors stay the same.
+fn not_json(marker: u8, at: usize) -> EnvelopeError {
+    match marker {
+        0xc4..=0xc6 => decode_error("a value is binary data, which JSON cannot hold", at),
+        0xc7..=0xc9 | 0xd4..=0xd8 => decode_error(
+            "a value is a MessagePack extension, which JSON cannot hold",
+            at,
+        ),
+        _ => decode_error("the marker 0xc1 is never used", at),
+    }
 }
 
 /// The level inside a container found at level `depth`, or the error when that is too deep.
