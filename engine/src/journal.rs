@@ -719,6 +719,14 @@ impl Journal {
         )
     }
 
+    /// A reader of single frames at locations noted from earlier reads ([`crate::Record::location`]):
+    /// for a reader that comes back for some of the frames it scanned, as a build by partition
+    /// does for each partition's, without stepping through the others again.
+    #[must_use]
+    pub fn frame_reader(&self) -> crate::FrameReader {
+        crate::FrameReader::new(Arc::clone(&self.inner.log))
+    }
+
     fn wait_for_index(&self) -> Result<()> {
         self.inner
             .progress

@@ -47,7 +47,7 @@ pub use index::By;
 pub use journal::{AppendOptions, Filter, Journal, Query, Status};
 pub use log::Head;
 pub use options::{Durability, Limits, Options};
-pub use read::{EventIter, Record};
+pub use read::{EventIter, FrameAt, FrameReader, Record};
 pub use recovery::{RecoveryAction, RecoveryReport};
 pub use subscribe::Subscription;
 pub use verify::{Problem, VerifyOptions, VerifyReport};

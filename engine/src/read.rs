@@ -312,6 +312,18 @@ impl<'a> Record<'a> {
             .map_err(|e| self.corruption(&e))
     }
 
+    /// Where the record's frame sits, to read it back alone later ([`FrameReader`]).
+    #[must_use]
+    pub fn location(&self) -> FrameAt {
+        // A body is at most `FRAME_BODY_LEN_MAX` (16 MiB), so the frame's length fits.
+        let len = FRAME_HEADER_LEN + self.body.len();
+        FrameAt {
+            segment: self.segment,
+            offset: self.offset,
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+        }
+    }
+
     /// Sets `event`'s journal-assigned fields to the record's.
     fn header_into(&self, event: &mut StoredEvent) {
         event.position = self.position;
@@ -327,6 +339,110 @@ impl<'a> Record<'a> {
             position: Some(self.position),
             detail: error.to_string(),
         }
+    }
+}
+
+/// Where a frame sits in the log: its segment, its byte offset there and its length (header
+/// and body), as [`Record::location`] gives it. A reader that noted the frames it will want
+/// reads each back alone, through [`FrameReader`], instead of stepping through the frames
+/// between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameAt {
+    /// The segment holding the frame.
+    pub segment: SegmentId,
+    /// The frame's byte offset in that segment.
+    pub offset: u64,
+    /// The frame's length: [`FRAME_HEADER_LEN`] plus its body's.
+    pub len: u32,
+}
+
+/// Reads frames back one at a time from locations noted earlier ([`FrameAt`]), with one
+/// positioned read each, into a buffer it reuses; made by [`crate::Journal::frame_reader`].
+///
+/// Each frame is checked as a scan checks it (its header's and body's checksums; not its chain
+/// link, which needs the frame before it), and must hold the position the caller expects there.
+#[derive(Debug)]
+pub struct FrameReader {
+    log: Arc<Log>,
+    /// The segment of the last frame read: locations noted in log order mostly share it.
+    segment: Option<Arc<Segment>>,
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    pub(crate) fn new(log: Arc<Log>) -> FrameReader {
+        FrameReader {
+            log,
+            segment: None,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The frame at `at`, which must hold the event at `position`, checked.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidInput`] when `position` is past the head, `at` names a segment the log
+    ///   lacks, or the frame there holds another position or has another length;
+    /// - [`Error::Corruption`] naming the segment, offset and position when the frame's header
+    ///   or body does not match its checksum;
+    /// - [`Error::Io`] when the read fails.
+    pub fn read(&mut self, at: FrameAt, position: Position) -> Result<Record<'_>> {
+        if position == Position::ZERO || position > self.log.head().position {
+            return Err(Error::InvalidInput(format!(
+                "position {position} is not in the log"
+            )));
+        }
+        let segment = match &self.segment {
+            Some(segment) if segment.id == at.segment => Arc::clone(segment),
+            _ => {
+                let segment = self.log.segment(at.segment).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "segment {} is not in the log (looking for position {position})",
+                        at.segment
+                    ))
+                })?;
+                self.segment = Some(Arc::clone(&segment));
+                segment
+            }
+        };
+        let len = at.len as usize;
+        if len < FRAME_HEADER_LEN {
+            return Err(Error::InvalidInput(format!(
+                "a frame of {len} bytes is shorter than its header (position {position})"
+            )));
+        }
+        self.buf.resize(len, 0);
+        segment
+            .file
+            .read_exact_at(&mut self.buf, at.offset)
+            .map_err(Error::io_with(|| {
+                format!(
+                    "reading {len} bytes of segment {} at {}",
+                    at.segment, at.offset
+                )
+            }))?;
+        let (header_bytes, body) = self.buf.split_at(FRAME_HEADER_LEN);
+        let header = FrameHeader::decode(header_bytes)
+            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
+        if header.meta.position != position || header.frame_len() != u64::from(at.len) {
+            return Err(Error::InvalidInput(format!(
+                "segment {} at {} holds position {} in {} bytes, not position {position} in {len}",
+                at.segment,
+                at.offset,
+                header.meta.position,
+                header.frame_len()
+            )));
+        }
+        header
+            .check_body(body)
+            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
+        Ok(RawFrame {
+            segment: at.segment,
+            offset: at.offset,
+            header,
+            body,
+        }
+        .record())
     }
 }
 

@@ -509,3 +509,82 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
         other => panic!("expected corruption, got {other}"),
     }
 }
+
+#[test]
+fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = setup(dir.path());
+    assert!(segment_files(dir.path()).len() > 1);
+    let mut scanned = Vec::new();
+    journal
+        .scan(Position(1), None, false, |record| {
+            scanned.push((
+                record.position,
+                record.location(),
+                record.hash,
+                record.body.to_vec(),
+            ));
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap();
+    assert_eq!(scanned.len(), 300);
+    let mut frames = journal.frame_reader();
+    // Backwards, so that the reader changes segment, and every one alike.
+    for (position, at, hash, body) in scanned.iter().rev() {
+        let record = frames.read(*at, *position).unwrap();
+        assert_eq!(
+            (record.position, record.location(), record.hash, record.body),
+            (*position, *at, *hash, body.as_slice())
+        );
+        let i = position.0 - 1;
+        let id = format!("evt-s{}-{i}", (i / 10) % 3);
+        assert_eq!(record.decode().unwrap().envelope.event_id, id);
+    }
+
+    let (position, at, _, body) = &scanned[41];
+    let refused = |result: journal_engine::Result<journal_engine::Record<'_>>| {
+        result.map(|r| r.position).unwrap_err().to_string()
+    };
+    let wrong = refused(frames.read(*at, position.next()));
+    assert!(
+        wrong.contains(&format!("holds position {position}")),
+        "{wrong}"
+    );
+    let past = refused(frames.read(*at, Position(301)));
+    assert!(past.contains("position 301 is not in the log"), "{past}");
+    let short = journal_engine::FrameAt {
+        len: at.len - 1,
+        ..*at
+    };
+    let short = refused(frames.read(short, *position));
+    assert!(
+        short.contains(&format!("in {} bytes, not", at.len)),
+        "{short}"
+    );
+    let nowhere = journal_engine::FrameAt {
+        segment: journal_format::SegmentId(999),
+        ..*at
+    };
+    let nowhere = refused(frames.read(nowhere, *position));
+    assert!(nowhere.contains("999.seg is not in the log"), "{nowhere}");
+
+    // A body damaged on disk after it was scanned is corruption, named where it is.
+    let file = segment_files(dir.path())
+        .into_iter()
+        .find(|f| f.ends_with(at.segment.file_name()))
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let in_body =
+        usize::try_from(at.offset).unwrap() + journal_format::FRAME_HEADER_LEN + body.len() / 2;
+    bytes[in_body] ^= 0x20;
+    std::fs::write(&file, &bytes).unwrap();
+    match frames.read(*at, *position).map(|r| r.position) {
+        Err(journal_engine::Error::Corruption {
+            segment,
+            offset,
+            position: Some(p),
+            ..
+        }) => assert_eq!((segment, offset, p), (at.segment, at.offset, *position)),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}

@@ -310,6 +310,7 @@ impl ReadModels {
                 &self.journal,
                 &mut [&mut *state, &mut *activity],
                 self.partition_events,
+                self.store.path().parent().unwrap_or(Path::new(".")),
                 progress,
             )?;
             if !built {

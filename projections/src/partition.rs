@@ -8,12 +8,16 @@
 //! only, writes each of them once, and decodes each event once for all the projections it
 //! feeds. The first pass reads every event's stream from its body without decoding it
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
-//! they are, checked when the event is decoded in its own pass) and notes its partition; the
-//! later passes step over the frames of other partitions without reading their bodies
-//! ([`Journal::scan_where`]). Events are decoded one at a time into the same
-//! [`StoredEvent`], whose strings' buffers serve the next, their payloads left in their stored
-//! form until a fold asks for one ([`journal_engine::Record::decode_into_deferring_payload`],
-//! [`Event`]).
+//! they are, checked when the event is decoded in its own pass), applies partition 0's events,
+//! and notes where each other partition's frames are, in a scratch file per partition
+//! ([`notes`]); each later pass reads its own frames from there, one positioned read each
+//! ([`journal_engine::FrameReader`]), instead of stepping through the whole log again. Events
+//! are decoded one at a time into the same [`StoredEvent`], whose strings' buffers serve the
+//! next, their payloads left in their stored form until a fold asks for one
+//! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
+//!
+//! Every frame is checked once, in the first pass (its header's and body's checksums), and
+//! again when its own pass reads it; the chain is not verified (`journal verify` does that).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
@@ -27,10 +31,15 @@
 //!   event it cannot apply, in log order. A failure to read the log makes every worker leave
 //!   the build that way.
 
-use std::ops::ControlFlow;
+mod notes;
 
-use journal_engine::Journal;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use journal_engine::{Journal, Record};
 use journal_format::{ChainHash, EventIds, Position, StoredEvent};
+
+use notes::Notes;
 
 use crate::projection::{Event, Fault};
 use crate::worker::WorkerError;
@@ -99,12 +108,15 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 /// Builds every worker of `workers` that is at the start of a generation up to the journal's
 /// head, in `ceil(head / partition_events)` passes, calling `progress(name, position, head)`
 /// after each. Does nothing when the log fits in one partition (the ordinary catch-up does
-/// that as well); the workers' ordinary catch-up goes on from where this leaves them.
+/// that as well); the workers' ordinary catch-up goes on from where this leaves them. The
+/// first pass notes where the other partitions' frames are in scratch files in `scratch` (see
+/// [`notes`]); without them (more than [`notes::NOTED_PARTITIONS_MAX`] partitions, or files
+/// that cannot be created there), each pass steps through the whole log.
 ///
-/// Returns `false` when reading the log failed (or a worker refused an event for a reason that
-/// is not a fault): every worker has then left the build, as if it had not started, and the
-/// ordinary catch-up meets the same failure in its turn; a caller should not try again by
-/// partition.
+/// Returns `false` when reading the log or the scratch files failed (or a worker refused an
+/// event for a reason that is not a fault): every worker has then left the build, as if it had
+/// not started, and the ordinary catch-up meets any failure of the log in its turn; a caller
+/// should not try again by partition.
 ///
 /// # Errors
 /// [`WorkerError`] when the store fails; a worker's fault is not an error (see the module's
@@ -113,6 +125,7 @@ pub fn build(
     journal: &Journal,
     workers: &mut [&mut dyn Build],
     partition_events: u64,
+    scratch: &Path,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<bool, WorkerError> {
     let head = journal.head().position.0;
@@ -135,81 +148,83 @@ pub fn build(
         partitions,
         "building read models from the start, by partition"
     );
+    let mut notes = if partitions <= notes::NOTED_PARTITIONS_MAX {
+        Notes::create(scratch, partitions)
+            .inspect_err(|error| {
+                tracing::warn!(%error, "stepping through the whole log in each pass instead");
+            })
+            .ok()
+    } else {
+        None
+    };
     let mut head_hash = None;
-    let noting = partitions <= 256;
-    let mut memo: Vec<u8> = Vec::new();
-    for partition in 0..partitions {
-        if active.is_empty() {
-            return Ok(true);
-        }
-        let mut faulted = vec![false; active.len()];
-        let mut failed: Option<WorkerError> = None;
-        // One event at a time, its strings' buffers reused for the next.
-        let mut event = StoredEvent {
+    let mut pass = Pass {
+        reader,
+        faulted: Vec::new(),
+        event: StoredEvent {
             position: Position(0),
             recorded_at_ns: 0,
             stream_version: 0,
             hash: ChainHash::default(),
             envelope: journal_format::Envelope::default(),
-        };
-        let mut key = String::new();
-        // The first pass reads each event's stream from its body and notes its partition (one
-        // byte per event, when there are at most 256); the others look it up, and step over
-        // the frames of other partitions without reading their bodies.
-        let noted = std::mem::take(&mut memo);
-        let mut noting_now = Vec::new();
-        let noted_at = |position: Position| {
-            usize::try_from(position.0.saturating_sub(1))
-                .ok()
-                .and_then(|i| noted.get(i))
-                .map(|&of| u64::from(of))
-        };
-        let select = |position| noted_at(position).is_none_or(|of| of == partition);
-        let scanned =
-            journal.scan_where(Position(1), Some(Position(head)), false, select, |record| {
-                if record.position.0 == head {
-                    head_hash = Some(record.hash);
-                }
-                if noted_at(record.position).is_none() {
+        },
+        key: String::new(),
+    };
+    let mut frames = journal.frame_reader();
+    for partition in 0..partitions {
+        if active.is_empty() {
+            return Ok(true);
+        }
+        pass.faulted.clear();
+        pass.faulted.resize(active.len(), false);
+        let applied = match &mut notes {
+            // The later passes read their own frames, where the first noted them.
+            Some(notes) if partition > 0 => notes.read(partition, |position, at| {
+                let record = frames
+                    .read(at, position)
+                    .map_err(|source| WorkerError::Journal {
+                        projection: reader,
+                        source,
+                    })?;
+                pass.apply(&record, &mut active)?;
+                Ok(true)
+            }),
+            // The first pass (and each pass without notes) reads each event's stream from its
+            // body, and applies the events of its partition.
+            _ => {
+                let mut failed = None;
+                let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
+                    if record.position.0 == head {
+                        head_hash = Some(record.hash);
+                    }
                     let (kind, id) = stream_key_bytes(&record)?;
                     let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
-                    if noting {
-                        noting_now.push(u8::try_from(of).unwrap_or(u8::MAX));
-                    }
-                    if of != partition {
-                        return Ok(ControlFlow::Continue(()));
-                    }
-                }
-                // The payload stays in its stored form, decoded only for a fold that asks.
-                let payload = record.decode_into_deferring_payload(&mut event)?;
-                let event = Event::deferred(&event, payload);
-                // The decoded event's key hashes as its body's did: the same bytes, checked now.
-                let (kind, id) = event.envelope.ids().stream_key_parts();
-                key.clear();
-                key.push_str(kind);
-                key.push_str(id);
-                for (worker, faulted) in active.iter_mut().zip(faulted.iter_mut()) {
-                    if *faulted {
-                        continue;
-                    }
-                    match worker.apply(&event, &key) {
-                        Ok(None) => {}
-                        Ok(Some(_)) => *faulted = true,
+                    let noted = match &mut notes {
+                        Some(notes) if of != partition => {
+                            notes.note(of, record.position, record.location())
+                        }
+                        _ if of == partition => pass.apply(&record, &mut active),
+                        _ => Ok(()),
+                    };
+                    Ok(match noted {
+                        Ok(()) => ControlFlow::Continue(()),
                         Err(e) => {
                             failed = Some(e);
-                            return Ok(ControlFlow::Break(()));
+                            ControlFlow::Break(())
                         }
-                    }
+                    })
+                });
+                match (failed, scanned) {
+                    (Some(e), _) => Err(e),
+                    (None, Err(source)) => Err(WorkerError::Journal {
+                        projection: reader,
+                        source,
+                    }),
+                    (None, Ok(())) => Ok(()),
                 }
-                Ok(ControlFlow::Continue(()))
-            });
-        memo = noted;
-        memo.append(&mut noting_now);
-        let failed = failed.or(scanned.err().map(|source| WorkerError::Journal {
-            projection: reader,
-            source,
-        }));
-        if let Some(error) = failed {
+            }
+        };
+        if let Err(error) = applied {
             // Left to the ordinary catch-up, which applies what comes before the failing event
             // (and faults on an event a projection cannot apply) as one pass would.
             tracing::warn!(%error, "building by partition failed; building in one pass instead");
@@ -219,7 +234,7 @@ pub fn build(
             return Ok(false);
         }
         let mut kept = Vec::with_capacity(active.len());
-        for (worker, faulted) in active.into_iter().zip(faulted) {
+        for (worker, &faulted) in active.into_iter().zip(&pass.faulted) {
             if faulted {
                 worker.abandon()?;
             } else {
@@ -235,6 +250,48 @@ pub fn build(
         worker.finish(head, head_hash)?;
     }
     Ok(true)
+}
+
+/// What a pass keeps from one event to the next.
+struct Pass {
+    /// The projection named when reading the log fails.
+    reader: &'static str,
+    /// Which of the active workers faulted in this pass (they apply nothing more).
+    faulted: Vec<bool>,
+    /// The event being applied, decoded into the one before it: its strings' buffers are
+    /// reused.
+    event: StoredEvent,
+    /// The event's stream key.
+    key: String,
+}
+
+impl Pass {
+    /// Decodes `record` (its payload left in its stored form, for a fold that asks) and
+    /// applies it to every active worker that has not faulted.
+    fn apply(
+        &mut self,
+        record: &Record<'_>,
+        active: &mut [&mut dyn Build],
+    ) -> Result<(), WorkerError> {
+        let payload = record
+            .decode_into_deferring_payload(&mut self.event)
+            .map_err(|source| WorkerError::Journal {
+                projection: self.reader,
+                source,
+            })?;
+        let event = Event::deferred(&self.event, payload);
+        // The decoded event's key hashes as its body's did: the same bytes, checked now.
+        let (kind, id) = event.envelope.ids().stream_key_parts();
+        self.key.clear();
+        self.key.push_str(kind);
+        self.key.push_str(id);
+        for (worker, faulted) in active.iter_mut().zip(self.faulted.iter_mut()) {
+            if !*faulted && worker.apply(&event, &self.key)?.is_some() {
+                *faulted = true;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The stream key of a record's body, its id as raw bytes ([`EventIds::stream_key_bytes`]).

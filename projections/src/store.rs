@@ -154,6 +154,12 @@ impl Store {
         Ok(store)
     }
 
+    /// The store's file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Brings the alias tables of a store written before aliases carried their position
     /// (`kind\0id` → key) to the present layout, in one transaction: each alias gets position
     /// 0, which only a build by partition reads, and a build always starts from empty tables.

@@ -57,6 +57,17 @@ pub enum WorkerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A build by partition could not write or read its scratch files
+    /// ([`crate::partition`]'s notes of where each partition's frames are).
+    #[error("the build's scratch files in {}: {context}: {source}", dir.display())]
+    Scratch {
+        /// The directory holding them.
+        dir: std::path::PathBuf,
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A stored state could not be decoded or a state could not be encoded.
     #[error("projection {projection}, key {key}: {message}")]
     Codec {

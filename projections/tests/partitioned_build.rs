@@ -99,6 +99,63 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
 }
 
 #[test]
+fn a_build_reading_noted_frames_across_segments_or_stepping_through_the_log_equals_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let small_segments = Options {
+        limits: journal_engine::Limits {
+            event_bytes_max: 16 * 1024,
+            batch_events_max: 1_000,
+            batch_bytes_max: 64 * 1024,
+            segment_bytes_max: 256 * 1024,
+        },
+        ..Options::default()
+    };
+    let journal = Journal::open(dir.path(), small_segments).unwrap();
+    let events = workload::generate(13, 12, 6_000);
+    for chunk in events.chunks(50) {
+        journal
+            .append_batch_blocking(chunk.to_vec(), AppendOptions::default())
+            .unwrap();
+    }
+    let segments = std::fs::read_dir(dir.path().join("segments"))
+        .unwrap()
+        .count();
+    assert!(segments > 5, "{segments} segments");
+    let n = events.len() as u64;
+    let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
+        .unwrap()
+        .with_partition_events(u64::MAX);
+    one_pass.catch_up(&mut |_, _, _| {}).unwrap();
+    // Six passes, the later five reading the frames the first noted, segment after segment;
+    // then more passes than the build notes (one file each), each stepping through the log.
+    for (partition_events, file) in [(n / 6 + 1, "noted.redb"), (n / 300 + 1, "stepped.redb")] {
+        assert_eq!(
+            (
+                partition_events > n / 256,
+                n.div_ceil(partition_events) > 256
+            ),
+            (file == "noted.redb", file == "stepped.redb")
+        );
+        let models = ReadModels::open_at(&journal, &dir.path().join(file))
+            .unwrap()
+            .with_partition_events(partition_events);
+        let mut passes = 0;
+        models
+            .catch_up(&mut |name, _, _| passes += u64::from(name == "state"))
+            .unwrap();
+        // A call after each pass, then the ordinary catch-up's.
+        assert!(passes > n.div_ceil(partition_events), "{file}: {passes}");
+        for name in ["state", "activity"] {
+            assert_eq!(
+                models.digest(name).unwrap(),
+                one_pass.digest(name).unwrap(),
+                "{file}: {name}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_build_that_failed_in_this_process_starts_again_from_default_states() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
@@ -231,7 +288,14 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
     append(&journal, &events);
     let store = Arc::new(Store::open(dir.path().join("strict.redb")).unwrap());
     let mut worker = Worker::new(Arc::new(Strict), Arc::clone(&store));
-    partition::build(&journal, &mut [&mut worker], 10, &mut |_, _, _| {}).unwrap();
+    partition::build(
+        &journal,
+        &mut [&mut worker],
+        10,
+        dir.path(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
     let Reached::Faulted(fault) = worker.catch_up(&journal, &mut |_, _| {}).unwrap() else {
         panic!("expected a fault");
     };
