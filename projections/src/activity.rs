@@ -16,6 +16,7 @@ use journal_format::StoredEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id_map::IdMap;
 use crate::projection::Event;
 
 /// Where a fact is in the log.
@@ -230,17 +231,17 @@ pub struct Activity {
     /// Threads by id.
     pub threads: BTreeMap<String, ThreadSummary>,
     /// Runs by id: their task, attempt and the newest `run.status` word.
-    pub runs: BTreeMap<String, Call>,
+    pub runs: IdMap<Call>,
     /// Model requests by `modelRequestId` (or the event id of a request without one).
-    pub model_calls: BTreeMap<String, Call>,
+    pub model_calls: IdMap<Call>,
     /// Tool calls by `toolCallId`.
-    pub tool_calls: BTreeMap<String, Call>,
+    pub tool_calls: IdMap<Call>,
     /// Processes by `processId`.
-    pub processes: BTreeMap<String, Call>,
+    pub processes: IdMap<Call>,
     /// Subagents by `subagentId`.
-    pub subagents: BTreeMap<String, Call>,
+    pub subagents: IdMap<Call>,
     /// Jobs by `jobId`.
-    pub jobs: BTreeMap<String, Call>,
+    pub jobs: IdMap<Call>,
     /// Channels by `channelId`: the newest `channel.*` word.
     pub channels: BTreeMap<String, String>,
     /// Permissions and sandbox.
@@ -250,9 +251,9 @@ pub struct Activity {
     /// Context boundaries, in order.
     pub compactions: Vec<Boundary>,
     /// Artifacts by id (or path).
-    pub artifacts: BTreeMap<String, ArtifactSummary>,
+    pub artifacts: IdMap<ArtifactSummary>,
     /// Evidence by id.
-    pub evidence: BTreeMap<String, EvidenceSummary>,
+    pub evidence: IdMap<EvidenceSummary>,
     /// Checkpoints captured (`checkpoint.captured`), in order.
     pub checkpoints: Vec<CheckpointRecord>,
     /// Snapshots written or updated, in order, with their schema (`session_runtime_v2`) when given.
@@ -276,24 +277,20 @@ fn add(total: &mut Option<u64>, value: Option<u64>) {
 /// Starts or updates a call: the first event opens it, `end` (when given) closes it; `name`
 /// gives the call's name while it has none (called only then, so that it allocates only then).
 fn touch(
-    calls: &mut BTreeMap<String, Call>,
+    calls: &mut IdMap<Call>,
     id: &str,
     event: &Event<'_>,
     name: impl FnOnce() -> Option<String>,
     end: Option<&str>,
 ) {
-    // Most events are about a call already open: one lookup finds it, and a key is allocated
-    // only for a new call.
-    let call = match calls.get_mut(id) {
-        Some(call) => call,
-        None => calls.entry(id.to_string()).or_insert(Call {
-            name: None,
-            status: "open".into(),
-            started: At::of(event),
-            ended: None,
-            output_ref: None,
-        }),
-    };
+    // One lookup; a key is allocated only for a new call.
+    let call = calls.get_or_insert_with(id, || Call {
+        name: None,
+        status: "open".into(),
+        started: At::of(event),
+        ended: None,
+        output_ref: None,
+    });
     if call.name.is_none() {
         call.name = name();
     }

@@ -12,6 +12,7 @@
 //!   its states and checkpoint kept together in redb, a worker that resumes, rebuilds on a
 //!   version change and faults (never skips) on an event it cannot apply; [`partition`]: builds
 //!   from the start in bounded memory, one partition of the streams per pass.
+//! - [`id_map`]: the folds' maps from ids, hashed for lookups, read in key order.
 //! - [`activity`], [`models`], [`views`]: the journal's projections and the read models of
 //!   MODEL.md §5 built from them, each answer with its freshness.
 //!
@@ -28,6 +29,7 @@ pub mod activity;
 pub mod agentruntime;
 pub mod commands;
 pub mod ecosystem;
+pub mod id_map;
 pub mod models;
 pub mod partition;
 pub mod projection;

@@ -18,6 +18,7 @@ use journal_format::{Envelope, StoredEvent};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::id_map::IdMap;
 use crate::projection::Event;
 use crate::rules::{self, Rule, Violation};
 
@@ -295,11 +296,11 @@ pub struct StreamState {
     /// The position of the last event applied.
     pub position: u64,
     /// Tasks by id.
-    pub tasks: BTreeMap<String, TaskState>,
+    pub tasks: IdMap<TaskState>,
     /// Required actions by id.
-    pub actions: BTreeMap<String, ActionState>,
+    pub actions: IdMap<ActionState>,
     /// Turns by id.
-    pub turns: BTreeMap<String, TurnState>,
+    pub turns: IdMap<TurnState>,
     /// The session checklist.
     pub checklist: Option<Checklist>,
     /// Artifacts that exist, by path and by id.

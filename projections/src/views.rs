@@ -16,6 +16,7 @@ use crate::activity::{
     Activity, ArtifactSummary, At, Boundary, Call, Cost, EvidenceSummary, Permissions, Routing,
     ThreadSummary,
 };
+use crate::id_map::IdMap;
 use crate::state::{
     ActionState, Attempt, Decision, Incident, ScheduleState, StreamState, TaskState,
 };
@@ -63,7 +64,7 @@ pub struct CallCounts {
 }
 
 impl CallCounts {
-    fn of(calls: &BTreeMap<String, Call>) -> CallCounts {
+    fn of(calls: &IdMap<Call>) -> CallCounts {
         let mut c = CallCounts::default();
         for (id, call) in calls {
             c.total += 1;
@@ -422,8 +423,8 @@ pub fn evidence(state: &StreamState, activity: &Activity) -> EvidenceView {
         })
         .collect();
     EvidenceView {
-        evidence: activity.evidence.clone(),
-        artifacts: activity.artifacts.clone(),
+        evidence: activity.evidence.to_ordered(),
+        artifacts: activity.artifacts.to_ordered(),
         missing_by_task,
     }
 }

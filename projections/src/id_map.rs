@@ -1,0 +1,230 @@
+//! [`IdMap`]: the folds' maps from an id to what is known of it (calls, tasks, actions, turns),
+//! hashed for the lookups that nearly every event makes, and read whole in the order of their
+//! keys, as an ordered map is read.
+//!
+//! An ordered map of `String` keys (`BTreeMap`) finds a key by comparing it with up to a dozen
+//! others, each of whose bytes sit behind a pointer: in a session with thousands of calls that
+//! is a cache miss per comparison, and it was the largest single cost of the folds
+//! (`docs/PERFORMANCE.md`). A hashed map finds it with one hash and one comparison.
+//!
+//! **Invariant:** nothing outside this module sees the hashed order. Iteration, the stored
+//! (MessagePack) and JSON forms, the JSON schema and equality are those of a
+//! `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
+//! digests do not change with the container (a test compares the encodings).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use foldhash::fast::RandomState;
+use serde::de::{Deserialize, Deserializer};
+use serde::ser::{Serialize, Serializer};
+
+/// A map from ids to `V`, hashed for lookups and read in key order (see the module doc).
+#[derive(Clone, PartialEq)]
+pub struct IdMap<V> {
+    map: hashbrown::HashMap<String, V, RandomState>,
+}
+
+impl<V> Default for IdMap<V> {
+    fn default() -> IdMap<V> {
+        IdMap {
+            map: hashbrown::HashMap::with_hasher(RandomState::default()),
+        }
+    }
+}
+
+impl<V> IdMap<V> {
+    /// An empty map.
+    #[must_use]
+    pub fn new() -> IdMap<V> {
+        IdMap::default()
+    }
+
+    /// The value of `id`.
+    #[must_use]
+    pub fn get(&self, id: &str) -> Option<&V> {
+        self.map.get(id)
+    }
+
+    /// The value of `id`, to change.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
+        self.map.get_mut(id)
+    }
+
+    /// Whether `id` has a value.
+    #[must_use]
+    pub fn contains_key(&self, id: &str) -> bool {
+        self.map.contains_key(id)
+    }
+
+    /// Sets `id`'s value, returning the one it replaces.
+    pub fn insert(&mut self, id: String, value: V) -> Option<V> {
+        self.map.insert(id, value)
+    }
+
+    /// Removes `id`, returning its value.
+    pub fn remove(&mut self, id: &str) -> Option<V> {
+        self.map.remove(id)
+    }
+
+    /// The value of `id`, made by `make` when there is none; the key is allocated only then.
+    pub fn get_or_insert_with(&mut self, id: &str, make: impl FnOnce() -> V) -> &mut V {
+        self.map.entry_ref(id).or_insert_with(make)
+    }
+
+    /// The number of entries.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
+        let mut entries: Vec<(&String, &V)> = self.map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        entries.into_iter()
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// The values in key order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// The entries, copied into an ordered map (for a read model that shows them).
+    #[must_use]
+    pub fn to_ordered(&self) -> BTreeMap<String, V>
+    where
+        V: Clone,
+    {
+        self.map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Every value, to change, in no particular order (for changes that do not depend on it).
+    pub fn values_mut_unordered(&mut self) -> impl Iterator<Item = &mut V> {
+        self.map.values_mut()
+    }
+}
+
+impl<V> FromIterator<(String, V)> for IdMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> IdMap<V> {
+        let mut map = IdMap::new();
+        map.map.extend(iter);
+        map
+    }
+}
+
+impl<'a, V> IntoIterator for &'a IdMap<V> {
+    type Item = (&'a String, &'a V);
+    type IntoIter = std::vec::IntoIter<(&'a String, &'a V)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let mut entries: Vec<(&String, &V)> = self.map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        entries.into_iter()
+    }
+}
+
+/// As an ordered map's: panics when `id` has no value (see [`IdMap::get`]).
+impl<V> std::ops::Index<&str> for IdMap<V> {
+    type Output = V;
+
+    fn index(&self, id: &str) -> &V {
+        match self.map.get(id) {
+            Some(value) => value,
+            None => panic!("no entry for {id:?}"),
+        }
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for IdMap<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<V: Serialize> Serialize for IdMap<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<IdMap<V>, D::Error> {
+        // As an ordered map reads it (a key given twice keeps its last value).
+        let ordered = BTreeMap::<String, V>::deserialize(deserializer)?;
+        Ok(ordered.into_iter().collect())
+    }
+}
+
+impl<V: schemars::JsonSchema> schemars::JsonSchema for IdMap<V> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        BTreeMap::<String, V>::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        BTreeMap::<String, V>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        BTreeMap::<String, V>::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        BTreeMap::<String, V>::inline_schema()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_whole_and_encodes_as_the_ordered_map_of_the_same_entries() {
+        let ids: Vec<String> = (0..500)
+            .map(|i| format!("call_{}", (i * 7919) % 1000))
+            .chain(["", "b", "a", "ab", "é", "Z"].map(String::from))
+            .collect();
+        let mut ordered = BTreeMap::new();
+        let mut hashed = IdMap::new();
+        for (n, id) in ids.iter().enumerate() {
+            ordered.insert(id.clone(), n);
+            *hashed.get_or_insert_with(id, || 0) = n;
+        }
+        assert_eq!(hashed.len(), ordered.len());
+        assert!(hashed.iter().eq(ordered.iter()));
+        assert!(hashed.keys().rev().eq(ordered.keys().rev()));
+        assert_eq!(
+            rmp_serde::to_vec(&hashed).unwrap(),
+            rmp_serde::to_vec(&ordered).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string(&hashed).unwrap(),
+            serde_json::to_string(&ordered).unwrap()
+        );
+        assert_eq!(format!("{hashed:?}"), format!("{ordered:?}"));
+        let back: IdMap<usize> =
+            rmp_serde::from_slice(&rmp_serde::to_vec(&ordered).unwrap()).unwrap();
+        assert!(back == hashed);
+        assert_eq!(
+            schemars::schema_for!(IdMap<usize>),
+            schemars::schema_for!(BTreeMap<String, usize>)
+        );
+        assert_eq!(hashed.remove("a"), ordered.remove("a"));
+        assert!(!hashed.contains_key("a"));
+        assert_eq!(hashed.get("b"), ordered.get("b"));
+    }
+}
