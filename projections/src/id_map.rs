@@ -86,9 +86,14 @@ impl<V> IdMap<V> {
 
     /// The entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
+        self.sorted().into_iter()
+    }
+
+    /// The entries, sorted by key (keys are unique, so the order is total).
+    fn sorted(&self) -> Vec<(&String, &V)> {
         let mut entries: Vec<(&String, &V)> = self.map.iter().collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        entries.into_iter()
+        entries
     }
 
     /// The keys in order.
@@ -132,9 +137,7 @@ impl<'a, V> IntoIterator for &'a IdMap<V> {
     type IntoIter = std::vec::IntoIter<(&'a String, &'a V)>;
 
     fn into_iter(self) -> Self::IntoIter {
-        let mut entries: Vec<(&String, &V)> = self.map.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        entries.into_iter()
+        self.sorted().into_iter()
     }
 }
 
@@ -164,9 +167,30 @@ impl<V: Serialize> Serialize for IdMap<V> {
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<IdMap<V>, D::Error> {
-        // As an ordered map reads it (a key given twice keeps its last value).
-        let ordered = BTreeMap::<String, V>::deserialize(deserializer)?;
-        Ok(ordered.into_iter().collect())
+        struct Entries<V>(std::marker::PhantomData<V>);
+
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
+            type Value = IdMap<V>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map from ids")
+            }
+
+            // As an ordered map reads it: a key given twice keeps its last value.
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<IdMap<V>, A::Error> {
+                let mut map = IdMap::new();
+                map.map.reserve(access.size_hint().unwrap_or(0).min(4096));
+                while let Some((id, value)) = access.next_entry::<String, V>()? {
+                    map.map.insert(id, value);
+                }
+                Ok(map)
+            }
+        }
+
+        deserializer.deserialize_map(Entries(std::marker::PhantomData))
     }
 }
 
@@ -219,6 +243,10 @@ mod tests {
         let back: IdMap<usize> =
             rmp_serde::from_slice(&rmp_serde::to_vec(&ordered).unwrap()).unwrap();
         assert!(back == hashed);
+        let twice: IdMap<u8> = serde_json::from_str(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
+        let ordered_twice: BTreeMap<String, u8> =
+            serde_json::from_str(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
+        assert!(twice.iter().eq(ordered_twice.iter()));
         assert_eq!(
             schemars::schema_for!(IdMap<usize>),
             schemars::schema_for!(BTreeMap<String, usize>)
