@@ -37,7 +37,7 @@ impl<'a> EventIds<'a> {
     /// short in its leading fields, gives one of the five ids twice, or gives one that is not a
     /// string.
     pub fn from_msgpack(body: &'a [u8]) -> Result<EventIds<'a>, EnvelopeError> {
-        let raw = RawIds::from_msgpack(body)?;
+        let raw = RawIds::read(body, Until::LeadingEnd)?;
         let text = |id: Option<(&'a [u8], usize)>| {
             id.map(|(bytes, at)| {
                 std::str::from_utf8(bytes).map_err(|_| decode_error("an id is not UTF-8", at))
@@ -57,10 +57,15 @@ impl<'a> EventIds<'a> {
     /// gives them, the id as the bytes the body holds, not checked to be UTF-8: for a caller
     /// that only hashes it (the rebuild's partitions), and decodes in full the events it keeps.
     ///
+    /// It stops at the session id, which decides the key when present (`runtimeId` and
+    /// `sessionId` come before `taskId` among the leading fields): the fields after it are not
+    /// read, so a fault there (an id given twice, one that is not a string) is found only by
+    /// the decode of the whole event.
+    ///
     /// # Errors
-    /// As [`EventIds::from_msgpack`], but for UTF-8.
+    /// As [`EventIds::from_msgpack`], but for UTF-8 and for the fields after the session id.
     pub fn stream_key_bytes(body: &'a [u8]) -> Result<(&'static str, &'a [u8]), EnvelopeError> {
-        let raw = RawIds::from_msgpack(body)?;
+        let raw = RawIds::read(body, Until::SessionId)?;
         Ok(if let Some((id, _)) = raw.session_id {
             ("session:", id)
         } else if let Some((id, _)) = raw.task_id {
@@ -111,9 +116,18 @@ struct RawIds<'a> {
     runtime_id: Option<(&'a [u8], usize)>,
 }
 
+/// Where [`RawIds::read`] stops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// At the end of the leading fields.
+    LeadingEnd,
+    /// Once it has the session id (or at the end of the leading fields without one).
+    SessionId,
+}
+
 impl<'a> RawIds<'a> {
-    /// Reads the leading fields (see [`EventIds::from_msgpack`]).
-    fn from_msgpack(body: &'a [u8]) -> Result<RawIds<'a>, EnvelopeError> {
+    /// Reads the leading fields (see [`EventIds::from_msgpack`]), up to `until`.
+    fn read(body: &'a [u8], until: Until) -> Result<RawIds<'a>, EnvelopeError> {
         let mut reader = Reader::new(body);
         let entries = reader
             .map_len()?
@@ -144,6 +158,9 @@ impl<'a> RawIds<'a> {
                 .ok_or_else(|| decode_error("an id is not a string", value_at))?;
             if slot.replace((value, value_at)).is_some() {
                 return Err(decode_error("an id is given twice", key_at));
+            }
+            if until == Until::SessionId && ids.session_id.is_some() {
+                break;
             }
         }
         Ok(ids)
@@ -191,6 +208,40 @@ mod tests {
                 "{json}"
             );
         }
+    }
+
+    #[test]
+    fn the_stream_key_is_read_up_to_the_session_id_only() {
+        // {"type": "a", "sessionId": "s1", "taskId": "t1", "taskId": "t2"}: a fault after
+        // the session id, which the full reading refuses and the stream key does not see.
+        let mut body = vec![0x84, 0xa4];
+        body.extend_from_slice(b"type");
+        body.extend_from_slice(&[0xa1, b'a', 0xa9]);
+        body.extend_from_slice(b"sessionId");
+        body.extend_from_slice(&[0xa2, b's', b'1']);
+        for task in [b"t1", b"t2"] {
+            body.push(0xa6);
+            body.extend_from_slice(b"taskId");
+            body.push(0xa2);
+            body.extend_from_slice(task);
+        }
+        let refused = EventIds::from_msgpack(&body).map(|_| ()).unwrap_err();
+        assert!(
+            refused.to_string().contains("an id is given twice"),
+            "{refused}"
+        );
+        assert_eq!(
+            EventIds::stream_key_bytes(&body).unwrap(),
+            ("session:", b"s1".as_slice())
+        );
+        // Without a session id, the task id decides, and the fault is found.
+        body[0] = 0x83;
+        let without: Vec<u8> = [&body[..8], &body[21..]].concat();
+        let refused = EventIds::stream_key_bytes(&without).unwrap_err();
+        assert!(
+            refused.to_string().contains("an id is given twice"),
+            "{refused}"
+        );
     }
 
     #[test]
