@@ -33,6 +33,15 @@ fn is_stream(event: &StoredEvent, key: &str) -> bool {
     kind != "none:" && key.strip_prefix(kind) == Some(id)
 }
 
+/// Where a build puts its scratch files: beside the store (the working directory for a store
+/// named without a directory).
+fn scratch_dir(store: &Path) -> &Path {
+    store
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
 fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, &str)> {
     let e = &event.envelope;
     [
@@ -310,7 +319,7 @@ impl ReadModels {
                 &self.journal,
                 &mut [&mut *state, &mut *activity],
                 self.partition_events,
-                self.store.path().parent().unwrap_or(Path::new(".")),
+                scratch_dir(self.store.path()),
                 progress,
             )?;
             if !built {

@@ -193,20 +193,26 @@ pub fn build(
             // body, and applies the events of its partition.
             _ => {
                 let mut failed = None;
+                let mut unnoted = None;
                 let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
                     if record.position.0 == head {
                         head_hash = Some(record.hash);
                     }
                     let (kind, id) = stream_key_bytes(&record)?;
                     let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
-                    let noted = match &mut notes {
-                        Some(notes) if of != partition => {
-                            notes.note(of, record.position, record.location())
+                    let applied = match &mut notes {
+                        Some(notes) if of != partition && unnoted.is_none() => {
+                            // A note that cannot be written (a full disk) leaves the later
+                            // passes to step through the log, as without notes.
+                            if let Err(e) = notes.note(of, record.position, record.location()) {
+                                unnoted = Some(e);
+                            }
+                            Ok(())
                         }
                         _ if of == partition => pass.apply(&record, &mut active),
                         _ => Ok(()),
                     };
-                    Ok(match noted {
+                    Ok(match applied {
                         Ok(()) => ControlFlow::Continue(()),
                         Err(e) => {
                             failed = Some(e);
@@ -214,6 +220,10 @@ pub fn build(
                         }
                     })
                 });
+                if let Some(error) = unnoted {
+                    tracing::warn!(%error, "stepping through the whole log in each later pass instead");
+                    notes = None;
+                }
                 match (failed, scanned) {
                     (Some(e), _) => Err(e),
                     (None, Err(source)) => Err(WorkerError::Journal {

@@ -315,3 +315,40 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
         (FreshnessState::Faulted, 30, None)
     );
 }
+
+#[test]
+fn a_build_whose_scratch_files_cannot_be_made_steps_through_the_log_to_the_same_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let events = workload::generate(17, 10, 4_000);
+    append(&journal, &events);
+    let states = |scratch: &std::path::Path, file: &str| {
+        let store = Arc::new(Store::open(dir.path().join(file)).unwrap());
+        let mut worker = Worker::new(
+            Arc::new(journal_projections::models::ActivityProjection),
+            Arc::clone(&store),
+        );
+        let built = partition::build(
+            &journal,
+            &mut [&mut worker],
+            700,
+            scratch,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        assert!(built, "{file}");
+        let version = store.meta("activity").unwrap().serving.unwrap().version;
+        let mut states = Vec::new();
+        store
+            .for_each("activity", version, &mut |key, bytes| {
+                states.push((key.to_string(), bytes.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        states
+    };
+    let noted = states(dir.path(), "noted.redb");
+    let stepped = states(&dir.path().join("no such directory"), "stepped.redb");
+    assert_eq!(noted.len(), 10, "one state per session");
+    assert!(noted == stepped);
+}
