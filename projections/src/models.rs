@@ -113,7 +113,9 @@ impl Projection for ActivityProjection {
     }
 
     fn version(&self) -> u32 {
-        1
+        // 2: no aliases (readers find a stream by a task, run or thread id through the
+        // rules' projection's aliases only; this one's were written and never read).
+        2
     }
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
@@ -126,10 +128,6 @@ impl Projection for ActivityProjection {
 
     fn keyed_by_stream(&self) -> bool {
         true
-    }
-
-    fn aliases<'e>(&self, event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
-        aliases_of(event)
     }
 
     fn apply(&self, state: &mut Activity, event: &Event<'_>) -> Result<(), String> {
