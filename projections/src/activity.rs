@@ -58,10 +58,54 @@ pub struct TurnSummary {
 pub struct ThreadSummary {
     /// The status the last `thread.*` event gave.
     pub status: Option<String>,
-    /// Its turns, in the order first seen.
+    /// Its turns, in the order first seen (changed by [`Activity::apply`] only).
     pub turns: Vec<TurnSummary>,
     /// The newest turn.
     pub active_turn_id: Option<String>,
+    /// Where each of `turns` is, by id.
+    #[serde(skip)]
+    #[schemars(skip)]
+    turn_index: TurnIndex,
+}
+
+/// Where each turn of a thread is in [`ThreadSummary::turns`], by id, so that an event finds
+/// its turn with one lookup instead of a search of every turn before it (which made a thread's
+/// cost grow with the square of its turns).
+///
+/// **Invariant:** derived from the list alone. It is never stored nor shown, equal to any
+/// other (two summaries are equal when their lists are), and rebuilt from the list whenever it
+/// does not cover it: a summary read back from the store starts without it.
+#[derive(Clone, Debug, Default)]
+struct TurnIndex(foldhash::HashMap<String, usize>);
+
+impl PartialEq for TurnIndex {
+    fn eq(&self, _: &TurnIndex) -> bool {
+        true
+    }
+}
+
+impl Eq for TurnIndex {}
+
+impl ThreadSummary {
+    /// Where turn `turn_id` is in `turns`: the last one with that id, as a search from the end
+    /// would find.
+    fn turn_position(&mut self, turn_id: &str) -> Option<usize> {
+        if self.turn_index.0.len() != self.turns.len() {
+            self.turn_index.0.clear();
+            for (i, turn) in self.turns.iter().enumerate() {
+                self.turn_index.0.insert(turn.turn_id.clone(), i);
+            }
+        }
+        self.turn_index.0.get(turn_id).copied()
+    }
+
+    /// Adds a turn first seen now; returns its position.
+    fn push_turn(&mut self, turn: TurnSummary) -> usize {
+        let position = self.turns.len();
+        self.turn_index.0.insert(turn.turn_id.clone(), position);
+        self.turns.push(turn);
+        position
+    }
 }
 
 /// A call with a start and an end (model request, tool call, process, job, subagent).
@@ -518,17 +562,14 @@ impl Activity {
         let Some(turn_id) = &e.turn_id else {
             return;
         };
-        let index = match summary.turns.iter().rposition(|x| &x.turn_id == turn_id) {
+        let index = match summary.turn_position(turn_id) {
             Some(i) => i,
-            None => {
-                summary.turns.push(TurnSummary {
-                    turn_id: turn_id.clone(),
-                    status: "submitted".into(),
-                    task_id: None,
-                    run_id: None,
-                });
-                summary.turns.len() - 1
-            }
+            None => summary.push_turn(TurnSummary {
+                turn_id: turn_id.clone(),
+                status: "submitted".into(),
+                task_id: None,
+                run_id: None,
+            }),
         };
         match &mut summary.active_turn_id {
             Some(active) => active.clone_from(turn_id),
@@ -709,5 +750,57 @@ impl Activity {
             tokens_before: p.tokens_before,
             tokens_after: p.tokens_after,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+
+    use super::*;
+
+    fn turn_event(position: u64, kind: &str, turn: &str) -> StoredEvent {
+        let mut envelope = Envelope::new(kind, format!("e{position}"), "2026-05-11T10:00:00Z");
+        envelope.session_id = Some("s1".into());
+        envelope.thread_id = Some("th1".into());
+        envelope.turn_id = Some(turn.into());
+        StoredEvent {
+            position: Position(position),
+            recorded_at_ns: 0,
+            stream_version: position,
+            hash: ChainHash::default(),
+            envelope,
+        }
+    }
+
+    #[test]
+    fn a_turn_is_found_by_its_id_before_and_after_the_summary_is_stored() {
+        let mut activity = Activity::default();
+        let mut position = 0;
+        let mut apply = |activity: &mut Activity, kind: &str, turn: &str| {
+            position += 1;
+            activity.apply(&Event::new(&turn_event(position, kind, turn)));
+        };
+        for t in 0..300 {
+            apply(&mut activity, "turn.submitted", &format!("turn-{t}"));
+        }
+        apply(&mut activity, "turn.started", "turn-17");
+        // Read back, as a worker reads a stored state: the index is not stored.
+        let bytes = rmp_serde::to_vec_named(&activity).unwrap();
+        let mut back: Activity = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back, activity);
+        apply(&mut back, "turn.completed", "turn-17");
+        apply(&mut back, "turn.failed", "turn-299");
+        apply(&mut back, "turn.submitted", "turn-300");
+        let thread = &back.threads["th1"];
+        assert_eq!(thread.turns.len(), 301);
+        let status = |t: usize| thread.turns[t].status.as_str();
+        assert_eq!(
+            (status(17), status(299), status(300)),
+            ("completed", "failed", "submitted")
+        );
+        assert_eq!(thread.turns[300].turn_id, "turn-300");
+        assert_eq!(thread.active_turn_id.as_deref(), Some("turn-300"));
+        assert_ne!(back, activity);
     }
 }
