@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use journal_format::{
     ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, StoredPayload,
-    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{Error, Result};
@@ -382,7 +382,8 @@ impl FrameReader {
     ///
     /// # Errors
     /// - [`Error::InvalidInput`] when `position` is past the head, `at` names a segment the log
-    ///   lacks, or the frame there holds another position or has another length;
+    ///   lacks or a span that cannot be a committed frame of it, or the frame there holds
+    ///   another position or has another length;
     /// - [`Error::Corruption`] naming the segment, offset and position when the frame's header
     ///   or body does not match its checksum;
     /// - [`Error::Io`] when the read fails.
@@ -406,9 +407,17 @@ impl FrameReader {
             }
         };
         let len = at.len as usize;
-        if len < FRAME_HEADER_LEN {
+        let end = at.offset.saturating_add(u64::from(at.len));
+        // A location the log does not hold is refused before anything is read or allocated
+        // for it: no frame is shorter than its header or longer than the largest body allows,
+        // and none ends past the segment's committed frames.
+        if len < FRAME_HEADER_LEN
+            || at.len > FRAME_HEADER_LEN as u32 + FRAME_BODY_LEN_MAX
+            || end > segment.end().end_offset
+        {
             return Err(Error::InvalidInput(format!(
-                "a frame of {len} bytes is shorter than its header (position {position})"
+                "segment {} holds no frame of {len} bytes at {} (looking for position {position})",
+                at.segment, at.offset
             )));
         }
         self.buf.resize(len, 0);

@@ -561,6 +561,20 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
         short.contains(&format!("in {} bytes, not", at.len)),
         "{short}"
     );
+    for bogus in [
+        journal_engine::FrameAt { len: 10, ..*at },
+        journal_engine::FrameAt {
+            len: u32::MAX,
+            ..*at
+        },
+        journal_engine::FrameAt {
+            offset: u64::MAX - 100,
+            ..*at
+        },
+    ] {
+        let refused = refused(frames.read(bogus, *position));
+        assert!(refused.contains("holds no frame of"), "{refused}");
+    }
     let nowhere = journal_engine::FrameAt {
         segment: journal_format::SegmentId(999),
         ..*at
