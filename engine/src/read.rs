@@ -385,7 +385,9 @@ impl FrameReader {
     ///   lacks or a span that cannot be a committed frame of it, or the frame there holds
     ///   another position or has another length;
     /// - [`Error::Corruption`] naming the segment, offset and position when the frame's header
-    ///   or body does not match its checksum;
+    ///   or body does not match its checksum (for a location taken from
+    ///   [`Record::location`]; an offset that is not a frame's start also fails the header's
+    ///   checksum);
     /// - [`Error::Io`] when the read fails.
     pub fn read(&mut self, at: FrameAt, position: Position) -> Result<Record<'_>> {
         if position == Position::ZERO || position > self.log.head().position {

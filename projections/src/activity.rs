@@ -90,11 +90,15 @@ impl ThreadSummary {
     /// Where turn `turn_id` is in `turns`: the last one with that id, as a search from the end
     /// would find.
     fn turn_position(&mut self, turn_id: &str) -> Option<usize> {
-        if self.turn_index.0.len() != self.turns.len() {
-            self.turn_index.0.clear();
-            for (i, turn) in self.turns.iter().enumerate() {
-                self.turn_index.0.insert(turn.turn_id.clone(), i);
-            }
+        let found = self.turn_index.0.get(turn_id).copied();
+        let holds = |i: usize| self.turns.get(i).is_some_and(|t| t.turn_id == turn_id);
+        if self.turn_index.0.len() == self.turns.len() && found.is_none_or(holds) {
+            return found;
+        }
+        // Read back from the store, or `turns` changed outside the fold: index it again.
+        self.turn_index.0.clear();
+        for (i, turn) in self.turns.iter().enumerate() {
+            self.turn_index.0.insert(turn.turn_id.clone(), i);
         }
         self.turn_index.0.get(turn_id).copied()
     }
@@ -802,5 +806,19 @@ mod tests {
         assert_eq!(thread.turns[300].turn_id, "turn-300");
         assert_eq!(thread.active_turn_id.as_deref(), Some("turn-300"));
         assert_ne!(back, activity);
+
+        // A list changed outside the fold, its length kept: the index is not trusted blindly.
+        let thread = back.threads.get_mut("th1").unwrap();
+        thread.turns.swap(1, 2);
+        apply(&mut back, "turn.started", "turn-1");
+        let thread = &back.threads["th1"];
+        assert_eq!(thread.turns.len(), 301);
+        assert_eq!(
+            (
+                thread.turns[2].turn_id.as_str(),
+                thread.turns[2].status.as_str()
+            ),
+            ("turn-1", "running")
+        );
     }
 }

@@ -7,28 +7,37 @@
 //! is a cache miss per comparison, and it was the largest single cost of the folds
 //! (`docs/PERFORMANCE.md`). A hashed map finds it with one hash and one comparison.
 //!
-//! **Invariant:** nothing outside this module sees the hashed order. Iteration, the stored
-//! (MessagePack) and JSON forms, the JSON schema and equality are those of a
-//! `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
-//! digests do not change with the container (a test compares the encodings).
+//! The keys are also kept in order (a `BTreeSet`, touched only when a key is added or
+//! removed), so that reading the map whole walks them in order, as an ordered map does, without
+//! sorting: a worker encodes a stream's whole state at each commit, and for a live journal that
+//! is after nearly every event.
+//!
+//! **Invariants:** the ordered keys are exactly the hashed map's keys. Nothing outside this
+//! module sees the hashed order: iteration, the stored (MessagePack) and JSON forms, the JSON
+//! schema and equality are those of a `BTreeMap<String, V>` holding the same entries, so stored
+//! states, read models and their digests do not change with the container (a test compares the
+//! encodings).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use foldhash::fast::RandomState;
 use serde::de::{Deserialize, Deserializer};
-use serde::ser::{Serialize, Serializer};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// A map from ids to `V`, hashed for lookups and read in key order (see the module doc).
 #[derive(Clone, PartialEq)]
 pub struct IdMap<V> {
     map: hashbrown::HashMap<String, V, RandomState>,
+    /// The keys of `map`, in order.
+    order: BTreeSet<String>,
 }
 
 impl<V> Default for IdMap<V> {
     fn default() -> IdMap<V> {
         IdMap {
             map: hashbrown::HashMap::with_hasher(RandomState::default()),
+            order: BTreeSet::new(),
         }
     }
 }
@@ -59,17 +68,27 @@ impl<V> IdMap<V> {
 
     /// Sets `id`'s value, returning the one it replaces.
     pub fn insert(&mut self, id: String, value: V) -> Option<V> {
+        if !self.map.contains_key(id.as_str()) {
+            self.order.insert(id.clone());
+        }
         self.map.insert(id, value)
     }
 
     /// Removes `id`, returning its value.
     pub fn remove(&mut self, id: &str) -> Option<V> {
+        self.order.remove(id);
         self.map.remove(id)
     }
 
     /// The value of `id`, made by `make` when there is none; the key is allocated only then.
     pub fn get_or_insert_with(&mut self, id: &str, make: impl FnOnce() -> V) -> &mut V {
-        self.map.entry_ref(id).or_insert_with(make)
+        match self.map.entry_ref(id) {
+            hashbrown::hash_map::EntryRef::Occupied(entry) => entry.into_mut(),
+            hashbrown::hash_map::EntryRef::Vacant(entry) => {
+                self.order.insert(id.to_owned());
+                entry.insert(make())
+            }
+        }
     }
 
     /// The number of entries.
@@ -85,24 +104,19 @@ impl<V> IdMap<V> {
     }
 
     /// The entries in key order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
-        self.sorted().into_iter()
-    }
-
-    /// The entries, sorted by key (keys are unique, so the order is total).
-    fn sorted(&self) -> Vec<(&String, &V)> {
-        let mut entries: Vec<(&String, &V)> = self.map.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        entries
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> {
+        self.order
+            .iter()
+            .filter_map(|id| self.map.get_key_value(id.as_str()))
     }
 
     /// The keys in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.iter().map(|(k, _)| k)
+        self.order.iter()
     }
 
     /// The values in key order.
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
         self.iter().map(|(_, v)| v)
     }
 
@@ -112,32 +126,26 @@ impl<V> IdMap<V> {
     where
         V: Clone,
     {
-        self.map
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    /// Every value, to change, in no particular order (for changes that do not depend on it).
-    pub fn values_mut_unordered(&mut self) -> impl Iterator<Item = &mut V> {
-        self.map.values_mut()
+        self.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 
 impl<V> FromIterator<(String, V)> for IdMap<V> {
     fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> IdMap<V> {
         let mut map = IdMap::new();
-        map.map.extend(iter);
+        for (id, value) in iter {
+            map.insert(id, value);
+        }
         map
     }
 }
 
 impl<'a, V> IntoIterator for &'a IdMap<V> {
     type Item = (&'a String, &'a V);
-    type IntoIter = std::vec::IntoIter<(&'a String, &'a V)>;
+    type IntoIter = Box<dyn DoubleEndedIterator<Item = (&'a String, &'a V)> + 'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.sorted().into_iter()
+        Box::new(self.iter())
     }
 }
 
@@ -161,7 +169,16 @@ impl<V: fmt::Debug> fmt::Debug for IdMap<V> {
 
 impl<V: Serialize> Serialize for IdMap<V> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.iter())
+        debug_assert_eq!(
+            self.order.len(),
+            self.map.len(),
+            "the ordered keys are the map's"
+        );
+        let mut map = serializer.serialize_map(Some(self.map.len()))?;
+        for (id, value) in self.iter() {
+            map.serialize_entry(id, value)?;
+        }
+        map.end()
     }
 }
 
@@ -184,7 +201,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
                 let mut map = IdMap::new();
                 map.map.reserve(access.size_hint().unwrap_or(0).min(4096));
                 while let Some((id, value)) = access.next_entry::<String, V>()? {
-                    map.map.insert(id, value);
+                    map.insert(id, value);
                 }
                 Ok(map)
             }
@@ -254,5 +271,14 @@ mod tests {
         assert_eq!(hashed.remove("a"), ordered.remove("a"));
         assert!(!hashed.contains_key("a"));
         assert_eq!(hashed.get("b"), ordered.get("b"));
+        assert_eq!(hashed.insert("b".into(), 7), ordered.insert("b".into(), 7));
+        assert_eq!(
+            hashed.insert("aa".into(), 8),
+            ordered.insert("aa".into(), 8)
+        );
+        assert!(hashed.iter().eq(ordered.iter()));
+        assert!(hashed.values().rev().eq(ordered.values().rev()));
+        assert_eq!(hashed.to_ordered(), ordered);
+        assert_eq!(hashed.len(), ordered.len());
     }
 }

@@ -220,6 +220,9 @@ pub fn build(
                         }
                     })
                 });
+                if let (Some(notes), None) = (&mut notes, &unnoted) {
+                    unnoted = notes.flush().err();
+                }
                 if let Some(error) = unnoted {
                     tracing::warn!(%error, "stepping through the whole log in each later pass instead");
                     notes = None;

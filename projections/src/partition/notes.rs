@@ -79,6 +79,19 @@ impl Notes {
         written.map_err(scratch(&self.dir, "writing a note"))
     }
 
+    /// Writes out what every partition's file still buffers, so that a failure to write (a
+    /// full disk) shows now, when the first pass ends, rather than when a later pass reads.
+    ///
+    /// # Errors
+    /// [`WorkerError::Scratch`] when a write fails.
+    pub fn flush(&mut self) -> Result<(), WorkerError> {
+        for file in self.files.iter_mut().flatten() {
+            file.flush()
+                .map_err(scratch(&self.dir, "writing the notes out"))?;
+        }
+        Ok(())
+    }
+
     /// Hands partition `partition`'s notes to `f` in the order they were noted, then deletes
     /// them; stops early when `f` returns `false`.
     ///
