@@ -9,8 +9,8 @@
 //! go with the build, or with the process when it dies, and nothing is left to clean up.
 //!
 //! **Invariant:** a partition's notes are in log order, each naming the frame of the event at
-//! its position; [`journal_engine::FrameReader::read`] checks that the frame there holds that position, so a
-//! note that does not is refused, never read as another event.
+//! its position; [`journal_engine::FrameReader::read`] checks that the frame there holds that
+//! position, so a note that does not is refused, never read as another event.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
