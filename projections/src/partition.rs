@@ -10,10 +10,10 @@
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
 //! they are, checked when the event is decoded in its own pass), applies partition 0's events,
 //! and notes where each other partition's frames are, in a scratch file per partition
-//! ([`notes`]); each later pass reads its own frames from there, one positioned read each
-//! ([`journal_engine::FrameReader`]), instead of stepping through the whole log again. Events
-//! are decoded one at a time into the same [`StoredEvent`], whose strings' buffers serve the
-//! next, their payloads left in their stored form until a fold asks for one
+//! (`partition/notes.rs`); each later pass reads its own frames from there, one positioned
+//! read each ([`journal_engine::FrameReader`]), instead of stepping through the whole log
+//! again. Events are decoded one at a time into the same [`StoredEvent`], whose strings'
+//! buffers serve the next, their payloads left in their stored form until a fold asks for one
 //! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
 //!
 //! Every frame is checked once, in the first pass (its header's and body's checksums), and
@@ -110,8 +110,8 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 /// after each. Does nothing when the log fits in one partition (the ordinary catch-up does
 /// that as well); the workers' ordinary catch-up goes on from where this leaves them. The
 /// first pass notes where the other partitions' frames are in scratch files in `scratch` (see
-/// [`notes`]); without them (more than [`notes::NOTED_PARTITIONS_MAX`] partitions, or files
-/// that cannot be created there), each pass steps through the whole log.
+/// `partition/notes.rs`); without them (more than 256 partitions, or files that cannot be
+/// created or written there), each later pass steps through the whole log.
 ///
 /// Returns `false` when reading the log or the scratch files failed (or a worker refused an
 /// event for a reason that is not a fault): every worker has then left the build, as if it had
