@@ -68,10 +68,14 @@ impl<V> IdMap<V> {
 
     /// Sets `id`'s value, returning the one it replaces.
     pub fn insert(&mut self, id: String, value: V) -> Option<V> {
-        if !self.map.contains_key(id.as_str()) {
-            self.order.insert(id.clone());
+        match self.map.entry(id) {
+            hashbrown::hash_map::Entry::Occupied(mut entry) => Some(entry.insert(value)),
+            hashbrown::hash_map::Entry::Vacant(entry) => {
+                self.order.insert(entry.key().clone());
+                entry.insert(value);
+                None
+            }
         }
-        self.map.insert(id, value)
     }
 
     /// Removes `id`, returning its value.

@@ -30,12 +30,6 @@ impl<'a> StoredPayload<'a> {
         StoredPayload { bytes, repeats }
     }
 
-    /// The MessagePack bytes of the value.
-    #[must_use]
-    pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-
     /// The payload as the JSON value [`Envelope::decode_msgpack`](super::Envelope::decode_msgpack)
     /// would have put in `payload`.
     ///
