@@ -653,8 +653,10 @@ impl Writer {
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
         let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
-        let mut within: HashMap<&str, usize> = HashMap::new();
-        let mut new = Vec::new();
+        // Sized for the request up front: each growth of a large table copies it, and with the
+        // system's allocator it also consolidates every small block freed since.
+        let mut within: HashMap<&str, usize> = HashMap::with_capacity(events.len());
+        let mut new = Vec::with_capacity(events.len());
         let originals = self.originals(events, staged)?;
         for ((i, event), original) in events.iter().enumerate().zip(originals) {
             match original {
@@ -709,7 +711,7 @@ impl Writer {
         // Versions are decided before anything is framed, so that a failed index read leaves
         // nothing of this request in `staged`.
         let mut stream_updates: HashMap<&str, u64> = HashMap::new();
-        let mut versions: HashMap<usize, u64> = HashMap::new();
+        let mut versions: HashMap<usize, u64> = HashMap::with_capacity(new.len());
         for (i, repeat) in &new {
             let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
@@ -721,6 +723,16 @@ impl Writer {
             stream_updates.insert(event.stream_key.as_str(), version);
             versions.insert(*i, version);
         }
+        // Room for the whole request at once: growing a large buffer frame by frame copied it
+        // (and made the allocator consolidate) about a tenth of an append's work.
+        let new_bytes: usize = new
+            .iter()
+            .filter(|(_, repeat)| repeat.is_none())
+            .filter_map(|(i, _)| events.get(*i))
+            .map(|e| e.body.len() + FRAME_HEADER_LEN)
+            .sum();
+        staged.buf.reserve(new_bytes);
+        staged.entries.reserve(new.len());
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;

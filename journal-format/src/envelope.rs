@@ -23,6 +23,7 @@ use crate::types::{ChainHash, Position};
 mod fields;
 mod body;
 mod codec;
+mod encode;
 mod event_ids;
 mod msgpack;
 mod stored_payload;
@@ -407,22 +408,21 @@ impl Envelope {
     /// Encodes the envelope as the stored MessagePack body.
     ///
     /// # Errors
-    /// [`EnvelopeError::Encode`] if a value cannot be represented (not expected for values that
-    /// came from JSON).
+    /// [`EnvelopeError::Encode`] if a value cannot be stored: nested deeper than a body may
+    /// hold (about a thousand levels), or longer than MessagePack can say.
     pub fn to_msgpack(&self) -> Result<Vec<u8>, EnvelopeError> {
         let mut out = Vec::with_capacity(512);
         self.write_msgpack(&mut out)?;
         Ok(out)
     }
 
-    /// Appends the stored MessagePack body to `out`.
+    /// Appends the stored MessagePack body to `out`; on an error, `out` is left as it was.
     ///
     /// # Errors
     /// As [`Envelope::to_msgpack`].
     pub fn write_msgpack(&self, out: &mut Vec<u8>) -> Result<(), EnvelopeError> {
-        let mut serializer = rmp_serde::Serializer::new(out).with_struct_map();
-        self.serialize(&mut serializer)
-            .map_err(|e| EnvelopeError::Encode(e.to_string()))
+        let start = out.len();
+        encode::write(self, out).inspect_err(|_| out.truncate(start))
     }
 
     /// Decodes a stored MessagePack body and checks the invariants.
