@@ -143,6 +143,40 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
 }
 
 #[test]
+fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, vec![event(1, "s1")]);
+    let before = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    let nested = |levels: usize| {
+        let mut value = serde_json::json!(1);
+        for _ in 0..levels {
+            value = serde_json::Value::Array(vec![value]);
+        }
+        value
+    };
+    // The envelope's map is the first level: 1,022 arrays inside it are the most a body holds.
+    let mut deepest = event(2, "s1");
+    deepest.extra.insert("nativeTree".into(), nested(1022));
+    let mut deeper = event(3, "s1");
+    deeper.extra.insert("nativeTree".into(), nested(1023));
+    let err = journal
+        .append_batch_blocking(vec![deepest.clone(), deeper], AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidEvent { index: Some(1), .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("nest deeper than 1023"), "{err}");
+    let after = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    assert_eq!(before, after, "the log is byte-for-byte unchanged");
+
+    append(&journal, vec![deepest.clone()]);
+    let stored = all_events(&journal);
+    assert_eq!(stored.last().map(|e| &e.envelope), Some(&deepest));
+}
+
+#[test]
 fn limits_are_named_with_size_and_limit() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
