@@ -65,6 +65,31 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
+/// What the writer keeps of a staged or committed event for idempotency, under its event id:
+/// the answer a duplicate gets, less the id (the map's key), so that remembering an event
+/// copies its id once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Committed {
+    pub position: Position,
+    pub hash: ChainHash,
+    pub stream_version: u64,
+    pub recorded_at_ns: i64,
+}
+
+impl Committed {
+    /// The answer to an append of `event_id` again.
+    fn duplicate(self, event_id: &str) -> Appended {
+        Appended {
+            position: self.position,
+            event_id: event_id.to_owned(),
+            hash: self.hash,
+            stream_version: self.stream_version,
+            recorded_at_ns: self.recorded_at_ns,
+            duplicate: true,
+        }
+    }
+}
+
 fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(&hash.to_hex())
 }
@@ -192,7 +217,7 @@ pub(crate) struct Writer {
     pub streams: HashMap<String, u64>,
     /// Events committed but perhaps not yet in `view`, by event id, and their ids in position
     /// order for pruning.
-    pub recent: HashMap<String, Appended>,
+    pub recent: HashMap<String, Committed>,
     pub recent_order: VecDeque<(Position, String)>,
     /// A read view of the index, renewed when the indexer has moved on.
     pub view: Option<IndexReader>,
@@ -236,7 +261,7 @@ pub(crate) struct Staged {
     entries: Vec<IndexEntry>,
     sparse: Vec<FooterEntry>,
     replies: Vec<(Reply, Vec<Appended>)>,
-    ids: HashMap<String, Appended>,
+    ids: HashMap<String, Committed>,
     streams: HashMap<String, u64>,
     next_position: Position,
     prev_hash: ChainHash,
@@ -523,7 +548,7 @@ impl Writer {
         }
         let mut staged = self.new_staged();
         for cmd in group {
-            let request = match cmd {
+            let mut request = match cmd {
                 Command::Write(request) => request,
                 Command::Sync(reply) => {
                     let result = self.flush(&mut staged).and_then(|()| self.sync_if_needed());
@@ -549,7 +574,7 @@ impl Writer {
                 }
             }
             match self.stage(
-                &request.events,
+                &mut request.events,
                 &request.bodies,
                 request.expected_version,
                 &mut staged,
@@ -617,8 +642,8 @@ impl Writer {
                 continue;
             }
             let id = event.event_id.as_str();
-            if let Some(a) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
-                out.push(Some(a.clone()));
+            if let Some(committed) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
+                out.push(Some(committed.duplicate(id)));
                 continue;
             }
             let found = match &self.view {
@@ -644,10 +669,11 @@ impl Writer {
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
-    /// request is staged.
+    /// request is staged. The ids and keys of the events it frames are moved into their index
+    /// entries: `events` is spent.
     fn stage(
         &mut self,
-        events: &[PreparedEvent],
+        events: &mut [PreparedEvent],
         bodies: &[u8],
         expected: Option<u64>,
         staged: &mut Staged,
@@ -723,21 +749,24 @@ impl Writer {
             stream_updates.insert(event.stream_key.as_str(), version);
             versions.insert(*i, version);
         }
-        // Room for the whole request at once: growing a large buffer frame by frame copied it
-        // (and made the allocator consolidate) about a tenth of an append's work.
-        let new_bytes: usize = new
-            .iter()
-            .filter(|(_, repeat)| repeat.is_none())
-            .filter_map(|(i, _)| events.get(*i))
-            .map(|e| e.body.len() + FRAME_HEADER_LEN)
-            .sum();
-        staged.buf.reserve(new_bytes);
+        // The events' strings move into the index entries below: the versions' keys are copied
+        // now, once per stream.
+        let stream_updates: Vec<(String, u64)> = stream_updates
+            .into_iter()
+            .map(|(key, version)| (key.to_owned(), version))
+            .collect();
+        // Room for the whole request at once (at most its bodies and a header for each): a
+        // buffer grown frame by frame is copied at each doubling, and with the system's
+        // allocator each growth past 1 KiB also consolidates the small blocks freed since.
+        staged
+            .buf
+            .reserve(bodies.len() + new.len() * FRAME_HEADER_LEN);
         staged.entries.reserve(new.len());
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
             }
-            let (Some(event), Some(&version)) = (events.get(*i), versions.get(i)) else {
+            let (Some(event), Some(&version)) = (events.get_mut(*i), versions.get(i)) else {
                 continue;
             };
             let mut flags = FrameFlags::NONE;
@@ -771,16 +800,13 @@ impl Writer {
                 Err(e) => {
                     let (buf, entries, sparse, next, prev) = rollback;
                     staged.buf.truncate(buf);
-                    staged.entries.truncate(entries);
                     staged.sparse.truncate(sparse);
                     staged.next_position = next;
                     staged.prev_hash = prev;
-                    // This request's new ids were not staged before it (they would have been
-                    // answered as duplicates), so every one of them goes.
-                    for (j, _) in new.iter().filter(|(_, repeat)| repeat.is_none()) {
-                        if let Some(event) = events.get(*j) {
-                            staged.ids.remove(event.event_id.as_str());
-                        }
+                    // The ids staged by this request are those of its entries (an id staged
+                    // before it would have been answered as a duplicate): every one goes.
+                    for entry in staged.entries.drain(entries..) {
+                        staged.ids.remove(entry.event_id.as_str());
                     }
                     return Err(e);
                 }
@@ -798,29 +824,31 @@ impl Writer {
             }
             staged.prev_hash = hash;
             staged.next_position = position.next();
+            let event_id = std::mem::take(&mut event.event_id);
+            let committed = Committed {
+                position,
+                hash,
+                stream_version: version,
+                recorded_at_ns: now,
+            };
+            staged.ids.insert(event_id.clone(), committed);
+            if let Some(slot) = answers.get_mut(*i) {
+                *slot = Some(Appended {
+                    duplicate: false,
+                    ..committed.duplicate(&event_id)
+                });
+            }
             staged.entries.push(IndexEntry {
                 position,
-                event_id: event.event_id.clone(),
-                stream_key: event.stream_key.clone(),
+                event_id,
+                stream_key: std::mem::take(&mut event.stream_key),
                 stream_version: version,
-                task: event.task.clone(),
-                run: event.run.clone(),
+                task: event.task.take(),
+                run: event.run.take(),
                 segment: self.tail.id,
                 offset,
                 end_offset: offset + FRAME_HEADER_LEN as u64 + event.body.len() as u64,
             });
-            let appended = Appended {
-                position,
-                event_id: event.event_id.clone(),
-                hash,
-                stream_version: version,
-                recorded_at_ns: now,
-                duplicate: false,
-            };
-            if let Some(slot) = answers.get_mut(*i) {
-                *slot = Some(appended.clone());
-            }
-            staged.ids.insert(event.event_id.clone(), appended);
         }
         for (i, repeat) in &new {
             if let Some(first) = repeat {
@@ -832,7 +860,7 @@ impl Writer {
             }
         }
         for (key, version) in stream_updates {
-            staged.streams.insert(key.to_string(), version);
+            staged.streams.insert(key, version);
         }
         self.last_recorded_ns = now;
         answers
@@ -895,9 +923,10 @@ impl Writer {
             position: last_position,
             hash: staged.prev_hash,
         });
-        for (id, appended) in staged.ids.drain() {
-            self.recent_order.push_back((appended.position, id.clone()));
-            self.recent.insert(id, appended);
+        for (id, committed) in staged.ids.drain() {
+            self.recent_order
+                .push_back((committed.position, id.clone()));
+            self.recent.insert(id, committed);
         }
         for (key, version) in staged.streams.drain() {
             self.streams.insert(key, version);

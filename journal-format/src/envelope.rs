@@ -2,8 +2,9 @@
 //! MessagePack body.
 //!
 //! The stored body is the envelope encoded as a MessagePack map of its present fields under their
-//! camelCase names, in declaration order, then its unknown fields (the hand-written serde
-//! implementations in `envelope/codec.rs`; pinned by tests, so bytes stay stable). Checksums and
+//! camelCase names, in declaration order, then its unknown fields (written by
+//! `envelope/encode.rs`, the bytes the serde implementation of `envelope/codec.rs` writes
+//! through `rmp_serde`; pinned by golden-bytes tests, so bytes stay stable). Checksums and
 //! the chain are computed over those stored bytes; nothing is ever re-serialized to be checked.
 //!
 //! Fields the journal assigns (`position`, `recordedAt`, `hash`, `streamVersion`) are not part of
@@ -55,8 +56,9 @@ pub type Object = Box<Map<String, Value>>;
 /// beyond the spec (MODEL.md §1). Unknown fields are kept in [`Envelope::extra`] and round-trip.
 ///
 /// A new field is declared here (its `#[serde]` attributes feed the JSON Schema) and listed in
-/// `optional_fields!` in `envelope/codec.rs`, which serializes and deserializes it; a test fails
-/// until both agree.
+/// `optional_fields!` in `envelope/fields.rs`, which the encoders and decoders of
+/// `envelope/codec.rs`, `envelope/encode.rs` and `envelope/body.rs` read; a test fails until
+/// the list and the struct agree.
 ///
 /// # Invariants
 /// After [`Envelope::validate`] succeeds: `type`, `eventId` and every id field are non-empty,

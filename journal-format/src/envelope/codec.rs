@@ -273,7 +273,8 @@ mod tests {
     #[test]
     fn the_stored_bytes_are_the_derived_serializer_s() {
         // Captured from the derived `Serialize` (with `#[serde(flatten)]`) this replaced: the
-        // format of every body written before must not move by a byte.
+        // format of every body written before must not move by a byte. `to_msgpack` writes
+        // through `envelope/encode.rs`, so this pins that encoder too.
         let expected = include_str!("rich_envelope.hex").trim();
         let envelope = rich_envelope();
         let bytes = envelope.to_msgpack().expect("encode");

@@ -1,6 +1,6 @@
 //! The list of [`Envelope`](super::Envelope)'s optional fields and their stored names: the one
-//! list the encoder and the serde decoder (`envelope/codec.rs`), the stored-body decoder
-//! (`envelope/body.rs`) and their completeness test read.
+//! list the serde encoder and decoder (`envelope/codec.rs`), the stored-body encoder
+//! (`envelope/encode.rs`) and decoder (`envelope/body.rs`) and their completeness test read.
 
 /// Calls `$apply!` with every optional field of [`Envelope`], in declaration order, and its name
 /// in the stored and JSON forms. The one list the encoder, the decoder and their completeness
