@@ -66,8 +66,7 @@ pub struct Appended {
 }
 
 /// What the writer keeps of a staged or committed event for idempotency, under its event id:
-/// the answer a duplicate gets, less the id (the map's key), so that remembering an event
-/// copies its id once.
+/// its answer, less the id (the map's key), so that remembering an event copies its id once.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Committed {
     pub position: Position,
@@ -77,15 +76,16 @@ pub(crate) struct Committed {
 }
 
 impl Committed {
-    /// The answer to an append of `event_id` again.
-    fn duplicate(self, event_id: &str) -> Appended {
+    /// The answer to an append of `event_id`: the one that stored it, or (`duplicate`) one
+    /// after it.
+    fn answer(self, event_id: &str, duplicate: bool) -> Appended {
         Appended {
             position: self.position,
             event_id: event_id.to_owned(),
             hash: self.hash,
             stream_version: self.stream_version,
             recorded_at_ns: self.recorded_at_ns,
-            duplicate: true,
+            duplicate,
         }
     }
 }
@@ -643,7 +643,7 @@ impl Writer {
             }
             let id = event.event_id.as_str();
             if let Some(committed) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
-                out.push(Some(committed.duplicate(id)));
+                out.push(Some(committed.answer(id, true)));
                 continue;
             }
             let found = match &self.view {
@@ -736,25 +736,27 @@ impl Writer {
         // This request's stream versions; merged into `staged` only if the request succeeds.
         // Versions are decided before anything is framed, so that a failed index read leaves
         // nothing of this request in `staged`.
-        let mut stream_updates: HashMap<&str, u64> = HashMap::new();
+        // Its keys are copied, once per stream: the events' strings move into the index entries
+        // below.
+        let mut stream_updates: HashMap<String, u64> = HashMap::new();
         let mut versions: HashMap<usize, u64> = HashMap::with_capacity(new.len());
         for (i, repeat) in &new {
             let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
             };
-            let version = match stream_updates.get(event.stream_key.as_str()) {
-                Some(v) => v + 1,
-                None => self.stream_version(staged, &event.stream_key)? + 1,
+            let version = match stream_updates.get_mut(event.stream_key.as_str()) {
+                Some(version) => {
+                    *version += 1;
+                    *version
+                }
+                None => {
+                    let version = self.stream_version(staged, &event.stream_key)? + 1;
+                    stream_updates.insert(event.stream_key.clone(), version);
+                    version
+                }
             };
-            stream_updates.insert(event.stream_key.as_str(), version);
             versions.insert(*i, version);
         }
-        // The events' strings move into the index entries below: the versions' keys are copied
-        // now, once per stream.
-        let stream_updates: Vec<(String, u64)> = stream_updates
-            .into_iter()
-            .map(|(key, version)| (key.to_owned(), version))
-            .collect();
         // Room for the whole request at once (at most its bodies and a header for each): a
         // buffer grown frame by frame is copied at each doubling, and with the system's
         // allocator each growth past 1 KiB also consolidates the small blocks freed since.
@@ -833,10 +835,7 @@ impl Writer {
             };
             staged.ids.insert(event_id.clone(), committed);
             if let Some(slot) = answers.get_mut(*i) {
-                *slot = Some(Appended {
-                    duplicate: false,
-                    ..committed.duplicate(&event_id)
-                });
+                *slot = Some(committed.answer(&event_id, false));
             }
             staged.entries.push(IndexEntry {
                 position,

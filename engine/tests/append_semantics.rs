@@ -122,12 +122,17 @@ fn expected_stream_version_conflict_is_refused_and_writes_nothing() {
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
 }
 
+/// The bytes of the journal's last segment, to show a refused append wrote nothing.
+fn last_segment_bytes(dir: &std::path::Path) -> Vec<u8> {
+    std::fs::read(segment_files(dir).pop().unwrap()).unwrap()
+}
+
 #[test]
 fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     append(&journal, vec![event(1, "s1")]);
-    let before = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    let before = last_segment_bytes(dir.path());
     let mut bad = event(3, "s1");
     bad.timestamp = "yesterday".into();
     let err = journal
@@ -138,7 +143,7 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
         "{err:?}"
     );
     assert!(err.to_string().contains("timestamp"), "{err}");
-    let after = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    let after = last_segment_bytes(dir.path());
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
 }
 
@@ -147,7 +152,7 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     append(&journal, vec![event(1, "s1")]);
-    let before = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    let before = last_segment_bytes(dir.path());
     let nested = |levels: usize| {
         let mut value = serde_json::json!(1);
         for _ in 0..levels {
@@ -168,7 +173,7 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
         "{err:?}"
     );
     assert!(err.to_string().contains("nest deeper than 1023"), "{err}");
-    let after = std::fs::read(segment_files(dir.path()).pop().unwrap()).unwrap();
+    let after = last_segment_bytes(dir.path());
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
 
     append(&journal, vec![deepest.clone()]);

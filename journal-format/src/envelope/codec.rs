@@ -111,13 +111,7 @@ fn set<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> R
 impl Serialize for Envelope {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let envelope = self;
-        macro_rules! present {
-            ($($field:ident = $name:literal),* $(,)?) => {
-                0 $(+ usize::from(envelope.$field.is_some()))*
-            };
-        }
-        let len = 3 + optional_fields!(present) + envelope.extra.len();
-        let mut map = serializer.serialize_map(Some(len))?;
+        let mut map = serializer.serialize_map(Some(super::encode::entries(envelope)))?;
         map.serialize_entry("type", &envelope.event_type)?;
         map.serialize_entry("eventId", &envelope.event_id)?;
         map.serialize_entry("timestamp", &envelope.timestamp)?;

@@ -24,13 +24,7 @@ use crate::error::EnvelopeError;
 /// Appends the stored body of `envelope` to `out`. On an error, `out` may hold part of it: the
 /// caller truncates.
 pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EnvelopeError> {
-    macro_rules! present {
-        ($($field:ident = $name:literal),* $(,)?) => {
-            0 $(+ usize::from(envelope.$field.is_some()))*
-        };
-    }
-    let len = 3 + optional_fields!(present) + envelope.extra.len();
-    map_len(out, len)?;
+    map_len(out, entries(envelope))?;
     entry(out, "type", &envelope.event_type, 1)?;
     entry(out, "eventId", &envelope.event_id, 1)?;
     entry(out, "timestamp", &envelope.timestamp, 1)?;
@@ -48,6 +42,17 @@ pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), Envelo
         entry(out, key, value, 1)?;
     }
     Ok(())
+}
+
+/// The number of entries of the body's map: `type`, `eventId`, `timestamp`, the optional
+/// fields present and the unknown ones. The serde form (`envelope/codec.rs`) announces the same.
+pub(super) fn entries(envelope: &Envelope) -> usize {
+    macro_rules! present {
+        ($($field:ident = $name:literal),* $(,)?) => {
+            0 $(+ usize::from(envelope.$field.is_some()))*
+        };
+    }
+    3 + optional_fields!(present) + envelope.extra.len()
 }
 
 /// A value of one of the envelope's field types, written at nesting `depth` (the envelope's
@@ -153,8 +158,7 @@ fn number(out: &mut Vec<u8>, n: &Number) -> Result<(), EnvelopeError> {
     } else if let Some(i) = n.as_i64() {
         signed(out, i);
     } else if let Some(f) = n.as_f64() {
-        out.push(0xcb);
-        out.extend_from_slice(&f.to_be_bytes());
+        tagged(out, 0xcb, &f.to_be_bytes());
     } else {
         // Only a number beyond f64 (serde_json's `arbitrary_precision`) lands here.
         return Err(EnvelopeError::Encode(format!(
@@ -164,20 +168,23 @@ fn number(out: &mut Vec<u8>, n: &Number) -> Result<(), EnvelopeError> {
     Ok(())
 }
 
+/// A marker followed by its big-endian operand.
+fn tagged(out: &mut Vec<u8>, marker: u8, operand: &[u8]) {
+    out.push(marker);
+    out.extend_from_slice(operand);
+}
+
 fn unsigned(out: &mut Vec<u8>, u: u64) {
     if u < 0x80 {
         out.push(u as u8);
     } else if let Ok(b) = u8::try_from(u) {
-        out.extend_from_slice(&[0xcc, b]);
+        tagged(out, 0xcc, &[b]);
     } else if let Ok(w) = u16::try_from(u) {
-        out.push(0xcd);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, 0xcd, &w.to_be_bytes());
     } else if let Ok(w) = u32::try_from(u) {
-        out.push(0xce);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, 0xce, &w.to_be_bytes());
     } else {
-        out.push(0xcf);
-        out.extend_from_slice(&u.to_be_bytes());
+        tagged(out, 0xcf, &u.to_be_bytes());
     }
 }
 
@@ -188,17 +195,13 @@ fn signed(out: &mut Vec<u8>, i: i64) {
     } else if i >= -32 {
         out.push(i as u8);
     } else if let Ok(b) = i8::try_from(i) {
-        out.push(0xd0);
-        out.extend_from_slice(&b.to_be_bytes());
+        tagged(out, 0xd0, &b.to_be_bytes());
     } else if let Ok(w) = i16::try_from(i) {
-        out.push(0xd1);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, 0xd1, &w.to_be_bytes());
     } else if let Ok(w) = i32::try_from(i) {
-        out.push(0xd2);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, 0xd2, &w.to_be_bytes());
     } else {
-        out.push(0xd3);
-        out.extend_from_slice(&i.to_be_bytes());
+        tagged(out, 0xd3, &i.to_be_bytes());
     }
 }
 
@@ -241,16 +244,14 @@ fn header(
     let [m8, m16, m32] = markers;
     if m8 != 0 {
         if let Ok(b) = u8::try_from(len) {
-            out.extend_from_slice(&[m8, b]);
+            tagged(out, m8, &[b]);
             return Ok(());
         }
     }
     if let Ok(w) = u16::try_from(len) {
-        out.push(m16);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, m16, &w.to_be_bytes());
     } else if let Ok(w) = u32::try_from(len) {
-        out.push(m32);
-        out.extend_from_slice(&w.to_be_bytes());
+        tagged(out, m32, &w.to_be_bytes());
     } else {
         return Err(EnvelopeError::Encode(format!(
             "{what} of {len} entries or bytes is longer than MessagePack can hold"
