@@ -174,6 +174,27 @@ impl<'a> Reader<'a> {
             .map_err(|_| decode_error(&format!("{what} is not valid UTF-8"), at))
     }
 
+    /// [`Reader::text`] into `buffer`, which it replaces. When the string's bytes equal what
+    /// `buffer` holds (as consecutive events' types and session, thread and runtime ids often
+    /// do), they are neither checked nor copied: a `String`'s bytes are UTF-8 already.
+    pub(super) fn text_into(
+        &mut self,
+        buffer: &mut String,
+        what: &str,
+    ) -> Result<(), EnvelopeError> {
+        let at = self.at;
+        let bytes = self
+            .str()?
+            .ok_or_else(|| decode_error(&format!("{what} is not a string"), at))?;
+        if buffer.as_bytes() != bytes {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| decode_error(&format!("{what} is not valid UTF-8"), at))?;
+            buffer.clear();
+            buffer.push_str(text);
+        }
+        Ok(())
+    }
+
     /// An unsigned integer of any width (a signed one that is not negative counts).
     pub(super) fn unsigned(&mut self, what: &str) -> Result<u64, EnvelopeError> {
         let at = self.at;
