@@ -50,6 +50,11 @@ use crate::worker::WorkerError;
 /// peak, against 211 MiB in one pass; see `docs/PERFORMANCE.md`).
 pub const PARTITION_EVENTS: u64 = 100_000;
 
+/// How many bytes a later pass reads at once when the next frame of its partition is not in
+/// what it read before: the frames of one partition lie close together in the log (one in
+/// `partitions` on average), and a read of each alone cost a system call per event.
+const READ_AHEAD_BYTES: usize = 64 * 1024;
+
 /// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).
 pub trait Build {
     /// The projection's name.
@@ -170,7 +175,7 @@ pub fn build(
         },
         key: String::new(),
     };
-    let mut frames = journal.frame_reader();
+    let mut frames = journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES);
     for partition in 0..partitions {
         if active.is_empty() {
             return Ok(true);
