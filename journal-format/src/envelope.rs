@@ -323,14 +323,24 @@ impl Envelope {
                 message,
             }
         })?;
-        for (name, value) in self.id_fields() {
-            if value.is_some_and(str::is_empty) {
-                return Err(EnvelopeError::EmptyField(name));
+        // Every event is checked on every read: the names are looked for only when an id is
+        // empty, and `extra` (empty in most events) only when it holds something.
+        if self
+            .id_fields()
+            .iter()
+            .any(|(_, value)| value.is_some_and(str::is_empty))
+        {
+            for (name, value) in self.id_fields() {
+                if value.is_some_and(str::is_empty) {
+                    return Err(EnvelopeError::EmptyField(name));
+                }
             }
         }
-        for field in JOURNAL_FIELDS {
-            if self.extra.contains_key(field) {
-                return Err(EnvelopeError::JournalField(field));
+        if !self.extra.is_empty() {
+            for field in JOURNAL_FIELDS {
+                if self.extra.contains_key(field) {
+                    return Err(EnvelopeError::JournalField(field));
+                }
             }
         }
         Ok(())
