@@ -32,7 +32,7 @@ use serde_json::Value;
 /// Decodes a stored body. Does not [`Envelope::validate`] it.
 pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
     let mut envelope = Envelope::default();
-    decode_fields(body, &mut envelope, None)?;
+    decode_fields::<false>(body, &mut envelope, None)?;
     Ok(envelope)
 }
 
@@ -41,7 +41,7 @@ pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
 /// allocation and a free per field). Does not [`Envelope::validate`] it. On an error,
 /// `envelope` holds no meaningful event.
 pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), EnvelopeError> {
-    decode_fields(body, envelope, None)
+    decode_fields::<true>(body, envelope, None)
 }
 
 /// [`decode_into`], except for the payload: `envelope.payload` is left `None`, and the range of
@@ -52,18 +52,19 @@ pub(super) fn decode_into_deferring_payload(
     envelope: &mut Envelope,
 ) -> Result<Option<(Range<usize>, bool)>, EnvelopeError> {
     let mut payload = None;
-    decode_fields(body, envelope, Some(&mut payload))?;
+    decode_fields::<true>(body, envelope, Some(&mut payload))?;
     Ok(payload)
 }
 
 /// Decodes a stored body into `envelope`, overwriting its fields in place: a field the body
 /// gives takes its value (a string into the buffer the field already holds), a field it does
-/// not give is cleared, and `extra` is emptied first. No default envelope is built and no old
+/// not give is cleared (unless `HELD` is false: the envelope is the default, with nothing to
+/// clear, and this copy of the function has no code for it), and `extra` is emptied first. No default envelope is built and no old
 /// one dropped per event: an envelope has 74 fields and `extra`, and building and dropping one
 /// cost about 950 instructions per event of a rebuild (`docs/PERFORMANCE.md`). With `deferred`, the
 /// payload is checked but not decoded, and the range of its value's bytes is put there, with
 /// whether a map in it gives a key twice.
-fn decode_fields(
+fn decode_fields<const HELD: bool>(
     body: &[u8],
     envelope: &mut Envelope,
     deferred: Option<&mut Option<(Range<usize>, bool)>>,
@@ -156,9 +157,11 @@ fn decode_fields(
             }
             // A deferred payload never sets its bit: the envelope's is cleared here. Fields
             // already `None` are left alone: assigning would call their drop for nothing.
-            $(if envelope.$field.is_some() && !given.has(Bit::$field as u32) {
-                envelope.$field = None;
-            })*
+            if HELD {
+                $(if envelope.$field.is_some() && !given.has(Bit::$field as u32) {
+                    envelope.$field = None;
+                })*
+            }
         };
     }
     optional_fields!(read_fields);
