@@ -360,26 +360,38 @@ pub struct FrameAt {
 /// it reuses; made by [`crate::Journal::frame_reader`].
 ///
 /// By default each frame costs one positioned read of its own bytes. With a read-ahead
-/// ([`FrameReader::with_read_ahead`]), a read that misses fetches at least that many bytes from
-/// the frame on (never past the segment's committed frames), and the frames that follow within
-/// them are served from the buffer: for a reader going forward through locations close
-/// together, as a build's pass over one partition's frames is, a system call per many frames
-/// instead of one per frame.
+/// ([`FrameReader::with_read_ahead`]), a read that misses fetches the frame and the bytes after
+/// it up to the read-ahead's length (the frame alone when it is longer; never past the
+/// segment's committed frames), and the frames that follow within them are served from the
+/// buffer: for a reader going forward through locations close together, as a build's pass
+/// over one partition's frames is, a system call per many frames instead of one per frame.
 ///
 /// Each frame is checked as a scan checks it (its header's and body's checksums; not its chain
 /// link, which needs the frame before it), and must hold the position the caller expects there.
-/// **Invariant:** `buf` holds the bytes of `segment` from `buf_offset` on, as committed when
-/// they were read; committed frames never change, so a frame inside them is the frame on disk.
-#[derive(Debug)]
 pub struct FrameReader {
     log: Arc<Log>,
     /// The segment of the last frame read: locations noted in log order mostly share it.
     segment: Option<Arc<Segment>>,
+    /// **Invariant:** the bytes of `segment` from `buf_offset` on, as committed when they were
+    /// read (emptied when `segment` changes or a read fails). Committed frames never change,
+    /// so a frame inside them is the frame on disk.
     buf: Vec<u8>,
     /// Where `buf`'s bytes start in `segment`.
     buf_offset: u64,
     /// The fewest bytes a read that misses fetches (0: the frame alone).
     read_ahead: usize,
+}
+
+impl std::fmt::Debug for FrameReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the buffer's bytes: up to the read-ahead's worth of them.
+        f.debug_struct("FrameReader")
+            .field("segment", &self.segment.as_ref().map(|s| s.id))
+            .field("buf_offset", &self.buf_offset)
+            .field("buf_len", &self.buf.len())
+            .field("read_ahead", &self.read_ahead)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FrameReader {
@@ -461,19 +473,18 @@ impl FrameReader {
                 .unwrap_or(u64::MAX)
                 .min(committed_end - at.offset);
             let fetch = usize::try_from(fetch).unwrap_or(len);
-            self.buf.resize(fetch, 0);
-            self.buf_offset = at.offset;
-            let read = segment.file.read_exact_at(&mut self.buf, at.offset);
-            if let Err(e) = read {
-                self.buf.clear();
-                return Err(Error::Io {
-                    context: format!(
-                        "reading {fetch} bytes of segment {} at {}",
-                        at.segment, at.offset
-                    ),
-                    source: e,
-                });
+            let mut fetched = self.fetch(&segment, at.offset, fetch);
+            if fetched.is_err() && fetch > len {
+                // A failure past the frame (a bad block further on) must not fail the frame:
+                // read it alone, and report that read's error if it fails too.
+                fetched = self.fetch(&segment, at.offset, len);
             }
+            fetched.map_err(Error::io_with(|| {
+                format!(
+                    "reading {len} bytes of segment {} at {} (looking for position {position})",
+                    at.segment, at.offset
+                )
+            }))?;
         }
         debug_assert!(
             at.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64
@@ -483,7 +494,15 @@ impl FrameReader {
             .buf
             .get(start..start.saturating_add(len))
             .ok_or_else(|| {
-                Error::InvalidInput(format!("frame at {} outside the buffer", at.offset))
+                // Unreachable (asserted above): a miss fetched the frame, a hit found it inside.
+                Error::InvalidInput(format!(
+                "the frame reader's buffer (segment {} from {}, {} bytes) lacks the frame at {} \
+                 (looking for position {position})",
+                at.segment,
+                self.buf_offset,
+                self.buf.len(),
+                at.offset
+            ))
             })?;
         let (header_bytes, body) = frame.split_at(FRAME_HEADER_LEN);
         let header = FrameHeader::decode(header_bytes)
@@ -507,6 +526,20 @@ impl FrameReader {
             body,
         }
         .record())
+    }
+}
+
+impl FrameReader {
+    /// Fills the buffer with `len` bytes of `segment` from `offset`; on an error the buffer is
+    /// left empty, so that nothing stale is served.
+    fn fetch(&mut self, segment: &Segment, offset: u64, len: usize) -> std::io::Result<()> {
+        self.buf.resize(len, 0);
+        self.buf_offset = offset;
+        let read = segment.file.read_exact_at(&mut self.buf, offset);
+        if read.is_err() {
+            self.buf.clear();
+        }
+        read
     }
 }
 

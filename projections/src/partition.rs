@@ -10,9 +10,10 @@
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
 //! they are, checked when the event is decoded in its own pass), applies partition 0's events,
 //! and notes where each other partition's frames are, in a scratch file per partition
-//! (`partition/notes.rs`); each later pass reads its own frames from there, one positioned
-//! read each ([`journal_engine::FrameReader`]), instead of stepping through the whole log
-//! again. Events are decoded one at a time into the same [`StoredEvent`], whose strings'
+//! (`partition/notes.rs`); each later pass reads its own frames from there
+//! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system
+//! call for the frames of many events, not one each), instead of stepping through the whole
+//! log again. Events are decoded one at a time into the same [`StoredEvent`], whose strings'
 //! buffers serve the next, their payloads left in their stored form until a fold asks for one
 //! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
 //!
@@ -54,8 +55,10 @@ pub const PARTITION_EVENTS: u64 = 100_000;
 /// what it read before. A read of each frame alone cost a system call per event; a read-ahead
 /// copies the other partitions' frames between them too (one frame in `partitions` is this
 /// pass's). On 1,121,660 events in 12 passes (`docs/PERFORMANCE.md`), system time was
-/// 1.31–1.51 s with none, 0.74–0.90 s with 8 KiB, 0.78–1.10 s with 16 KiB and 0.93–1.30 s
-/// with 64 KiB, whose larger copies also cost user time.
+/// 1.31–1.51 s with none, 0.74–0.90 s with 8 KiB (three runs), 0.78–1.10 s with 16 KiB (six)
+/// and 0.93–1.30 s with 64 KiB, whose larger copies also cost user time; 8 and 16 KiB were
+/// level in events/s. 16 KiB makes half the calls of 8 KiB where partitions are few and their
+/// frames dense (2 passes: 2,395 reads for 112,438 events), for a copy the page cache serves.
 const READ_AHEAD_BYTES: usize = 16 * 1024;
 
 /// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).

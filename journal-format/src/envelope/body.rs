@@ -39,9 +39,10 @@ pub(super) fn decode(body: &[u8]) -> Result<Envelope, EnvelopeError> {
 /// Decodes a stored body into `envelope`, which it replaces entirely, reusing the buffers of
 /// its strings for the same fields of the new event (a reader of many events saves an
 /// allocation and a free per field). Does not [`Envelope::validate`] it. On an error,
-/// `envelope` holds no meaningful event.
+/// `envelope` is the default envelope: never a mix of the event before and this one that
+/// could pass for an event.
 pub(super) fn decode_into(body: &[u8], envelope: &mut Envelope) -> Result<(), EnvelopeError> {
-    decode_fields::<true>(body, envelope, None)
+    decode_fields::<true>(body, envelope, None).inspect_err(|_| *envelope = Envelope::default())
 }
 
 /// [`decode_into`], except for the payload: `envelope.payload` is left `None`, and the range of
@@ -52,18 +53,20 @@ pub(super) fn decode_into_deferring_payload(
     envelope: &mut Envelope,
 ) -> Result<Option<(Range<usize>, bool)>, EnvelopeError> {
     let mut payload = None;
-    decode_fields::<true>(body, envelope, Some(&mut payload))?;
+    decode_fields::<true>(body, envelope, Some(&mut payload))
+        .inspect_err(|_| *envelope = Envelope::default())?;
     Ok(payload)
 }
 
 /// Decodes a stored body into `envelope`, overwriting its fields in place: a field the body
 /// gives takes its value (a string into the buffer the field already holds), a field it does
 /// not give is cleared (unless `HELD` is false: the envelope is the default, with nothing to
-/// clear, and this copy of the function has no code for it), and `extra` is emptied first. No default envelope is built and no old
-/// one dropped per event: an envelope has 74 fields and `extra`, and building and dropping one
-/// cost about 950 instructions per event of a rebuild (`docs/PERFORMANCE.md`). With `deferred`, the
-/// payload is checked but not decoded, and the range of its value's bytes is put there, with
-/// whether a map in it gives a key twice.
+/// clear, and this copy of the function has no code for it), and `extra` is emptied first.
+/// No default envelope is built and no old one dropped per event: an envelope has 74 fields
+/// and `extra`, and building and dropping one cost about 950 instructions per event of a
+/// rebuild (the drop about 740, the default's zeroing about 220). With `deferred`, the payload
+/// is checked but not decoded, and the range of its value's bytes is put there, with whether a
+/// map in it gives a key twice.
 fn decode_fields<const HELD: bool>(
     body: &[u8],
     envelope: &mut Envelope,
@@ -146,6 +149,13 @@ fn decode_fields<const HELD: bool>(
                     }
                 }
             }
+            // Bytes after the map are reported before a missing field, as they always were.
+            if reader.remaining() > 0 {
+                return Err(decode_error(
+                    &format!("{} bytes follow the envelope", reader.remaining()),
+                    reader.at,
+                ));
+            }
             if !given.has(Bit::event_type as u32) {
                 return Err(missing("type"));
             }
@@ -166,12 +176,6 @@ fn decode_fields<const HELD: bool>(
     }
     optional_fields!(read_fields);
 
-    if reader.remaining() > 0 {
-        return Err(decode_error(
-            &format!("{} bytes follow the envelope", reader.remaining()),
-            reader.at,
-        ));
-    }
     if let Some(deferred) = deferred {
         *deferred = payload;
     }
@@ -410,7 +414,35 @@ mod tests {
             }
             (Err(_), Err(_)) => {}
         }
+        reused_agrees(body)?;
         deferred_agrees(body)
+    }
+
+    /// An envelope as a reader holds it after an event with most fields set.
+    fn used() -> Envelope {
+        serde_json::from_value(json!({
+            "type": "tool.call.completed", "eventId": "evt-used", "timestamp": "2026-05-11T10:00:00Z",
+            "schemaVersion": "1", "runtimeId": "rt", "sessionId": "s-used", "threadId": "t",
+            "turnId": "u", "taskId": "k", "runId": "r", "toolCallId": "c", "sequence": 9,
+            "provenance": "observed", "payload": {"tool": "x", "ok": true},
+            "refs": {"a": 1}, "task": {"title": "t"}, "somethingElse": [1, 2],
+        }))
+        .expect("a used envelope")
+    }
+
+    /// Decoding `body` into a used envelope gives what decoding it into a new one gives, or
+    /// the same error and the default envelope.
+    fn reused_agrees(body: &[u8]) -> Result<(), TestCaseError> {
+        let mut reused = used();
+        match (super::decode_into(body, &mut reused), super::decode(body)) {
+            (Ok(()), Ok(fresh)) => prop_assert_eq!(reused, fresh),
+            (Err(ours), Err(fresh)) => {
+                prop_assert_eq!(ours.to_string(), fresh.to_string());
+                prop_assert_eq!(reused, Envelope::default());
+            }
+            (ours, fresh) => prop_assert!(false, "reused {:?}, fresh {:?}", ours, fresh.err()),
+        }
+        Ok(())
     }
 
     /// Decoding `body` with its payload deferred gives what a full decode gives: the same
@@ -582,6 +614,26 @@ mod tests {
             "{error}"
         );
         assert!(by_serde(&trailing).is_ok());
+    }
+
+    #[test]
+    fn a_body_without_an_event_id_leaves_none_from_the_event_before() {
+        let body = rmp_serde::to_vec(&json!({"type": "x.y", "timestamp": "2026-05-11T10:00:00Z"}))
+            .expect("encode");
+        let mut reused = used();
+        super::decode_into(&body, &mut reused).expect("decode");
+        assert_eq!(reused.event_id, "");
+        assert_eq!(reused, super::decode(&body).expect("decode"));
+        // Trailing bytes are reported before a missing field, as they always were.
+        let mut cut =
+            rmp_serde::to_vec(&json!({"timestamp": "2026-05-11T10:00:00Z"})).expect("encode");
+        cut.push(0xc0);
+        let error = super::decode_into(&cut, &mut reused).expect_err("refused");
+        assert!(
+            error.to_string().contains("1 bytes follow the envelope"),
+            "{error}"
+        );
+        assert_eq!(reused, Envelope::default());
     }
 
     proptest! {
