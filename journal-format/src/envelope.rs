@@ -451,15 +451,18 @@ impl Envelope {
 
     /// [`Envelope::from_msgpack`] into this envelope, which it replaces entirely: the strings
     /// of the event decoded before lend their buffers to the same fields of the new one, so
-    /// that a reader of many events allocates less. On an error, the envelope holds no
-    /// meaningful event.
+    /// that a reader of many events allocates less. On an error, the envelope is the default
+    /// one: never a mix of the event before and the one refused, nor an event that failed its
+    /// checks.
     ///
     /// # Errors
     /// As [`Envelope::from_msgpack`].
     pub fn decode_msgpack(&mut self, bytes: &[u8]) -> Result<(), EnvelopeError> {
         body::decode_into(bytes, self)?;
-        self.validate()
-            .map_err(|e| EnvelopeError::Decode(e.to_string()))
+        self.validate().map_err(|e| {
+            *self = Envelope::default();
+            EnvelopeError::Decode(e.to_string())
+        })
     }
 
     /// [`Envelope::decode_msgpack`], except for the payload: `payload` is left `None`, and the
@@ -468,14 +471,17 @@ impl Envelope {
     /// payload. For a reader of many events that needs few of their payloads.
     ///
     /// # Errors
-    /// As [`Envelope::decode_msgpack`], for the payload too.
+    /// As [`Envelope::decode_msgpack`], for the payload too (and leaving the default envelope
+    /// as it does).
     pub fn decode_msgpack_deferring_payload<'b>(
         &mut self,
         bytes: &'b [u8],
     ) -> Result<Option<StoredPayload<'b>>, EnvelopeError> {
         let range = body::decode_into_deferring_payload(bytes, self)?;
-        self.validate()
-            .map_err(|e| EnvelopeError::Decode(e.to_string()))?;
+        self.validate().map_err(|e| {
+            *self = Envelope::default();
+            EnvelopeError::Decode(e.to_string())
+        })?;
         range
             .map(|(range, repeats)| {
                 bytes

@@ -624,6 +624,16 @@ mod tests {
         super::decode_into(&body, &mut reused).expect("decode");
         assert_eq!(reused.event_id, "");
         assert_eq!(reused, super::decode(&body).expect("decode"));
+        // Decoded, it fails the checks (no event id): the public decode leaves the default.
+        let mut reused = used();
+        let error = reused
+            .decode_msgpack(&body)
+            .expect_err("an event without an id");
+        assert!(error.to_string().contains("eventId"), "{error}");
+        assert_eq!(reused, Envelope::default());
+        let mut reused = used();
+        assert!(reused.decode_msgpack_deferring_payload(&body).is_err());
+        assert_eq!(reused, Envelope::default());
         // Trailing bytes are reported before a missing field, as they always were.
         let mut cut =
             rmp_serde::to_vec(&json!({"timestamp": "2026-05-11T10:00:00Z"})).expect("encode");
