@@ -527,9 +527,7 @@ impl FrameReader {
         }
         .record())
     }
-}
 
-impl FrameReader {
     /// Fills the buffer with `len` bytes of `segment` from `offset`; on an error the buffer is
     /// left empty, so that nothing stale is served.
     fn fetch(&mut self, segment: &Segment, offset: u64, len: usize) -> std::io::Result<()> {

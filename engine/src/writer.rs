@@ -653,14 +653,13 @@ impl Writer {
             match found {
                 Some((position, segment, offset)) => {
                     let stored = crate::read::read_at(&self.log, segment, offset, position)?;
-                    out.push(Some(Appended {
+                    let committed = Committed {
                         position,
-                        event_id: event.event_id.clone(),
                         hash: stored.hash,
                         stream_version: stored.stream_version,
                         recorded_at_ns: stored.recorded_at_ns,
-                        duplicate: true,
-                    }));
+                    };
+                    out.push(Some(committed.answer(id, true)));
                 }
                 None => out.push(None),
             }

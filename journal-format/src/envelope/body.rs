@@ -246,16 +246,27 @@ fn missing(name: &str) -> EnvelopeError {
 
 /// The type of an envelope field, as the stored body holds it.
 trait Field: Sized {
+    /// Reads a value of the field `what` names.
+    fn read(reader: &mut Reader<'_>, what: &str) -> Result<Self, EnvelopeError>;
+
     /// Reads a value of the field `what` names into `slot`, which holds the field's value in
-    /// the event decoded before (or `None`), whose allocation the new value may take over.
+    /// the event decoded before (or `None`); a type with a buffer takes it over.
+    #[inline]
     fn read_into(
         slot: &mut Option<Self>,
         reader: &mut Reader<'_>,
         what: &str,
-    ) -> Result<(), EnvelopeError>;
+    ) -> Result<(), EnvelopeError> {
+        *slot = Some(Self::read(reader, what)?);
+        Ok(())
+    }
 }
 
 impl Field for String {
+    fn read(reader: &mut Reader<'_>, what: &str) -> Result<Self, EnvelopeError> {
+        reader.text(what).map(str::to_owned)
+    }
+
     #[inline]
     fn read_into(
         slot: &mut Option<Self>,
@@ -265,7 +276,7 @@ impl Field for String {
         match slot {
             Some(value) => reader.text_into(value, what),
             None => {
-                *slot = Some(reader.text(what)?.to_owned());
+                *slot = Some(Self::read(reader, what)?);
                 Ok(())
             }
         }
@@ -273,57 +284,35 @@ impl Field for String {
 }
 
 impl Field for u64 {
-    fn read_into(
-        slot: &mut Option<Self>,
-        reader: &mut Reader<'_>,
-        what: &str,
-    ) -> Result<(), EnvelopeError> {
-        *slot = Some(reader.unsigned(what)?);
-        Ok(())
+    fn read(reader: &mut Reader<'_>, what: &str) -> Result<Self, EnvelopeError> {
+        reader.unsigned(what)
     }
 }
 
 impl Field for Provenance {
-    fn read_into(
-        slot: &mut Option<Self>,
-        reader: &mut Reader<'_>,
-        what: &str,
-    ) -> Result<(), EnvelopeError> {
+    fn read(reader: &mut Reader<'_>, what: &str) -> Result<Self, EnvelopeError> {
         let at = reader.at;
-        *slot = Some(match reader.text(what)? {
-            "observed" => Provenance::Observed,
-            "projected" => Provenance::Projected,
-            "inferred" => Provenance::Inferred,
-            other => {
-                return Err(decode_error(
-                    &format!("{what} is `{other}`, not one of `observed`, `projected`, `inferred`"),
-                    at,
-                ))
-            }
-        });
-        Ok(())
+        match reader.text(what)? {
+            "observed" => Ok(Provenance::Observed),
+            "projected" => Ok(Provenance::Projected),
+            "inferred" => Ok(Provenance::Inferred),
+            other => Err(decode_error(
+                &format!("{what} is `{other}`, not one of `observed`, `projected`, `inferred`"),
+                at,
+            )),
+        }
     }
 }
 
 impl Field for Value {
-    fn read_into(
-        slot: &mut Option<Self>,
-        reader: &mut Reader<'_>,
-        _: &str,
-    ) -> Result<(), EnvelopeError> {
-        *slot = Some(reader.value(1)?);
-        Ok(())
+    fn read(reader: &mut Reader<'_>, _: &str) -> Result<Self, EnvelopeError> {
+        reader.value(1)
     }
 }
 
 impl Field for Object {
-    fn read_into(
-        slot: &mut Option<Self>,
-        reader: &mut Reader<'_>,
-        what: &str,
-    ) -> Result<(), EnvelopeError> {
-        *slot = Some(Box::new(reader.object(1, what)?));
-        Ok(())
+    fn read(reader: &mut Reader<'_>, what: &str) -> Result<Self, EnvelopeError> {
+        Ok(Box::new(reader.object(1, what)?))
     }
 }
 
