@@ -93,40 +93,33 @@ fn decode_fields<const HELD: bool>(
             );
             // Which fields the body gave, to refuse a second value and to clear the others.
             let mut given = Given::default();
+            // The first key that is not a leading field, once met: a leading key after it
+            // breaks the order.
             let mut past_leading: Option<&[u8]> = None;
             for _ in 0..entries {
                 let key_at = reader.at;
-                // Known keys are matched as bytes: equal to an ASCII name, they are UTF-8.
+                // Known keys are matched as bytes: equal to an ASCII name, they are UTF-8. Each
+                // arm knows whether its key is a leading field (a constant), and checks the
+                // order before reading the value.
                 let key = reader.key()?;
-                match (is_leading(key), past_leading) {
-                    (true, Some(before)) => {
-                        return Err(decode_error(
-                            &format!(
-                                "field `{}` is stored after `{}`: the fields `type` to `runId` \
-                                 come first (docs/FORMAT.md)",
-                                String::from_utf8_lossy(key),
-                                String::from_utf8_lossy(before),
-                            ),
-                            key_at,
-                        ));
-                    }
-                    (false, None) => past_leading = Some(key),
-                    _ => {}
-                }
                 match key {
                     b"type" => {
+                        order(true, key, key_at, &mut past_leading)?;
                         given.take(Bit::event_type as u32, "field `type`", key_at)?;
                         reader.text_into(&mut envelope.event_type, "field `type`")?;
                     }
                     b"eventId" => {
+                        order(true, key, key_at, &mut past_leading)?;
                         given.take(Bit::event_id as u32, "field `eventId`", key_at)?;
                         reader.text_into(&mut envelope.event_id, "field `eventId`")?;
                     }
                     b"timestamp" => {
+                        order(true, key, key_at, &mut past_leading)?;
                         given.take(Bit::timestamp as u32, "field `timestamp`", key_at)?;
                         reader.text_into(&mut envelope.timestamp, "field `timestamp`")?;
                     }
                     keys::payload if deferring => {
+                        order(false, key, key_at, &mut past_leading)?;
                         if payload.is_some() {
                             return Err(decode_error("duplicate field `payload`", key_at));
                         }
@@ -136,10 +129,13 @@ fn decode_fields<const HELD: bool>(
                     }
                     $(keys::$field => {
                         const WHAT: &str = concat!("field `", $name, "`");
+                        const LEADING: bool = is_leading($name.as_bytes());
+                        order(LEADING, key, key_at, &mut past_leading)?;
                         given.take(Bit::$field as u32, WHAT, key_at)?;
                         Field::read_into(&mut envelope.$field, &mut reader, WHAT)?;
                     })*
                     _ => {
+                        order(false, key, key_at, &mut past_leading)?;
                         let key = std::str::from_utf8(key)
                             .map_err(|_| decode_error("a key is not valid UTF-8", key_at))?;
                         let value = reader.value(1)?;
@@ -182,6 +178,39 @@ fn decode_fields<const HELD: bool>(
     Ok(())
 }
 
+/// Checks the leading-fields rule for `key`, at body byte `key_at`: a leading key after the first
+/// key that is not one is refused, naming both. `past` holds that first other key once met.
+// Always inlined: `leading` is a constant at every call.
+#[inline(always)]
+fn order<'a>(
+    leading: bool,
+    key: &'a [u8],
+    key_at: usize,
+    past: &mut Option<&'a [u8]>,
+) -> Result<(), EnvelopeError> {
+    match (leading, *past) {
+        (true, Some(before)) => Err(out_of_order(key, before, key_at)),
+        (false, None) => {
+            *past = Some(key);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cold]
+fn out_of_order(key: &[u8], before: &[u8], key_at: usize) -> EnvelopeError {
+    decode_error(
+        &format!(
+            "field `{}` is stored after `{}`: the fields `type` to `runId` come first \
+             (docs/FORMAT.md)",
+            String::from_utf8_lossy(key),
+            String::from_utf8_lossy(before),
+        ),
+        key_at,
+    )
+}
+
 /// The fields a body gave, one bit each (an envelope has fewer than 128 fields).
 #[derive(Default)]
 struct Given(u128);
@@ -210,7 +239,7 @@ impl Given {
 /// `type`, `eventId`, `timestamp`, and the optional fields declared before `attemptId`. The
 /// encoder writes them first (its order is the declaration order); [`super::EventIds`] relies
 /// on it to stop reading at the first other field, so a body that breaks it is refused here.
-pub(super) fn is_leading(key: &[u8]) -> bool {
+pub(super) const fn is_leading(key: &[u8]) -> bool {
     matches!(
         key,
         b"type"

@@ -292,6 +292,59 @@ mod tests {
         assert_eq!(Some(read), Shape::deserialize(&payload).ok());
     }
 
+    #[test]
+    fn keys_read_as_field_names_strings_and_enums_as_the_value_does() {
+        #[derive(Debug, PartialEq, Eq, Hash, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        enum Side {
+            Left,
+            Right,
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Inner {
+            tool_name: String,
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Shape {
+            exit_code: u64,
+            by_side: std::collections::HashMap<Side, u64>,
+            labels: std::collections::BTreeMap<String, String>,
+            #[serde(flatten)]
+            inner: Inner,
+            #[serde(flatten)]
+            rest: std::collections::BTreeMap<String, Value>,
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Strict {
+            a: u64,
+        }
+        let payload = serde_json::json!({
+            "exitCode": 3,
+            "bySide": {"left": 1, "right": 2},
+            "labels": {"é": "accent", "k": "v"},
+            "toolName": "shell",
+            "other": [1, "x"],
+        });
+        let bytes = rmp_serde::to_vec_named(&payload).expect("encode");
+        let stored = checked(&bytes);
+        let read = stored.deserialize::<Shape>().expect("read");
+        assert_eq!(read.inner.tool_name, "shell");
+        assert_eq!(read.by_side.get(&Side::Right), Some(&2));
+        assert_eq!(read.labels.get("é").map(String::as_str), Some("accent"));
+        assert_eq!(Some(read), Shape::deserialize(&payload).ok());
+        // An unknown field is refused by a strict type, naming it, as from the value.
+        let payload = serde_json::json!({"a": 1, "bé": 2});
+        let bytes = rmp_serde::to_vec_named(&payload).expect("encode");
+        let error = checked(&bytes)
+            .deserialize::<Strict>()
+            .expect_err("an unknown field");
+        assert!(error.to_string().contains("bé"), "{error}");
+        assert!(Strict::deserialize(&payload).is_err());
+    }
+
     macro_rules! deserialize_as_from_value {
         ($($name:ident: $type:ty),* $(,)?) => {
             proptest! {
