@@ -42,7 +42,7 @@ fn scratch_dir(store: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, &str)> {
+fn aliases_of(event: &StoredEvent) -> impl Iterator<Item = (&'static str, &str)> {
     let e = &event.envelope;
     [
         ("task", e.task_id.as_deref()),
@@ -51,7 +51,6 @@ fn aliases_of(event: &StoredEvent) -> Vec<(&'static str, &str)> {
     ]
     .into_iter()
     .filter_map(|(kind, id)| Some((kind, id?)))
-    .collect()
 }
 
 /// The rules' fold of each stream: tasks, actions, turns, checklist, schedules, incidents.
@@ -81,7 +80,10 @@ impl Projection for StateProjection {
         true
     }
 
-    fn aliases<'e>(&self, event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
+    fn aliases<'e>(
+        &self,
+        event: &'e StoredEvent,
+    ) -> impl Iterator<Item = (&'static str, &'e str)> + 'e {
         aliases_of(event)
     }
 

@@ -169,8 +169,11 @@ pub trait Projection: Send + Sync + 'static {
 
     /// Secondary names for the key (for example `("task", "t1")` for the stream that holds task
     /// `t1`), so that a reader can find a state by another id.
-    fn aliases<'e>(&self, _event: &'e StoredEvent) -> Vec<(&'static str, &'e str)> {
-        Vec::new()
+    fn aliases<'e>(
+        &self,
+        _event: &'e StoredEvent,
+    ) -> impl Iterator<Item = (&'static str, &'e str)> + 'e {
+        std::iter::empty()
     }
 
     /// Applies `event` to `state`.
