@@ -323,19 +323,10 @@ impl Envelope {
                 message,
             }
         })?;
-        // Every event is checked on every read: the names are looked for only when an id is
-        // empty, and `extra` (empty in most events) only when it holds something.
-        if self
-            .id_fields()
-            .iter()
-            .any(|(_, value)| value.is_some_and(str::is_empty))
-        {
-            for (name, value) in self.id_fields() {
-                if value.is_some_and(str::is_empty) {
-                    return Err(EnvelopeError::EmptyField(name));
-                }
-            }
+        if let Some(name) = self.empty_id() {
+            return Err(EnvelopeError::EmptyField(name));
         }
+        // `extra` (empty in most events) is looked at only when it holds something.
         if !self.extra.is_empty() {
             for field in JOURNAL_FIELDS {
                 if self.extra.contains_key(field) {
@@ -358,32 +349,43 @@ impl Envelope {
         crate::payload::check(&self.event_type, self.payload.as_ref())
     }
 
-    /// The id fields that must not be empty when present (the spec's `minLength: 1`).
-    fn id_fields(&self) -> [(&'static str, Option<&str>); 22] {
-        [
-            ("sessionId", self.session_id.as_deref()),
-            ("threadId", self.thread_id.as_deref()),
-            ("turnId", self.turn_id.as_deref()),
-            ("taskId", self.task_id.as_deref()),
-            ("runId", self.run_id.as_deref()),
-            ("attemptId", self.attempt_id.as_deref()),
-            ("parentTaskId", self.parent_task_id.as_deref()),
-            ("rootTaskId", self.root_task_id.as_deref()),
-            ("stepId", self.step_id.as_deref()),
-            ("toolCallId", self.tool_call_id.as_deref()),
-            ("actionId", self.action_id.as_deref()),
-            ("subagentId", self.subagent_id.as_deref()),
-            ("artifactId", self.artifact_id.as_deref()),
-            ("evidenceId", self.evidence_id.as_deref()),
-            ("requestId", self.request_id.as_deref()),
-            ("processId", self.process_id.as_deref()),
-            ("channelId", self.channel_id.as_deref()),
-            ("jobId", self.job_id.as_deref()),
-            ("jobItemId", self.job_item_id.as_deref()),
-            ("outputRef", self.output_ref.as_deref()),
-            ("modelRequestId", self.model_request_id.as_deref()),
-            ("queueId", self.queue_id.as_deref()),
-        ]
+    /// The stored name of the first id field that is present and empty: the ids must not be
+    /// empty when present (the spec's `minLength: 1`).
+    fn empty_id(&self) -> Option<&'static str> {
+        macro_rules! first_empty {
+            ($($name:literal => $field:ident),* $(,)?) => {
+                // Every event is checked on every read: a comparison per field, and the name
+                // only for the one found.
+                $(if self.$field.as_deref() == Some("") {
+                    return Some($name);
+                })*
+            };
+        }
+        first_empty! {
+            "sessionId" => session_id,
+            "threadId" => thread_id,
+            "turnId" => turn_id,
+            "taskId" => task_id,
+            "runId" => run_id,
+            "attemptId" => attempt_id,
+            "parentTaskId" => parent_task_id,
+            "rootTaskId" => root_task_id,
+            "stepId" => step_id,
+            "toolCallId" => tool_call_id,
+            "actionId" => action_id,
+            "subagentId" => subagent_id,
+            "artifactId" => artifact_id,
+            "evidenceId" => evidence_id,
+            "requestId" => request_id,
+            "processId" => process_id,
+            "channelId" => channel_id,
+            "jobId" => job_id,
+            "jobItemId" => job_item_id,
+            "outputRef" => output_ref,
+            "modelRequestId" => model_request_id,
+            "queueId" => queue_id,
+        }
+        None
     }
 
     /// The stream this event belongs to (MODEL.md §1): its `sessionId`, else its `taskId`, else
@@ -625,6 +627,29 @@ mod tests {
                 "input {:?}: error {err:?} does not name {needle}",
                 String::from_utf8_lossy(input)
             );
+        }
+    }
+
+    #[test]
+    fn every_id_field_is_refused_empty_naming_it_and_accepted_otherwise() {
+        const IDS: [&str; 22] = [
+            "sessionId", "threadId", "turnId", "taskId", "runId", "attemptId", "parentTaskId",
+            "rootTaskId", "stepId", "toolCallId", "actionId", "subagentId", "artifactId",
+            "evidenceId", "requestId", "processId", "channelId", "jobId", "jobItemId",
+            "outputRef", "modelRequestId", "queueId",
+        ];
+        let with = |name: &str, value: &str| {
+            let mut json = serde_json::json!({
+                "type": "a.b", "eventId": "e", "timestamp": "2026-05-11T10:00:00Z",
+            });
+            json[name] = Value::String(value.into());
+            Envelope::from_json_value(json, &mut || "id".into())
+        };
+        for name in IDS {
+            let error = with(name, "").expect_err("an empty id").to_string();
+            assert_eq!(error, format!("field `{name}` must not be empty"));
+            let envelope = with(name, "x1").expect("a present id");
+            assert_eq!(envelope.validate(), Ok(()));
         }
     }
 

@@ -635,6 +635,28 @@ mod tests {
     }
 
     #[test]
+    fn a_leading_field_after_any_other_kind_of_field_is_refused_naming_both() {
+        // After a known field that is not leading, a payload (read or deferred), and a field
+        // the envelope does not know.
+        for other in ["attemptId", "payload", "unknownField"] {
+            let mut fields = serde_json::Map::new();
+            fields.insert("type".into(), json!("x.y"));
+            fields.insert("timestamp".into(), json!("2026-05-11T10:00:00Z"));
+            fields.insert(other.into(), json!("v"));
+            fields.insert("sessionId".into(), json!("s1"));
+            let body = rmp_serde::to_vec(&Value::Object(fields)).expect("encode");
+            let expected = format!("field `sessionId` is stored after `{other}`");
+            let error = super::decode(&body).expect_err("out of order").to_string();
+            assert!(error.contains(&expected), "{error}");
+            let mut envelope = Envelope::default();
+            let error = super::decode_into_deferring_payload(&body, &mut envelope)
+                .expect_err("out of order")
+                .to_string();
+            assert!(error.contains(&expected), "{error}");
+        }
+    }
+
+    #[test]
     fn a_body_without_an_event_id_leaves_none_from_the_event_before() {
         let body = rmp_serde::to_vec(&json!({"type": "x.y", "timestamp": "2026-05-11T10:00:00Z"}))
             .expect("encode");
