@@ -633,10 +633,28 @@ mod tests {
     #[test]
     fn every_id_field_is_refused_empty_naming_it_and_accepted_otherwise() {
         const IDS: [&str; 22] = [
-            "sessionId", "threadId", "turnId", "taskId", "runId", "attemptId", "parentTaskId",
-            "rootTaskId", "stepId", "toolCallId", "actionId", "subagentId", "artifactId",
-            "evidenceId", "requestId", "processId", "channelId", "jobId", "jobItemId",
-            "outputRef", "modelRequestId", "queueId",
+            "sessionId",
+            "threadId",
+            "turnId",
+            "taskId",
+            "runId",
+            "attemptId",
+            "parentTaskId",
+            "rootTaskId",
+            "stepId",
+            "toolCallId",
+            "actionId",
+            "subagentId",
+            "artifactId",
+            "evidenceId",
+            "requestId",
+            "processId",
+            "channelId",
+            "jobId",
+            "jobItemId",
+            "outputRef",
+            "modelRequestId",
+            "queueId",
         ];
         let with = |name: &str, value: &str| {
             let mut json = serde_json::json!({

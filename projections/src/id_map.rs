@@ -99,8 +99,7 @@ impl<V> IdMap<V> {
     /// Where `id` is in `order`: `Ok` at its place, `Err` where it would go.
     fn place(&self, id: &str) -> Result<usize, usize> {
         let entries = &self.entries;
-        self.order
-            .binary_search_by(|&i| key(entries, i).cmp(id))
+        self.order.binary_search_by(|&i| key(entries, i).cmp(id))
     }
 
     /// Adds `id`, which the map does not hold; returns its index in `entries`.
@@ -127,7 +126,8 @@ impl<V> IdMap<V> {
 
     /// The value of `id`, to change.
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
-        self.find(id).map(|i| &mut entry_mut(&mut self.entries, i).1)
+        self.find(id)
+            .map(|i| &mut entry_mut(&mut self.entries, i).1)
     }
 
     /// Whether `id` has a value.
@@ -139,7 +139,10 @@ impl<V> IdMap<V> {
     /// Sets `id`'s value, returning the one it replaces.
     pub fn insert(&mut self, id: String, value: V) -> Option<V> {
         match self.find(&id) {
-            Some(i) => Some(std::mem::replace(&mut entry_mut(&mut self.entries, i).1, value)),
+            Some(i) => Some(std::mem::replace(
+                &mut entry_mut(&mut self.entries, i).1,
+                value,
+            )),
             None => {
                 self.push(id, value);
                 None
@@ -354,11 +357,7 @@ mod tests {
 
     fn change() -> impl Strategy<Value = Change> {
         // Few distinct ids, so that changes meet the same keys again.
-        let id = prop_oneof![
-            "[a-d]{0,3}",
-            "call_[0-9]{1,2}",
-            Just("é".to_owned()),
-        ];
+        let id = prop_oneof!["[a-d]{0,3}", "call_[0-9]{1,2}", Just("é".to_owned()),];
         prop_oneof![
             (id.clone(), any::<u32>()).prop_map(|(k, v)| Change::Insert(k, v)),
             (id.clone(), any::<u32>()).prop_map(|(k, v)| Change::GetOrInsert(k, v)),
