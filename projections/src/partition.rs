@@ -47,8 +47,9 @@ use crate::worker::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
 /// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many
-/// events' worth, whatever the log's length (1,121,660 generated events: 12 passes, 69 MiB
-/// peak, against 211 MiB in one pass; see `docs/PERFORMANCE.md`).
+/// events' worth, whatever the log's length (1,121,660 generated events: 12 passes, 59 MiB
+/// peak, against 189 MiB in one pass; 150,000 and 200,000 per partition took 68 and 82 MiB and
+/// were no faster; see `docs/PERFORMANCE.md`).
 pub const PARTITION_EVENTS: u64 = 100_000;
 
 /// How many bytes a later pass reads at once when the next frame of its partition is not in
