@@ -239,10 +239,13 @@ pub(crate) struct Writer {
 /// `docs/FORMAT.md`) and trims them; a seal and a clean close trim them first.
 pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
 
-/// The zeros [`Writer::preallocate`] writes: static, so that a fill neither allocates nor
-/// faults in fresh pages for them (a `vec![0; 1 MiB]` per fill did both, and its pages were
-/// faulted in inside the `pwrite`).
-static ZEROS: [u8; PREALLOCATE_BYTES as usize] = [0; PREALLOCATE_BYTES as usize];
+/// The zeros [`Writer::preallocate`] writes, allocated once per process: a `vec![0; 1 MiB]`
+/// per fill allocated and freed them each time, their fresh pages faulted in inside the
+/// `pwrite` (`docs/PERFORMANCE.md`). Not a `static` array: an all-zero constant is stored in
+/// the binary's read-only data, a mebibyte in every binary that links the engine.
+static ZEROS: std::sync::LazyLock<Box<[u8]>> = std::sync::LazyLock::new(|| {
+    vec![0; usize::try_from(PREALLOCATE_BYTES).unwrap_or(1 << 20)].into_boxed_slice()
+});
 
 /// How long the writer waits for the index thread to index the backlog open left it before it
 /// answers appends with the index's error (the backlog is at most 20,000 events: well under a
@@ -430,6 +433,8 @@ impl Writer {
         let Ok(len) = usize::try_from(target - end) else {
             return;
         };
+        // `len` is at most `PREALLOCATE_BYTES`, the zeros' length.
+        debug_assert!(len <= ZEROS.len());
         let Some(zeros) = ZEROS.get(..len) else {
             return;
         };

@@ -8,22 +8,24 @@
 //! (`docs/PERFORMANCE.md`). A hashed map finds it with one hash and one comparison.
 //!
 //! The entries sit in a `Vec`, each key allocated once; a hash table of their indices finds a
-//! key, and a second list of indices, kept sorted by key (an insertion finds its place by binary
-//! search and shifts indices, not entries), reads the map whole in order, as an ordered map is
-//! read, without sorting and without a lookup per entry: a worker encodes a stream's whole state
-//! at each commit, and for a live journal that is after nearly every event. (The map before kept
-//! each key twice, in a hashed map and in an ordered set, and looked every key up again to read
-//! the map whole: the rebuild of 1,121,660 events peaked at 64.5 MiB with it, 58.6 MiB with
-//! this, `docs/PERFORMANCE.md`.) An insertion shifts the indices after its place, 8 bytes per
-//! entry: for the maps of a session (thousands of entries) a few kilobytes, less than the
-//! encoding of the whole state a live commit makes anyway; ids that grow (UUID v7, counters)
-//! are added at the end and shift nothing.
+//! key, and two lists of indices, each sorted by key, read the map whole in order, as an
+//! ordered map is read, without sorting and without a lookup per entry: a worker encodes a
+//! stream's whole state at each commit, and for a live journal that is after nearly every
+//! event. A new key's index goes into the short list (`recent`, by binary search), which is
+//! merged into the long one (`order`) once it holds more than the square root of the entries
+//! (and at least [`RECENT_MAX_MIN`]): an insertion moves O(√n) indices, whatever order the ids
+//! come in, where inserting into one sorted list would move O(n) (quadratic for a session's
+//! random call ids). A removal shifts the list that holds its index: removals are rare (a
+//! pending action resolved, an artifact replaced). (The map before kept each key twice, in a
+//! hashed map and in an ordered set, and looked every key up again to read the map whole: the
+//! rebuild of 1,121,660 events peaked at 64.0–64.4 MiB with it and 59.3–61.6 MiB with this,
+//! alternating, `docs/PERFORMANCE.md`.)
 //!
-//! **Invariants:** `table` and `order` each hold every index of `entries` exactly once; `order`
-//! lists them by key, strictly increasing (keys are unique); `table` finds each by its key's
-//! hash. Nothing outside this module sees the entries' own order: iteration, the stored
-//! (MessagePack) and JSON forms, the JSON schema and equality are those of a
-//! `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
+//! **Invariants:** `table` holds every index of `entries` exactly once, found by its key's
+//! hash; `order` and `recent` together hold every index exactly once, each list strictly
+//! increasing by key (keys are unique). Nothing outside this module sees the entries' own order:
+//! iteration, the stored (MessagePack) and JSON forms, the JSON schema and equality are those of
+//! a `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
 //! digests do not change with the container (the tests compare them, after random changes).
 
 use std::collections::BTreeMap;
@@ -58,6 +60,67 @@ fn key<V>(entries: &[(String, V)], i: usize) -> &str {
     entry(entries, i).0.as_str()
 }
 
+/// Where `id` is in `list` (indices of `entries` sorted by key): `Ok` at its place, `Err` where
+/// it would go.
+fn search<V>(entries: &[(String, V)], list: &[usize], id: &str) -> Result<usize, usize> {
+    list.binary_search_by(|&i| key(entries, i).cmp(id))
+}
+
+/// The indices of two lists sorted by key (and holding different keys), in key order: both
+/// ends, as an ordered map's iterator.
+struct Merged<'a, V> {
+    entries: &'a [(String, V)],
+    a: &'a [usize],
+    b: &'a [usize],
+}
+
+impl<'a, V> Merged<'a, V> {
+    fn new(entries: &'a [(String, V)], a: &'a [usize], b: &'a [usize]) -> Merged<'a, V> {
+        Merged { entries, a, b }
+    }
+
+    /// Takes the index `from_a` says from the front (`back` false) or the back of its list.
+    fn take(&mut self, from_a: bool, back: bool) -> Option<usize> {
+        let list = if from_a { &mut self.a } else { &mut self.b };
+        let (&i, rest) = if back {
+            list.split_last()?
+        } else {
+            list.split_first()?
+        };
+        *list = rest;
+        Some(i)
+    }
+}
+
+impl<V> Iterator for Merged<'_, V> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let from_a = match (self.a.first(), self.b.first()) {
+            (Some(&x), Some(&y)) => key(self.entries, x) < key(self.entries, y),
+            (a, _) => a.is_some(),
+        };
+        self.take(from_a, false)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let len = self.a.len() + self.b.len();
+        (len, Some(len))
+    }
+}
+
+impl<V> DoubleEndedIterator for Merged<'_, V> {
+    fn next_back(&mut self) -> Option<usize> {
+        let from_a = match (self.a.last(), self.b.last()) {
+            (Some(&x), Some(&y)) => key(self.entries, x) > key(self.entries, y),
+            (a, _) => a.is_some(),
+        };
+        self.take(from_a, true)
+    }
+}
+
+impl<V> ExactSizeIterator for Merged<'_, V> {}
+
 /// A map from ids to `V`, hashed for lookups and read in key order (see the module doc).
 #[derive(Clone)]
 pub struct IdMap<V> {
@@ -66,9 +129,15 @@ pub struct IdMap<V> {
     /// The index in `entries` of each key, by the key's hash.
     table: HashTable<usize>,
     hasher: RandomState,
-    /// The indices of `entries`, in key order.
+    /// Indices of `entries` in key order: all but the newest.
     order: Vec<usize>,
+    /// The newest indices, in key order, until they are merged into `order`.
+    recent: Vec<usize>,
 }
+
+/// The fewest indices `recent` holds before it is merged into `order` (more when the map is
+/// larger: its square root).
+const RECENT_MAX_MIN: usize = 32;
 
 impl<V> Default for IdMap<V> {
     fn default() -> IdMap<V> {
@@ -77,6 +146,7 @@ impl<V> Default for IdMap<V> {
             table: HashTable::new(),
             hasher: RandomState::default(),
             order: Vec::new(),
+            recent: Vec::new(),
         }
     }
 }
@@ -96,16 +166,10 @@ impl<V> IdMap<V> {
             .copied()
     }
 
-    /// Where `id` is in `order`: `Ok` at its place, `Err` where it would go.
-    fn place(&self, id: &str) -> Result<usize, usize> {
-        let entries = &self.entries;
-        self.order.binary_search_by(|&i| key(entries, i).cmp(id))
-    }
-
     /// Adds `id`, which the map does not hold; returns its index in `entries`.
     fn push(&mut self, id: String, value: V) -> usize {
         let index = self.entries.len();
-        let at = match self.place(&id) {
+        let at = match search(&self.entries, &self.recent, &id) {
             Err(at) => at,
             Ok(_) => unreachable!("push is called only for a key the map does not hold"),
         };
@@ -113,8 +177,14 @@ impl<V> IdMap<V> {
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.table
             .insert_unique(hash, index, |&i| hasher.hash_one(key(entries, i)));
-        self.order.insert(at, index);
+        self.recent.insert(at, index);
         self.entries.push((id, value));
+        if self.recent.len() > RECENT_MAX_MIN.max(self.entries.len().isqrt()) {
+            let merged: Vec<usize> =
+                Merged::new(&self.entries, &self.order, &self.recent).collect();
+            self.order = merged;
+            self.recent.clear();
+        }
         index
     }
 
@@ -153,35 +223,53 @@ impl<V> IdMap<V> {
     /// Removes `id`, returning its value. The last entry takes its place in `entries`.
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let index = self.find(id)?;
-        let hash = self.hasher.hash_one(id);
-        if let Ok(entry) = self.table.find_entry(hash, |&i| i == index) {
-            entry.remove();
+        match self
+            .table
+            .find_entry(self.hasher.hash_one(id), |&i| i == index)
+        {
+            Ok(slot) => {
+                slot.remove();
+            }
+            Err(_) => unreachable!("the table holds every entry's index"),
         }
-        if let Ok(at) = self.place(id) {
-            self.order.remove(at);
-        }
+        match (
+            search(&self.entries, &self.order, id),
+            search(&self.entries, &self.recent, id),
+        ) {
+            (Ok(at), _) => self.order.remove(at),
+            (_, Ok(at)) => self.recent.remove(at),
+            _ => unreachable!("the lists hold every entry's index"),
+        };
         let last = self.entries.len() - 1;
         let (_, value) = self.entries.swap_remove(index);
         if index != last {
             // The entry that was last is at `index` now: point its table slot and its place in
-            // the order there.
+            // the lists there (its key, and so its place, is the same).
             let entries = &self.entries;
             let moved = key(entries, index);
-            if let Some(slot) = self
+            match self
                 .table
                 .find_mut(self.hasher.hash_one(moved), |&i| i == last)
             {
-                *slot = index;
+                Some(slot) => *slot = index,
+                None => unreachable!("the table holds every entry's index"),
             }
-            let at = self
-                .order
-                .binary_search_by(|&i| key(entries, if i == last { index } else { i }).cmp(moved));
-            if let Some(slot) = at.ok().and_then(|at| self.order.get_mut(at)) {
-                *slot = index;
+            let renamed = |&i: &usize| key(entries, if i == last { index } else { i }).cmp(moved);
+            let slot = match (
+                self.order.binary_search_by(renamed),
+                self.recent.binary_search_by(renamed),
+            ) {
+                (Ok(at), _) => self.order.get_mut(at),
+                (_, Ok(at)) => self.recent.get_mut(at),
+                _ => None,
+            };
+            match slot {
+                Some(slot) => *slot = index,
+                None => unreachable!("the lists hold every entry's index"),
             }
         }
         debug_assert_eq!(self.table.len(), self.entries.len());
-        debug_assert_eq!(self.order.len(), self.entries.len());
+        debug_assert_eq!(self.order.len() + self.recent.len(), self.entries.len());
         Some(value)
     }
 
@@ -208,7 +296,7 @@ impl<V> IdMap<V> {
 
     /// The entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
-        self.order.iter().map(|&i| {
+        Merged::new(&self.entries, &self.order, &self.recent).map(|i| {
             let (id, value) = entry(&self.entries, i);
             (id, value)
         })
@@ -216,7 +304,7 @@ impl<V> IdMap<V> {
 
     /// The keys in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.order.iter().map(|&i| &entry(&self.entries, i).0)
+        Merged::new(&self.entries, &self.order, &self.recent).map(|i| &entry(&self.entries, i).0)
     }
 
     /// The values in key order.
@@ -281,9 +369,9 @@ impl<V: fmt::Debug> fmt::Debug for IdMap<V> {
 impl<V: Serialize> Serialize for IdMap<V> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         debug_assert_eq!(
-            self.order.len(),
+            self.order.len() + self.recent.len(),
             self.entries.len(),
-            "the order lists every entry"
+            "the lists hold every entry"
         );
         let mut map = serializer.serialize_map(Some(self.entries.len()))?;
         for (id, value) in self.iter() {
@@ -312,7 +400,8 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
                 let mut map = IdMap::new();
                 let hint = access.size_hint().unwrap_or(0).min(4096);
                 map.entries.reserve(hint);
-                map.order.reserve(hint);
+                // The table is empty: nothing to rehash.
+                map.table.reserve(hint, |_| 0);
                 while let Some((id, value)) = access.next_entry::<String, V>()? {
                     map.insert(id, value);
                 }
@@ -396,12 +485,51 @@ mod tests {
                 prop_assert!(hashed.contains_key(k));
             }
             prop_assert_eq!(hashed.get("absent"), None);
+            if let Some((k, v)) = ordered.iter().next() {
+                prop_assert_eq!(&hashed[k.as_str()], v);
+                let mut changed = hashed.clone();
+                prop_assert!(changed == hashed);
+                if let Some(value) = changed.get_mut(k) {
+                    *value = value.wrapping_add(1);
+                }
+                prop_assert!(changed != hashed);
+            }
             prop_assert_eq!(
                 rmp_serde::to_vec(&hashed).unwrap(),
                 rmp_serde::to_vec(&ordered).unwrap()
             );
             let back: IdMap<u32> = rmp_serde::from_slice(&rmp_serde::to_vec(&ordered).unwrap()).unwrap();
             prop_assert!(back == hashed);
+        }
+    }
+
+    #[test]
+    fn many_ids_in_no_order_stay_in_key_order_through_merges_and_removals() {
+        // Enough entries for the short list to be merged many times at sizes past its minimum.
+        let mut ordered = BTreeMap::new();
+        let mut hashed = IdMap::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for n in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let id = format!("toolu_{:016x}", x % 50_000);
+            if n % 7 == 3 {
+                assert_eq!(hashed.remove(&id), ordered.remove(&id));
+            } else {
+                assert_eq!(hashed.insert(id.clone(), n), ordered.insert(id, n));
+            }
+        }
+        assert_eq!(hashed.len(), ordered.len());
+        assert!(hashed.iter().eq(ordered.iter()));
+        assert!(hashed.iter().rev().eq(ordered.iter().rev()));
+        assert_eq!(hashed.keys().len(), ordered.len());
+        // Both ends at once, as a double-ended iterator may be read.
+        let mut both = hashed.keys();
+        let mut expected = ordered.keys();
+        while let (Some(front), Some(back)) = (both.next(), both.next_back()) {
+            assert_eq!(Some(front), expected.next());
+            assert_eq!(Some(back), expected.next_back());
         }
     }
 

@@ -321,6 +321,20 @@ mod tests {
         struct Strict {
             a: u64,
         }
+        // Flattened into a JSON value, and into a map with enum keys: both read their keys as
+        // strings only.
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct IntoValue {
+            exit_code: u64,
+            #[serde(flatten)]
+            rest: Value,
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct IntoEnumKeys {
+            #[serde(flatten)]
+            sides: std::collections::HashMap<Side, u64>,
+        }
         let payload = serde_json::json!({
             "exitCode": 3,
             "bySide": {"left": 1, "right": 2},
@@ -335,6 +349,30 @@ mod tests {
         assert_eq!(read.by_side.get(&Side::Right), Some(&2));
         assert_eq!(read.labels.get("é").map(String::as_str), Some("accent"));
         assert_eq!(Some(read), Shape::deserialize(&payload).ok());
+        let read = stored
+            .deserialize::<IntoValue>()
+            .expect("read into a flattened value");
+        assert_eq!(read.rest["toolName"], "shell");
+        assert_eq!(Some(read), IntoValue::deserialize(&payload).ok());
+        let sides = serde_json::json!({"left": 1, "right": 2});
+        let bytes = rmp_serde::to_vec_named(&sides).expect("encode");
+        let read = checked(&bytes)
+            .deserialize::<IntoEnumKeys>()
+            .expect("read into a flattened map with enum keys");
+        assert_eq!(read.sides.get(&Side::Left), Some(&1));
+        assert_eq!(Some(read), IntoEnumKeys::deserialize(&sides).ok());
+        let read = stored
+            .deserialize::<IntoValue>()
+            .expect("read into a flattened value");
+        assert_eq!(read.rest["toolName"], "shell");
+        assert_eq!(Some(read), IntoValue::deserialize(&payload).ok());
+        let sides = serde_json::json!({"left": 1, "right": 2});
+        let bytes = rmp_serde::to_vec_named(&sides).expect("encode");
+        let read = checked(&bytes)
+            .deserialize::<IntoEnumKeys>()
+            .expect("read into a flattened map with enum keys");
+        assert_eq!(read.sides.get(&Side::Left), Some(&1));
+        assert_eq!(Some(read), IntoEnumKeys::deserialize(&sides).ok());
         // An unknown field is refused by a strict type, naming it, as from the value.
         let payload = serde_json::json!({"a": 1, "bé": 2});
         let bytes = rmp_serde::to_vec_named(&payload).expect("encode");

@@ -348,50 +348,6 @@ fn read_one<'de, 'a: 'de, T: DeserializeSeed<'de>>(
     Ok(value)
 }
 
-/// A map key. A struct's field name is matched as bytes (`visit_borrowed_bytes`, which
-/// serde's derived field visitors match as they match a `str`), without the UTF-8 check: the
-/// payload's keys were checked when the event was decoded, and a field name is ASCII. Read any
-/// other way, the key is checked and read as a string.
-struct Key<'a> {
-    bytes: &'a [u8],
-    /// Where the key starts, for the error.
-    at: usize,
-}
-
-impl<'a> Key<'a> {
-    fn text(&self) -> Result<BorrowedStrDeserializer<'a, Error>, Error> {
-        std::str::from_utf8(self.bytes)
-            .map(BorrowedStrDeserializer::new)
-            .map_err(|_| Error(format!("a key is not valid UTF-8 (byte {})", self.at)))
-    }
-}
-
-impl<'de, 'a: 'de> de::Deserializer<'de> for Key<'a> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        self.text()?.deserialize_any(visitor)
-    }
-
-    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_borrowed_bytes(self.bytes)
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        self.text()?.deserialize_enum(name, variants, visitor)
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map struct ignored_any
-    }
-}
-
 /// The elements of an array.
 struct Seq<'r, 'a> {
     de: ValueDe<'r, 'a>,
@@ -452,9 +408,16 @@ impl<'de, 'a: 'de> MapAccess<'de> for Entries<'_, 'a> {
         }
         self.left -= 1;
         self.pending = true;
-        let at = self.de.reader.at;
-        let bytes = self.de.reader.key()?;
-        seed.deserialize(Key { bytes, at }).map(Some)
+        let key_at = self.de.reader.at;
+        // Checked and visited as a string, never as bytes: serde's derived field visitors would
+        // take bytes (and the bytes were checked when the event was decoded), but a flattened
+        // `serde_json::Value`, a flattened map with enum keys or a hand-written identifier
+        // visitor take only a string, and would refuse what the value reads (tried and undone,
+        // see `docs/PERFORMANCE.md`).
+        let key = std::str::from_utf8(self.de.reader.key()?)
+            .map_err(|_| Error(format!("a key is not valid UTF-8 (byte {key_at})")))?;
+        seed.deserialize(BorrowedStrDeserializer::<Error>::new(key))
+            .map(Some)
     }
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
