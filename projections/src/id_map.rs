@@ -18,8 +18,8 @@
 //! random call ids). A removal shifts the list that holds its index: removals are rare (a
 //! pending action resolved, an artifact replaced). (The map before kept each key twice, in a
 //! hashed map and in an ordered set, and looked every key up again to read the map whole: the
-//! rebuild of 1,121,660 events peaked at 64.0–64.4 MiB with it and 59.3–61.6 MiB with this,
-//! alternating, `docs/PERFORMANCE.md`.)
+//! rebuild of 1,121,660 events peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with this,
+//! `docs/PERFORMANCE.md`.)
 //!
 //! **Invariants:** `table` holds every index of `entries` exactly once, found by its key's
 //! hash; `order` and `recent` together hold every index exactly once, each list strictly
@@ -37,8 +37,8 @@ use hashbrown::HashTable;
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-/// Entry `i` of `entries`. `table` and `order` hold only indices of entries (the module's
-/// invariants): another is a bug in this module.
+/// Entry `i` of `entries`. `table`, `order` and `recent` hold only indices of entries (the
+/// module's invariants): another is a bug in this module.
 fn entry<V>(entries: &[(String, V)], i: usize) -> &(String, V) {
     match entries.get(i) {
         Some(entry) => entry,
