@@ -13,7 +13,7 @@
 //! stream's whole state at each commit, and for a live journal that is after nearly every
 //! event. A new key's index goes into the short list (`recent`, by binary search), which is
 //! merged into the long one (`order`) once it holds more than the square root of the entries
-//! (and at least [`RECENT_MAX_MIN`]): an insertion moves O(√n) indices, whatever order the ids
+//! (and at least `RECENT_MAX_MIN`): an insertion moves O(√n) indices, whatever order the ids
 //! come in, where inserting into one sorted list would move O(n) (quadratic for a session's
 //! random call ids). A removal shifts the list that holds its index: removals are rare (a
 //! pending action resolved, an artifact replaced). (The map before kept each key twice, in a
