@@ -632,30 +632,20 @@ mod tests {
 
     #[test]
     fn every_id_field_is_refused_empty_naming_it_and_accepted_otherwise() {
-        const IDS: [&str; 22] = [
-            "sessionId",
-            "threadId",
-            "turnId",
-            "taskId",
-            "runId",
-            "attemptId",
-            "parentTaskId",
-            "rootTaskId",
-            "stepId",
-            "toolCallId",
-            "actionId",
-            "subagentId",
-            "artifactId",
-            "evidenceId",
-            "requestId",
-            "processId",
-            "channelId",
-            "jobId",
-            "jobItemId",
-            "outputRef",
-            "modelRequestId",
-            "queueId",
-        ];
+        // The ids are the event schema's strings with `minLength: 1`: taken from the schema, so
+        // that an id it adds and `Envelope::empty_id` misses fails here.
+        let schema: Value = serde_json::from_str(include_str!(
+            "../schemas/agentruntime/agentruntime-event.schema.json"
+        ))
+        .expect("the vendored schema is JSON");
+        let ids: Vec<&str> = schema["properties"]
+            .as_object()
+            .expect("the schema's properties")
+            .iter()
+            .filter(|(_, property)| property["minLength"] == 1)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(ids.len(), 23, "eventId and 22 ids: {ids:?}");
         let with = |name: &str, value: &str| {
             let mut json = serde_json::json!({
                 "type": "a.b", "eventId": "e", "timestamp": "2026-05-11T10:00:00Z",
@@ -663,7 +653,7 @@ mod tests {
             json[name] = Value::String(value.into());
             Envelope::from_json_value(json, &mut || "id".into())
         };
-        for name in IDS {
+        for name in ids {
             let error = with(name, "").expect_err("an empty id").to_string();
             assert_eq!(error, format!("field `{name}` must not be empty"));
             let envelope = with(name, "x1").expect("a present id");
