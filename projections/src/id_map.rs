@@ -232,14 +232,13 @@ impl<V> IdMap<V> {
             }
             Err(_) => unreachable!("the table holds every entry's index"),
         }
-        match (
-            search(&self.entries, &self.order, id),
-            search(&self.entries, &self.recent, id),
-        ) {
-            (Ok(at), _) => self.order.remove(at),
-            (_, Ok(at)) => self.recent.remove(at),
-            _ => unreachable!("the lists hold every entry's index"),
-        };
+        if let Ok(at) = search(&self.entries, &self.order, id) {
+            self.order.remove(at);
+        } else if let Ok(at) = search(&self.entries, &self.recent, id) {
+            self.recent.remove(at);
+        } else {
+            unreachable!("the lists hold every entry's index");
+        }
         let last = self.entries.len() - 1;
         let (_, value) = self.entries.swap_remove(index);
         if index != last {
@@ -255,13 +254,13 @@ impl<V> IdMap<V> {
                 None => unreachable!("the table holds every entry's index"),
             }
             let renamed = |&i: &usize| key(entries, if i == last { index } else { i }).cmp(moved);
-            let slot = match (
-                self.order.binary_search_by(renamed),
-                self.recent.binary_search_by(renamed),
-            ) {
-                (Ok(at), _) => self.order.get_mut(at),
-                (_, Ok(at)) => self.recent.get_mut(at),
-                _ => None,
+            let slot = match self.order.binary_search_by(renamed) {
+                Ok(at) => self.order.get_mut(at),
+                Err(_) => self
+                    .recent
+                    .binary_search_by(renamed)
+                    .ok()
+                    .and_then(|at| self.recent.get_mut(at)),
             };
             match slot {
                 Some(slot) => *slot = index,

@@ -361,18 +361,6 @@ mod tests {
             .expect("read into a flattened map with enum keys");
         assert_eq!(read.sides.get(&Side::Left), Some(&1));
         assert_eq!(Some(read), IntoEnumKeys::deserialize(&sides).ok());
-        let read = stored
-            .deserialize::<IntoValue>()
-            .expect("read into a flattened value");
-        assert_eq!(read.rest["toolName"], "shell");
-        assert_eq!(Some(read), IntoValue::deserialize(&payload).ok());
-        let sides = serde_json::json!({"left": 1, "right": 2});
-        let bytes = rmp_serde::to_vec_named(&sides).expect("encode");
-        let read = checked(&bytes)
-            .deserialize::<IntoEnumKeys>()
-            .expect("read into a flattened map with enum keys");
-        assert_eq!(read.sides.get(&Side::Left), Some(&1));
-        assert_eq!(Some(read), IntoEnumKeys::deserialize(&sides).ok());
         // An unknown field is refused by a strict type, naming it, as from the value.
         let payload = serde_json::json!({"a": 1, "bé": 2});
         let bytes = rmp_serde::to_vec_named(&payload).expect("encode");
