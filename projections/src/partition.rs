@@ -13,8 +13,11 @@
 //! (`partition/notes.rs`); each later pass reads its own frames from there
 //! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system
 //! call for the frames of many events, not one each), instead of stepping through the whole
-//! log again. Events are decoded one at a time into the same [`StoredEvent`], whose strings'
-//! buffers serve the next, their payloads left in their stored form until a fold asks for one
+//! log again. A pass takes its events in batches of 64: it copies their frames' bodies, decodes
+//! them one after the other, then applies the batch to one worker after the other, so that the
+//! decoder's code and each fold's stay in the instruction cache across the batch. Each slot of
+//! a batch keeps its buffers for the next batch's event there (its strings' buffers, its
+//! body's), and the payloads stay in their stored form until a fold asks for one
 //! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
 //!
 //! Every frame is checked once, in the first pass (its header's and body's checksums), and
@@ -27,6 +30,8 @@
 //!   would leave them.
 //! - The generation's checkpoint stays at position 0 (and the generation does not serve) until
 //!   the last pass is written; a build interrupted before that is cleared and started again.
+//! - Each worker is given its partition's events in position order, whatever the batches; a
+//!   worker's fault stops its own events only.
 //! - A projection that cannot apply an event leaves the build: its generation is cleared and
 //!   its checkpoint put back as it was, and its worker's ordinary catch-up finds the first
 //!   event it cannot apply, in log order. A failure to read the log makes every worker leave
@@ -173,34 +178,31 @@ pub fn build(
     let mut pass = Pass {
         reader,
         faulted: Vec::new(),
-        event: StoredEvent {
-            position: Position(0),
-            recorded_at_ns: 0,
-            stream_version: 0,
-            hash: ChainHash::default(),
-            envelope: journal_format::Envelope::default(),
-        },
-        key: String::new(),
+        batch: Batch::default(),
     };
     let mut frames = journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES);
     for partition in 0..partitions {
         if active.is_empty() {
             return Ok(true);
         }
+        debug_assert_eq!(pass.batch.len, 0, "a pass begins with an empty batch");
         pass.faulted.clear();
         pass.faulted.resize(active.len(), false);
         let applied = match &mut notes {
             // The later passes read their own frames, where the first noted them.
-            Some(notes) if partition > 0 => notes.read(partition, |position, at| {
-                let record = frames
-                    .read(at, position)
-                    .map_err(|source| WorkerError::Journal {
-                        projection: reader,
-                        source,
-                    })?;
-                pass.apply(&record, &mut active)?;
-                Ok(true)
-            }),
+            Some(notes) if partition > 0 => notes
+                .read(partition, |position, at| {
+                    let record =
+                        frames
+                            .read(at, position)
+                            .map_err(|source| WorkerError::Journal {
+                                projection: reader,
+                                source,
+                            })?;
+                    pass.push(&record, &mut active)?;
+                    Ok(true)
+                })
+                .and_then(|()| pass.apply(&mut active)),
             // The first pass (and each pass without notes) reads each event's stream from its
             // body, and applies the events of its partition.
             _ => {
@@ -221,7 +223,7 @@ pub fn build(
                             }
                             Ok(())
                         }
-                        _ if of == partition => pass.apply(&record, &mut active),
+                        _ if of == partition => pass.push(&record, &mut active),
                         _ => Ok(()),
                     };
                     Ok(match applied {
@@ -245,7 +247,7 @@ pub fn build(
                         projection: reader,
                         source,
                     }),
-                    (None, Ok(())) => Ok(()),
+                    (None, Ok(())) => pass.apply(&mut active),
                 }
             }
         };
@@ -283,36 +285,120 @@ struct Pass {
     reader: &'static str,
     /// Which of the active workers faulted in this pass (they apply nothing more).
     faulted: Vec<bool>,
-    /// The event being applied, decoded into the one before it: its strings' buffers are
-    /// reused.
-    event: StoredEvent,
-    /// The event's stream key.
-    key: String,
+    /// The pass's events read and not yet applied.
+    batch: Batch,
+}
+
+/// How many events a pass reads before it decodes them, then applies them to one worker after
+/// the other. Applying each event to every worker in turn ran the decoder's and each fold's
+/// code once per event, and their code together does not fit the instruction cache: in batches,
+/// each stays in the cache for the whole batch (see `docs/PERFORMANCE.md`).
+const BATCH_EVENTS: usize = 64;
+
+/// A pass's events in the order read, each in a slot whose buffers serve the next batch's
+/// event there: the frame's body copied, and the event decoded into the one before it.
+///
+/// **Invariant:** slots `..len` hold the events read and not yet applied, in log order.
+#[derive(Default)]
+struct Batch {
+    len: usize,
+    /// Each frame's header fields and place, and its body.
+    frames: Vec<Frame>,
+    /// Each frame's event, decoded with its payload deferred.
+    events: Vec<StoredEvent>,
+    /// Each event's stream key.
+    keys: Vec<String>,
+}
+
+/// A frame copied out of the log's read buffer, to be decoded with its batch.
+struct Frame {
+    /// The fields the journal assigned, and where the frame is (for an error); its body is
+    /// `body`.
+    record: Record<'static>,
+    body: Vec<u8>,
 }
 
 impl Pass {
-    /// Decodes `record` (its payload left in its stored form, for a fold that asks) and
-    /// applies it to every active worker that has not faulted.
-    fn apply(
+    /// Copies `record` into the batch, and applies the batch when it is full.
+    fn push(
         &mut self,
         record: &Record<'_>,
         active: &mut [&mut dyn Build],
     ) -> Result<(), WorkerError> {
-        let payload = record
-            .decode_into_deferring_payload(&mut self.event)
-            .map_err(|source| WorkerError::Journal {
-                projection: self.reader,
-                source,
-            })?;
-        let event = Event::deferred(&self.event, payload);
-        // The decoded event's key hashes as its body's did: the same bytes, checked now.
-        let (kind, id) = event.envelope.ids().stream_key_parts();
-        self.key.clear();
-        self.key.push_str(kind);
-        self.key.push_str(id);
+        let batch = &mut self.batch;
+        let head = Record {
+            body: &[],
+            ..*record
+        };
+        if let Some(frame) = batch.frames.get_mut(batch.len) {
+            frame.record = head;
+            frame.body.clear();
+            frame.body.extend_from_slice(record.body);
+        } else {
+            batch.frames.push(Frame {
+                record: head,
+                body: record.body.to_vec(),
+            });
+            batch.events.push(StoredEvent {
+                position: Position(0),
+                recorded_at_ns: 0,
+                stream_version: 0,
+                hash: ChainHash::default(),
+                envelope: journal_format::Envelope::default(),
+            });
+            batch.keys.push(String::new());
+        }
+        batch.len += 1;
+        if batch.len == BATCH_EVENTS {
+            self.apply(active)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes the batch's events (their payloads left in their stored form, for a fold that
+    /// asks) and applies them, in order, to each active worker that has not faulted, one
+    /// worker after the other; empties the batch.
+    fn apply(&mut self, active: &mut [&mut dyn Build]) -> Result<(), WorkerError> {
+        let Batch {
+            len,
+            frames,
+            events,
+            keys,
+        } = &mut self.batch;
+        let n = std::mem::take(len);
+        let mut payloads = Vec::with_capacity(n);
+        for ((frame, event), key) in frames
+            .iter()
+            .zip(events.iter_mut())
+            .zip(keys.iter_mut())
+            .take(n)
+        {
+            let record = Record {
+                body: &frame.body,
+                ..frame.record
+            };
+            let payload = record
+                .decode_into_deferring_payload(event)
+                .map_err(|source| WorkerError::Journal {
+                    projection: self.reader,
+                    source,
+                })?;
+            // The decoded event's key hashes as its body's did: the same bytes, checked now.
+            let (kind, id) = event.envelope.ids().stream_key_parts();
+            key.clear();
+            key.push_str(kind);
+            key.push_str(id);
+            payloads.push(payload);
+        }
         for (worker, faulted) in active.iter_mut().zip(self.faulted.iter_mut()) {
-            if !*faulted && worker.apply(&event, &self.key)?.is_some() {
-                *faulted = true;
+            for ((event, &payload), key) in events.iter().zip(&payloads).zip(keys.iter()) {
+                if *faulted {
+                    break;
+                }
+                let event = Event::deferred(event, payload);
+                if worker.apply(&event, key)?.is_some() {
+                    *faulted = true;
+                }
             }
         }
         Ok(())

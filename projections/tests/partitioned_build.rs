@@ -230,6 +230,35 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
     }
 }
 
+/// Lists the positions of each stream's events, in the order applied.
+struct Sequence;
+
+impl Projection for Sequence {
+    type State = Vec<u64>;
+
+    fn name(&self) -> &'static str {
+        "sequence"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn key(&self, event: &StoredEvent) -> Option<String> {
+        let key = event.envelope.stream_key();
+        (key != "none:").then_some(key)
+    }
+
+    fn keyed_by_stream(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, state: &mut Vec<u64>, event: &Event<'_>) -> Result<(), String> {
+        state.push(event.position.0);
+        Ok(())
+    }
+}
+
 /// Counts each stream's events; refuses `vendor.test.poison`.
 struct Strict;
 
@@ -288,14 +317,30 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
     append(&journal, &events);
     let store = Arc::new(Store::open(dir.path().join("strict.redb")).unwrap());
     let mut worker = Worker::new(Arc::new(Strict), Arc::clone(&store));
+    // Fed from the same passes: the other worker's fault stops neither its events after the
+    // poison in the same batch nor its own build.
+    let mut sequences = Worker::new(Arc::new(Sequence), Arc::clone(&store));
     partition::build(
         &journal,
-        &mut [&mut worker],
+        &mut [&mut worker, &mut sequences],
         10,
         dir.path(),
         &mut |_, _, _| {},
     )
     .unwrap();
+    let sequence = |session: &str| {
+        store
+            .get("sequence", 1, &format!("session:{session}"))
+            .unwrap()
+            .map(|b| decode::<Vec<u64>>(&b).unwrap())
+    };
+    let positions = |parity: u64| -> Vec<u64> { (1..=40).filter(|p| p % 2 == parity).collect() };
+    assert_eq!(sequence(&late), Some(positions(1)));
+    assert_eq!(sequence(&early), Some(positions(0)));
+    assert_eq!(
+        freshness(&store, &journal, "sequence").unwrap().state,
+        FreshnessState::Fresh
+    );
     let Reached::Faulted(fault) = worker.catch_up(&journal, &mut |_, _| {}).unwrap() else {
         panic!("expected a fault");
     };
