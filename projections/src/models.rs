@@ -219,7 +219,8 @@ pub struct ReadModels {
     /// Events per pass of a build from the start ([`crate::partition`]).
     partition_events: u64,
     /// Set when a build by partition failed reading the log: this process builds in one pass
-    /// from then on, rather than reading the log again by partition at every catch-up.
+    /// from then on, rather than reading the log again by partition at every catch-up. Set
+    /// from the start by [`ReadModels::without_partitions`].
     one_pass: Arc<AtomicBool>,
 }
 
@@ -282,9 +283,20 @@ impl ReadModels {
     /// Makes the workers commit every `n` events exactly (see [`Worker::with_batch_events`]).
     #[must_use]
     pub fn with_batch_events(self, n: u64) -> ReadModels {
-        let partition_events = self.partition_events;
-        ReadModels::with_workers(self.journal, self.store, Some(n))
-            .with_partition_events(partition_events)
+        ReadModels {
+            partition_events: self.partition_events,
+            one_pass: self.one_pass,
+            ..ReadModels::with_workers(self.journal, self.store, Some(n))
+        }
+    }
+
+    /// Makes every build from the start the workers' ordinary catch-up, one worker after the
+    /// other, each reading the whole log and holding every stream's state at once: the build
+    /// before partitions, kept to compare with ([`crate::partition`] builds the same states).
+    #[must_use]
+    pub fn without_partitions(self) -> ReadModels {
+        self.one_pass.store(true, Ordering::Relaxed);
+        self
     }
 
     /// Makes a build from the start read the log in passes of about `n` events' worth of

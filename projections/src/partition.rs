@@ -124,8 +124,11 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 
 /// Builds every worker of `workers` that is at the start of a generation up to the journal's
 /// head, in `ceil(head / partition_events)` passes, calling `progress(name, position, head)`
-/// after each. Does nothing when the log fits in one partition (the ordinary catch-up does
-/// that as well); the workers' ordinary catch-up goes on from where this leaves them. The
+/// after each. A log that fits in one partition is built in one pass, still decoding each
+/// event once for all the workers and writing each state once (a worker's ordinary catch-up
+/// decodes the log for itself and rewrites its states at every commit: 0.55–0.7 × the speed
+/// on 56,488 and 112,438 events); an empty log is left alone. The workers' ordinary catch-up goes on from
+/// where this leaves them. The
 /// first pass notes where the other partitions' frames are in scratch files in `scratch` (see
 /// `partition/notes.rs`); without them (more than 256 partitions, or files that cannot be
 /// created or written there), each later pass steps through the whole log.
@@ -147,7 +150,7 @@ pub fn build(
 ) -> Result<bool, WorkerError> {
     let head = journal.head().position.0;
     let partitions = head.div_ceil(partition_events.max(1));
-    if partitions < 2 {
+    if partitions == 0 {
         return Ok(true);
     }
     let mut active: Vec<&mut dyn Build> = Vec::new();

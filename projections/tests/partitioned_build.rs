@@ -67,7 +67,7 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
     assert!(passes >= 7, "the build took {passes} passes");
     let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
         .unwrap()
-        .with_partition_events(u64::MAX);
+        .without_partitions();
     one_pass.catch_up(&mut |_, _, _| {}).unwrap();
     for name in ["state", "activity"] {
         let (digest, keys) = by_partition.digest(name).unwrap();
@@ -124,7 +124,7 @@ fn a_build_reading_noted_frames_across_segments_or_stepping_through_the_log_equa
     let n = events.len() as u64;
     let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
         .unwrap()
-        .with_partition_events(u64::MAX);
+        .without_partitions();
     one_pass.catch_up(&mut |_, _, _| {}).unwrap();
     // Six passes, the later five reading the frames the first noted, segment after segment;
     // then more passes than the build notes (one file each), each stepping through the log.
@@ -173,7 +173,7 @@ fn a_build_that_failed_in_this_process_starts_again_from_default_states() {
     models.catch_up(&mut |_, _, _| {}).unwrap();
     let one_pass = ReadModels::open_at(&journal, &dir.path().join("one.redb"))
         .unwrap()
-        .with_partition_events(u64::MAX);
+        .without_partitions();
     one_pass.catch_up(&mut |_, _, _| {}).unwrap();
     for name in ["state", "activity"] {
         assert_eq!(
@@ -220,7 +220,7 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
         assert_eq!(models.digest(name).unwrap().1, 0, "{name}: nothing served");
     }
     // Built again (in one pass this time: what the crash left is cleared first either way).
-    let models = models.with_partition_events(u64::MAX);
+    let models = models.without_partitions();
     models.catch_up(&mut |_, _, _| {}).unwrap();
     let fresh = ReadModels::open_at(&journal, &dir.path().join("fresh.redb")).unwrap();
     fresh.catch_up(&mut |_, _, _| {}).unwrap();

@@ -68,11 +68,14 @@ fn run(seed: u64) -> u64 {
             .catch_up(&mut |_, _, _| {})
             .unwrap_or_else(|e| fail(format!("catch up {round}: {e}")));
         let scratch_path = tmp.path().join(format!("scratch{round}.redb"));
-        // The rebuild it is compared with goes in one pass, or by other partitions (passes
-        // of 97 events'), round by round.
-        let scratch = ReadModels::open_at(&journal, &scratch_path)
-            .unwrap()
-            .with_partition_events(if round % 2 == 0 { u64::MAX } else { 97 });
+        // The rebuild it is compared with is the workers' ordinary catch-up, a build in one
+        // partition, or by other partitions (passes of 97 events'), round by round.
+        let scratch = ReadModels::open_at(&journal, &scratch_path).unwrap();
+        let scratch = match round % 3 {
+            0 => scratch.without_partitions(),
+            1 => scratch.with_partition_events(u64::MAX),
+            _ => scratch.with_partition_events(97),
+        };
         scratch.catch_up(&mut |_, _, _| {}).unwrap();
         for name in ["state", "activity"] {
             let kept = models.digest(name).unwrap();

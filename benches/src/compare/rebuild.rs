@@ -69,7 +69,7 @@ pub fn phase_child(args: &[String]) -> Res<Value> {
             let mut models = ReadModels::open_at(&journal, &store)?;
             if phase == "rebuild-one-pass" {
                 // The build before partitions: every stream's state held at once.
-                models = models.with_partition_events(u64::MAX);
+                models = models.without_partitions();
             } else if let Some(n) = args.get(2) {
                 // For measuring the passes' trade of speed for memory:
                 // `compare --child rebuild-phase rebuild DIR EVENTS_PER_PARTITION`.
