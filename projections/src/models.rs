@@ -218,10 +218,10 @@ pub struct ReadModels {
     activity: Arc<Mutex<Worker<ActivityProjection>>>,
     /// Events per pass of a build from the start ([`crate::partition`]).
     partition_events: u64,
-    /// Set when a build by partition failed reading the log: this process builds in one pass
-    /// from then on, rather than reading the log again by partition at every catch-up. Set
-    /// from the start by [`ReadModels::without_partitions`].
-    one_pass: Arc<AtomicBool>,
+    /// Set when a build by partition failed reading the log: this process builds with the
+    /// workers' ordinary catch-up from then on, rather than reading the log again by partition
+    /// at every catch-up. Set from the start by [`ReadModels::without_partitions`].
+    ordinary_only: Arc<AtomicBool>,
 }
 
 /// The projections' names, in the order they run.
@@ -276,7 +276,7 @@ impl ReadModels {
             activity: Arc::new(Mutex::new(activity)),
             store,
             partition_events: PARTITION_EVENTS,
-            one_pass: Arc::new(AtomicBool::new(false)),
+            ordinary_only: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -285,7 +285,7 @@ impl ReadModels {
     pub fn with_batch_events(self, n: u64) -> ReadModels {
         ReadModels {
             partition_events: self.partition_events,
-            one_pass: self.one_pass,
+            ordinary_only: self.ordinary_only,
             ..ReadModels::with_workers(self.journal, self.store, Some(n))
         }
     }
@@ -295,8 +295,10 @@ impl ReadModels {
     /// before partitions, kept to compare with ([`crate::partition`] builds the same states).
     #[must_use]
     pub fn without_partitions(self) -> ReadModels {
-        self.one_pass.store(true, Ordering::Relaxed);
-        self
+        ReadModels {
+            ordinary_only: Arc::new(AtomicBool::new(true)),
+            ..self
+        }
     }
 
     /// Makes a build from the start read the log in passes of about `n` events' worth of
@@ -322,7 +324,7 @@ impl ReadModels {
         &self,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
-        if !self.one_pass.load(Ordering::Relaxed) {
+        if !self.ordinary_only.load(Ordering::Relaxed) {
             // A projection at the start of a generation is built by partition first, both
             // from the same passes; the ordinary catch-up below takes it from there.
             let mut state = lock(&self.state);
@@ -335,7 +337,7 @@ impl ReadModels {
                 progress,
             )?;
             if !built {
-                self.one_pass.store(true, Ordering::Relaxed);
+                self.ordinary_only.store(true, Ordering::Relaxed);
             }
         }
         let state =

@@ -13,11 +13,11 @@
 //! (`partition/notes.rs`); each later pass reads its own frames from there
 //! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system
 //! call for the frames of many events, not one each), instead of stepping through the whole
-//! log again. A pass takes its events in batches of 64: it copies their frames' bodies, decodes
-//! them one after the other, then applies the batch to one worker after the other, so that the
-//! decoder's code and each fold's stay in the instruction cache across the batch. Each slot of
-//! a batch keeps its buffers for the next batch's event there (its strings' buffers, its
-//! body's), and the payloads stay in their stored form until a fold asks for one
+//! log again. A pass takes its events in chunks of 64 (or 1 MiB of bodies): it copies their
+//! frames, decodes them one after the other, then applies the chunk to one worker after the
+//! other, so that the decoder's code and each fold's stay in the instruction cache across the
+//! chunk. Each slot of a chunk keeps its buffers for the next chunk's event there (its strings',
+//! its body's), and the payloads stay in their stored form until a fold asks for one
 //! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
 //!
 //! Every frame is checked once, in the first pass (its header's and body's checksums), and
@@ -30,7 +30,7 @@
 //!   would leave them.
 //! - The generation's checkpoint stays at position 0 (and the generation does not serve) until
 //!   the last pass is written; a build interrupted before that is cleared and started again.
-//! - Each worker is given its partition's events in position order, whatever the batches; a
+//! - Each worker is given its partition's events in position order, whatever the chunks; a
 //!   worker's fault stops its own events only.
 //! - A projection that cannot apply an event leaves the build: its generation is cleared and
 //!   its checkpoint put back as it was, and its worker's ordinary catch-up finds the first
@@ -43,7 +43,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use journal_engine::{Journal, Record};
-use journal_format::{ChainHash, EventIds, Position, StoredEvent};
+use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent};
 
 use notes::Notes;
 
@@ -126,12 +126,12 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 /// head, in `ceil(head / partition_events)` passes, calling `progress(name, position, head)`
 /// after each. A log that fits in one partition is built in one pass, still decoding each
 /// event once for all the workers and writing each state once (a worker's ordinary catch-up
-/// decodes the log for itself and rewrites its states at every commit: 0.55–0.7 × the speed
-/// on 56,488 and 112,438 events); an empty log is left alone. The workers' ordinary catch-up goes on from
-/// where this leaves them. The
-/// first pass notes where the other partitions' frames are in scratch files in `scratch` (see
-/// `partition/notes.rs`); without them (more than 256 partitions, or files that cannot be
-/// created or written there), each later pass steps through the whole log.
+/// decodes the log for itself and rewrites its states at every commit: 0.57–0.73 × the speed
+/// on 56,488 and 112,438 events); an empty log is left alone. The workers' ordinary catch-up
+/// goes on from where this leaves them. The first pass notes where the other partitions'
+/// frames are in scratch files in `scratch` (see `partition/notes.rs`); without them (more
+/// than 256 partitions, or files that cannot be created or written there), each later pass
+/// steps through the whole log.
 ///
 /// Returns `false` when reading the log or the scratch files failed (or a worker refused an
 /// event for a reason that is not a fault): every worker has then left the build, as if it had
@@ -181,14 +181,14 @@ pub fn build(
     let mut pass = Pass {
         reader,
         faulted: Vec::new(),
-        batch: Batch::default(),
+        chunk: Chunk::default(),
     };
-    let mut frames = journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES);
+    let mut frame_reader = journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES);
     for partition in 0..partitions {
         if active.is_empty() {
             return Ok(true);
         }
-        debug_assert_eq!(pass.batch.len, 0, "a pass begins with an empty batch");
+        debug_assert_eq!(pass.chunk.len, 0, "a pass begins with an empty chunk");
         pass.faulted.clear();
         pass.faulted.resize(active.len(), false);
         let applied = match &mut notes {
@@ -196,7 +196,7 @@ pub fn build(
             Some(notes) if partition > 0 => notes
                 .read(partition, |position, at| {
                     let record =
-                        frames
+                        frame_reader
                             .read(at, position)
                             .map_err(|source| WorkerError::Journal {
                                 projection: reader,
@@ -276,117 +276,160 @@ pub fn build(
         }
         active = kept;
     }
+    debug_assert_eq!(pass.chunk.len, 0, "the last pass applied its last chunk");
     for worker in active {
         worker.finish(head, head_hash)?;
     }
     Ok(true)
 }
 
-/// What a pass keeps from one event to the next.
+/// What the build keeps from one event to the next, and from one pass to the next.
 struct Pass {
     /// The projection named when reading the log fails.
     reader: &'static str,
     /// Which of the active workers faulted in this pass (they apply nothing more).
     faulted: Vec<bool>,
     /// The pass's events read and not yet applied.
-    batch: Batch,
+    chunk: Chunk,
 }
 
 /// How many events a pass reads before it decodes them, then applies them to one worker after
 /// the other. Applying each event to every worker in turn ran the decoder's and each fold's
-/// code once per event, and their code together does not fit the instruction cache: in batches,
-/// each stays in the cache for the whole batch (see `docs/PERFORMANCE.md`).
-const BATCH_EVENTS: usize = 64;
+/// code once per event, and their code together does not fit the instruction cache: in chunks,
+/// each stays in the cache for the whole chunk (see `docs/PERFORMANCE.md`, tenth session: 256
+/// was no faster than 64).
+const CHUNK_EVENTS: usize = 64;
 
-/// A pass's events in the order read, each in a slot whose buffers serve the next batch's
-/// event there: the frame's body copied, and the event decoded into the one before it.
+/// A chunk is applied once its bodies reach this many bytes, even short of [`CHUNK_EVENTS`]:
+/// the bodies copied and their events decoded stay about this size whatever the bodies' size.
+const CHUNK_BYTES: usize = 1024 * 1024;
+
+/// A slot keeps at most this much of a body's buffer for the next chunk's event there, so that
+/// a few large bodies do not stay held through the build.
+const SLOT_BODY_BYTES_KEPT: usize = 64 * 1024;
+
+/// A pass's events in the order read, each in a slot whose buffers serve the next chunk's
+/// event there: the frame copied, and the event decoded into the one before it.
 ///
-/// **Invariant:** slots `..len` hold the events read and not yet applied, in log order.
+/// **Invariant:** slots `..len` hold the events read and not yet applied, in log order, and
+/// `bytes` is the sum of their bodies' lengths; `copies`, `events` and `keys` have one slot
+/// each per index.
 #[derive(Default)]
-struct Batch {
+struct Chunk {
+    /// How many slots hold events not yet applied.
     len: usize,
-    /// Each frame's header fields and place, and its body.
-    frames: Vec<Frame>,
-    /// Each frame's event, decoded with its payload deferred.
+    /// The bodies' bytes in those slots.
+    bytes: usize,
+    /// Each slot's frame, copied out of the log's read buffer.
+    copies: Vec<Copied>,
+    /// Each slot's event, decoded with its payload deferred.
     events: Vec<StoredEvent>,
-    /// Each event's stream key.
+    /// Each slot's stream key.
     keys: Vec<String>,
 }
 
-/// A frame copied out of the log's read buffer, to be decoded with its batch.
-struct Frame {
-    /// The fields the journal assigned, and where the frame is (for an error); its body is
-    /// `body`.
-    record: Record<'static>,
+/// A frame copied out of the log's read buffer, to be decoded with its chunk: the fields of
+/// its [`Record`], the body in a buffer of its own.
+#[derive(Default)]
+struct Copied {
+    position: Position,
+    recorded_at_ns: i64,
+    stream_version: u64,
+    hash: ChainHash,
+    segment: SegmentId,
+    offset: u64,
     body: Vec<u8>,
 }
 
+impl Copied {
+    /// Overwrites this copy with `record`'s frame.
+    fn copy(&mut self, record: &Record<'_>) {
+        self.position = record.position;
+        self.recorded_at_ns = record.recorded_at_ns;
+        self.stream_version = record.stream_version;
+        self.hash = record.hash;
+        self.segment = record.segment;
+        self.offset = record.offset;
+        self.body.clear();
+        self.body
+            .shrink_to(SLOT_BODY_BYTES_KEPT.max(record.body.len()));
+        self.body.extend_from_slice(record.body);
+    }
+
+    /// The copied frame as a record of the log.
+    fn record(&self) -> Record<'_> {
+        Record {
+            position: self.position,
+            recorded_at_ns: self.recorded_at_ns,
+            stream_version: self.stream_version,
+            hash: self.hash,
+            body: &self.body,
+            segment: self.segment,
+            offset: self.offset,
+        }
+    }
+}
+
 impl Pass {
-    /// Copies `record` into the batch, and applies the batch when it is full.
+    /// Copies `record` into the chunk, and applies the chunk when it is full.
     fn push(
         &mut self,
         record: &Record<'_>,
         active: &mut [&mut dyn Build],
     ) -> Result<(), WorkerError> {
-        let batch = &mut self.batch;
-        let head = Record {
-            body: &[],
-            ..*record
-        };
-        if let Some(frame) = batch.frames.get_mut(batch.len) {
-            frame.record = head;
-            frame.body.clear();
-            frame.body.extend_from_slice(record.body);
+        let chunk = &mut self.chunk;
+        if let Some(copied) = chunk.copies.get_mut(chunk.len) {
+            copied.copy(record);
         } else {
-            batch.frames.push(Frame {
-                record: head,
-                body: record.body.to_vec(),
-            });
-            batch.events.push(StoredEvent {
+            let mut copied = Copied::default();
+            copied.copy(record);
+            chunk.copies.push(copied);
+            chunk.events.push(StoredEvent {
                 position: Position(0),
                 recorded_at_ns: 0,
                 stream_version: 0,
                 hash: ChainHash::default(),
                 envelope: journal_format::Envelope::default(),
             });
-            batch.keys.push(String::new());
+            chunk.keys.push(String::new());
         }
-        batch.len += 1;
-        if batch.len == BATCH_EVENTS {
+        chunk.len += 1;
+        chunk.bytes += record.body.len();
+        if chunk.len == CHUNK_EVENTS || chunk.bytes >= CHUNK_BYTES {
             self.apply(active)?;
         }
         Ok(())
     }
 
-    /// Decodes the batch's events (their payloads left in their stored form, for a fold that
+    /// Decodes the chunk's events (their payloads left in their stored form, for a fold that
     /// asks) and applies them, in order, to each active worker that has not faulted, one
-    /// worker after the other; empties the batch.
+    /// worker after the other; empties the chunk.
     fn apply(&mut self, active: &mut [&mut dyn Build]) -> Result<(), WorkerError> {
-        let Batch {
+        let Chunk {
             len,
-            frames,
+            bytes,
+            copies,
             events,
             keys,
-        } = &mut self.batch;
+        } = &mut self.chunk;
         let n = std::mem::take(len);
+        *bytes = 0;
         let mut payloads = Vec::with_capacity(n);
-        for ((frame, event), key) in frames
+        for ((copied, event), key) in copies
             .iter()
             .zip(events.iter_mut())
             .zip(keys.iter_mut())
             .take(n)
         {
-            let record = Record {
-                body: &frame.body,
-                ..frame.record
-            };
-            let payload = record
+            let payload = copied
+                .record()
                 .decode_into_deferring_payload(event)
                 .map_err(|source| WorkerError::Journal {
                     projection: self.reader,
                     source,
                 })?;
-            // The decoded event's key hashes as its body's did: the same bytes, checked now.
+            // The decoded event's key: the bytes its body's hashed to this partition, now
+            // checked as UTF-8.
             let (kind, id) = event.envelope.ids().stream_key_parts();
             key.clear();
             key.push_str(kind);

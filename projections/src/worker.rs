@@ -168,7 +168,9 @@ impl<P: Projection> Worker<P> {
             (None, _) => {
                 // A first build: there is nothing older to serve, so the generation serves as
                 // it is built (stale, with its true lag, until it reaches the head); a build
-                // by partition serves only once it is done (`crate::partition`).
+                // by partition (any first build from `ReadModels::catch_up`, unless it fails
+                // or `without_partitions` is set) serves only once it is done
+                // (`crate::partition`).
                 let g = Generation {
                     version,
                     position: 0,

@@ -362,6 +362,101 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
 }
 
 #[test]
+fn a_fault_stops_its_own_worker_only_across_chunks_and_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let partitions = 2;
+    // Two sessions, one per partition: each pass holds 200 events, several chunks' worth.
+    let (poisoned, clean) = sessions_in_reversed_partitions(partitions);
+    let events: Vec<Envelope> = (0..400)
+        .map(|i| {
+            let session = if i % 2 == 0 { &poisoned } else { &clean };
+            let kind = if i == 20 {
+                "vendor.test.poison"
+            } else {
+                "tool.progress"
+            };
+            event(kind, &format!("e{i}"), session)
+        })
+        .collect();
+    append(&journal, &events);
+    let store = Arc::new(Store::open(dir.path().join("chunks.redb")).unwrap());
+    let mut strict = Worker::new(Arc::new(Strict), Arc::clone(&store));
+    let mut sequences = Worker::new(Arc::new(Sequence), Arc::clone(&store));
+    let mut passes = 0;
+    let built = partition::build(
+        &journal,
+        &mut [&mut strict, &mut sequences],
+        200,
+        dir.path(),
+        &mut |name, _, _| passes += u32::from(name == "sequence"),
+    )
+    .unwrap();
+    assert!(built);
+    assert_eq!(passes, 2);
+    // The healthy worker has every event of both sessions, in order, and serves at the head.
+    let sequence = |session: &str| {
+        store
+            .get("sequence", 1, &format!("session:{session}"))
+            .unwrap()
+            .map(|b| decode::<Vec<u64>>(&b).unwrap())
+    };
+    let positions = |parity: u64| -> Vec<u64> { (1..=400).filter(|p| p % 2 == parity).collect() };
+    assert_eq!(sequence(&poisoned), Some(positions(1)));
+    assert_eq!(sequence(&clean), Some(positions(0)));
+    let serving = store.meta("sequence").unwrap().serving.unwrap();
+    assert_eq!(serving.position, 400);
+    // The faulted one left the build (it serves nothing built past its fault), and its
+    // ordinary catch-up faults at the poison, in the first chunk of its pass.
+    let strict_meta = store.meta("strict").unwrap();
+    assert_eq!(strict_meta.serving.map_or(0, |g| g.position), 0);
+    let Reached::Faulted(fault) = strict.catch_up(&journal, &mut |_, _| {}).unwrap() else {
+        panic!("expected a fault");
+    };
+    assert_eq!((fault.position, fault.event_id.as_str()), (21, "e20"));
+}
+
+#[test]
+fn a_log_in_one_partition_is_built_in_one_pass_to_the_ordinary_catch_ups_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, &workload::generate(23, 8, 3_000));
+    let head = journal.head();
+    let store = Arc::new(Store::open(dir.path().join("single.redb")).unwrap());
+    let mut worker = Worker::new(
+        Arc::new(journal_projections::models::ActivityProjection),
+        Arc::clone(&store),
+    );
+    let mut passes = 0;
+    let built = partition::build(
+        &journal,
+        &mut [&mut worker],
+        u64::MAX,
+        dir.path(),
+        &mut |_, _, _| passes += 1,
+    )
+    .unwrap();
+    assert!(built);
+    assert_eq!(passes, 1);
+    // Built to the head by the pass itself, before any ordinary catch-up.
+    let serving = store.meta("activity").unwrap().serving.unwrap();
+    assert_eq!(
+        (serving.position, serving.hash),
+        (head.position.0, Some(head.hash))
+    );
+    drop((worker, store));
+    let models = ReadModels::open_at(&journal, &dir.path().join("single.redb")).unwrap();
+    let ordinary = ReadModels::open_at(&journal, &dir.path().join("ordinary.redb"))
+        .unwrap()
+        .without_partitions();
+    ordinary.catch_up(&mut |_, _, _| {}).unwrap();
+    assert_eq!(
+        models.digest("activity").unwrap(),
+        ordinary.digest("activity").unwrap()
+    );
+}
+
+#[test]
 fn a_build_whose_scratch_files_cannot_be_made_steps_through_the_log_to_the_same_states() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
