@@ -6,7 +6,9 @@
 //! its own so that its peak resident memory (`VmHWM`) is its own: `read` (every event read and
 //! decoded, unverified: the floor a rebuild cannot beat), `rebuild` (every projection rebuilt
 //! from scratch into a fresh store, one thread, by partition as `ReadModels` does by default)
-//! and `rebuild-one-pass` (the same in one pass over the log, every stream's state held at once).
+//! and `rebuild-one-pass` (the same by the workers' ordinary catch-up,
+//! `ReadModels::without_partitions`: the build before partitions, each worker reading the whole
+//! log with every stream's state held at once).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -132,7 +134,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
         ("read (baseline)", &read, 1.0),
         ("rebuild, both projections", &rebuild, ratio),
         (
-            "rebuild in one pass",
+            "rebuild, ordinary catch-up",
             &one_pass,
             per_s(&one_pass) / per_s(&read),
         ),
