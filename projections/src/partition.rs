@@ -193,19 +193,17 @@ pub fn build(
         pass.faulted.resize(active.len(), false);
         let applied = match &mut notes {
             // The later passes read their own frames, where the first noted them.
-            Some(notes) if partition > 0 => notes
-                .read(partition, |position, at| {
-                    let record =
-                        frame_reader
-                            .read(at, position)
-                            .map_err(|source| WorkerError::Journal {
-                                projection: reader,
-                                source,
-                            })?;
-                    pass.push(&record, &mut active)?;
-                    Ok(true)
-                })
-                .and_then(|()| pass.apply(&mut active)),
+            Some(notes) if partition > 0 => notes.read(partition, |position, at| {
+                let record =
+                    frame_reader
+                        .read(at, position)
+                        .map_err(|source| WorkerError::Journal {
+                            projection: reader,
+                            source,
+                        })?;
+                pass.push(&record, &mut active)?;
+                Ok(true)
+            }),
             // The first pass (and each pass without notes) reads each event's stream from its
             // body, and applies the events of its partition.
             _ => {
@@ -250,10 +248,12 @@ pub fn build(
                         projection: reader,
                         source,
                     }),
-                    (None, Ok(())) => pass.apply(&mut active),
+                    (None, Ok(())) => Ok(()),
                 }
             }
         };
+        // The pass's last events, short of a full chunk.
+        let applied = applied.and_then(|()| pass.apply(&mut active));
         if let Err(error) = applied {
             // Left to the ordinary catch-up, which applies what comes before the failing event
             // (and faults on an event a projection cannot apply) as one pass would.

@@ -230,6 +230,21 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
     }
 }
 
+/// The event's stream key, as the test projections key their states (none for an event of no
+/// stream).
+fn stream_key_of(event: &StoredEvent) -> Option<String> {
+    let key = event.envelope.stream_key();
+    (key != "none:").then_some(key)
+}
+
+/// The positions [`Sequence`] applied for `session`, as stored.
+fn sequence_of(store: &Store, session: &str) -> Option<Vec<u64>> {
+    store
+        .get("sequence", 1, &format!("session:{session}"))
+        .unwrap()
+        .map(|b| decode::<Vec<u64>>(&b).unwrap())
+}
+
 /// Lists the positions of each stream's events, in the order applied.
 struct Sequence;
 
@@ -245,8 +260,7 @@ impl Projection for Sequence {
     }
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
-        let key = event.envelope.stream_key();
-        (key != "none:").then_some(key)
+        stream_key_of(event)
     }
 
     fn keyed_by_stream(&self) -> bool {
@@ -274,8 +288,7 @@ impl Projection for Strict {
     }
 
     fn key(&self, event: &StoredEvent) -> Option<String> {
-        let key = event.envelope.stream_key();
-        (key != "none:").then_some(key)
+        stream_key_of(event)
     }
 
     fn keyed_by_stream(&self) -> bool {
@@ -328,12 +341,7 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
         &mut |_, _, _| {},
     )
     .unwrap();
-    let sequence = |session: &str| {
-        store
-            .get("sequence", 1, &format!("session:{session}"))
-            .unwrap()
-            .map(|b| decode::<Vec<u64>>(&b).unwrap())
-    };
+    let sequence = |session: &str| sequence_of(&store, session);
     let positions = |parity: u64| -> Vec<u64> { (1..=40).filter(|p| p % 2 == parity).collect() };
     assert_eq!(sequence(&late), Some(positions(1)));
     assert_eq!(sequence(&early), Some(positions(0)));
@@ -395,12 +403,7 @@ fn a_fault_stops_its_own_worker_only_across_chunks_and_passes() {
     assert!(built);
     assert_eq!(passes, 2);
     // The healthy worker has every event of both sessions, in order, and serves at the head.
-    let sequence = |session: &str| {
-        store
-            .get("sequence", 1, &format!("session:{session}"))
-            .unwrap()
-            .map(|b| decode::<Vec<u64>>(&b).unwrap())
-    };
+    let sequence = |session: &str| sequence_of(&store, session);
     let positions = |parity: u64| -> Vec<u64> { (1..=400).filter(|p| p % 2 == parity).collect() };
     assert_eq!(sequence(&poisoned), Some(positions(1)));
     assert_eq!(sequence(&clean), Some(positions(0)));
