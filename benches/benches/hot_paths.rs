@@ -90,7 +90,9 @@ fn reads(c: &mut Criterion) {
     for start in (0..n).step_by(1000) {
         journal
             .append_batch_blocking(
-                (start..start + 1000).map(workload_event).collect(),
+                (start..start + 1000)
+                    .map(workload_event)
+                    .collect::<Vec<_>>(),
                 AppendOptions::default(),
             )
             .expect("appends");

@@ -1,6 +1,7 @@
 //! [`Journal`]: opening (recovery, index check and catch-up), appending, reading, subscribing,
 //! and closing.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -494,9 +495,13 @@ impl Journal {
     }
 
     /// Checks and encodes a batch for the writer: its events, and their bodies back to back.
+    ///
+    /// A batch the caller gave away (`Cow::Owned`) hands its event, task and run ids over to the
+    /// prepared events; a borrowed one is left as it was (those strings are copied), and is
+    /// copied whole only when one of its events has no id yet, to be given one.
     fn prepare(
         &self,
-        mut events: Vec<Envelope>,
+        mut events: Cow<'_, [Envelope]>,
         options: &AppendOptions,
     ) -> Result<(Vec<PreparedEvent>, Vec<u8>)> {
         let limits = &self.inner.options.limits;
@@ -507,30 +512,55 @@ impl Journal {
                 limit: limits.batch_events_max as u64,
             });
         }
+        // Which events the journal gave an id (they cannot be duplicates); empty when none.
+        let mut generated = Vec::new();
+        if events.iter().any(|e| e.event_id.is_empty()) {
+            generated = vec![false; events.len()];
+            for (event, generated) in events.to_mut().iter_mut().zip(&mut generated) {
+                if event.event_id.is_empty() {
+                    event.event_id =
+                        uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
+                    *generated = true;
+                }
+            }
+        }
         let mut prepared = Vec::with_capacity(events.len());
         let mut bodies = Vec::with_capacity(events.len() * PREPARED_BODY_BYTES);
-        // By reference: an envelope is a few kilobytes, and moving each one out costs a copy.
-        for (i, event) in events.iter_mut().enumerate() {
+        for (i, event) in events.iter().enumerate() {
             let index = Some(i);
-            let id_assigned = event.event_id.is_empty();
-            if id_assigned {
-                event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
-            }
             crate::options::check_fact(event, self.inner.options.conformance)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
             let start = bodies.len();
             event
                 .write_msgpack(&mut bodies)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
-            let stream_key = event.stream_key();
             prepared.push(PreparedEvent {
                 body: start..bodies.len(),
-                event_id: std::mem::take(&mut event.event_id),
-                id_assigned,
-                stream_key,
-                task: event.task_id.take(),
-                run: event.run_id.take(),
+                event_id: String::new(),
+                id_assigned: generated.get(i).copied().unwrap_or(false),
+                stream_key: event.stream_key(),
+                task: None,
+                run: None,
             });
+        }
+        // The strings the index entries keep: moved out of a batch the caller gave away,
+        // copied from a borrowed one. By reference either way: an envelope is a few kilobytes,
+        // and moving each one out costs a copy.
+        match &mut events {
+            Cow::Owned(owned) => {
+                for (event, p) in owned.iter_mut().zip(&mut prepared) {
+                    p.event_id = std::mem::take(&mut event.event_id);
+                    p.task = event.task_id.take();
+                    p.run = event.run_id.take();
+                }
+            }
+            Cow::Borrowed(borrowed) => {
+                for (event, p) in borrowed.iter().zip(&mut prepared) {
+                    p.event_id.clone_from(&event.event_id);
+                    p.task.clone_from(&event.task_id);
+                    p.run.clone_from(&event.run_id);
+                }
+            }
         }
         let sizes: Vec<(&str, u64)> = prepared
             .iter()
@@ -562,7 +592,7 @@ impl Journal {
     /// thread instead when the writer is idle (see `writer::lead`).
     fn submit(
         &self,
-        events: Vec<Envelope>,
+        events: Cow<'_, [Envelope]>,
         options: &AppendOptions,
         lead: bool,
     ) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
@@ -613,17 +643,23 @@ impl Journal {
     /// answered with their original position (`duplicate: true`). Returns once the batch is
     /// durable (or, in buffered mode, written).
     ///
+    /// `events` is a `Vec<Envelope>` the journal takes, or a `&[Envelope]` (or `&Vec`) it only
+    /// reads: the caller keeps the envelopes, to retry after a conflict or to reuse them, and
+    /// frees them when it likes, off the append's path (freeing an envelope with a JSON payload
+    /// of nested maps costs about as much as encoding it). A borrowed batch with an event that
+    /// has no id is copied, to give it one.
+    ///
     /// # Errors
     /// [`Error::InvalidEvent`], [`Error::EventTooLarge`] or [`Error::LimitExceeded`] for bad
     /// input, [`Error::Conflict`] when the expected stream version differs, [`Error::Poisoned`]
     /// after an I/O failure, [`Error::Closed`]. On any error nothing of the batch is written.
-    pub async fn append_batch(
+    pub async fn append_batch<'e>(
         &self,
-        events: Vec<Envelope>,
+        events: impl Into<Cow<'e, [Envelope]>>,
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
         // Not led: a commit's `fdatasync` must not block the runtime's thread.
-        match self.submit(events, &options, false)? {
+        match self.submit(events.into(), &options, false)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.await.map_err(|_| Error::Closed)?,
         }
@@ -636,12 +672,12 @@ impl Journal {
     ///
     /// # Panics
     /// When called from inside an async runtime (use `append_batch` there).
-    pub fn append_batch_blocking(
+    pub fn append_batch_blocking<'e>(
         &self,
-        events: Vec<Envelope>,
+        events: impl Into<Cow<'e, [Envelope]>>,
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
-        match self.submit(events, &options, true)? {
+        match self.submit(events.into(), &options, true)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.blocking_recv().map_err(|_| Error::Closed)?,
         }

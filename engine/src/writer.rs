@@ -750,7 +750,9 @@ impl Writer {
         // Its keys are copied, once per stream: the events' strings move into the index entries
         // below.
         let mut stream_updates: HashMap<String, u64> = HashMap::new();
-        let mut versions: HashMap<usize, u64> = HashMap::with_capacity(new.len());
+        // Each event's stream version, by its index in the request (0 for those not framed:
+        // duplicates and repeats; versions start at 1).
+        let mut versions: Vec<u64> = vec![0; events.len()];
         for (i, repeat) in &new {
             let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
@@ -766,7 +768,9 @@ impl Writer {
                     version
                 }
             };
-            versions.insert(*i, version);
+            if let Some(slot) = versions.get_mut(*i) {
+                *slot = version;
+            }
         }
         // Room for the whole request at once (at most its bodies and a header for each): a
         // buffer grown frame by frame is copied at each doubling, and with the system's
@@ -779,9 +783,10 @@ impl Writer {
             if repeat.is_some() {
                 continue;
             }
-            let (Some(event), Some(&version)) = (events.get_mut(*i), versions.get(i)) else {
+            let (Some(event), Some(&version)) = (events.get_mut(*i), versions.get(*i)) else {
                 continue;
             };
+            debug_assert!(version > 0, "a framed event has a stream version");
             let mut flags = FrameFlags::NONE;
             if staged.buf.is_empty() {
                 flags = flags.with(FrameFlags::FIRST_IN_WRITE);

@@ -148,6 +148,70 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
 }
 
 #[test]
+fn a_borrowed_batch_is_stored_as_the_same_batch_given_away_and_left_as_it_was() {
+    let clock = || Options {
+        clock: step_clock(),
+        ..Options::default()
+    };
+    let (owned_dir, borrowed_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owned = Journal::open(owned_dir.path(), clock()).unwrap();
+    let borrowed = Journal::open(borrowed_dir.path(), clock()).unwrap();
+    let batch = vec![event(1, "s1"), event(2, "s2"), event(3, "s1")];
+    let kept = batch.clone();
+    let a = append(&owned, batch.clone());
+    let b = borrowed
+        .append_batch_blocking(&batch, AppendOptions::default())
+        .unwrap();
+    assert_eq!(a, b, "the same answers");
+    assert_eq!(batch, kept, "the caller's envelopes are left as they were");
+    owned.close();
+    borrowed.close();
+    assert_eq!(
+        last_segment_bytes(owned_dir.path()),
+        last_segment_bytes(borrowed_dir.path()),
+        "the same bytes in the log"
+    );
+
+    // Retried as it is (the point of keeping it): answered as duplicates, nothing new stored.
+    let borrowed = Journal::open(borrowed_dir.path(), Options::default()).unwrap();
+    let again = borrowed
+        .append_batch_blocking(batch.as_slice(), AppendOptions::default())
+        .unwrap();
+    assert!(again.iter().all(|a| a.duplicate), "{again:?}");
+    assert_eq!(
+        again.iter().map(|a| a.position.0).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(borrowed.head().position, Position(3));
+
+    // An event without an id gets one in the journal's copy, not in the caller's.
+    let mut idless = event(4, "s1");
+    idless.event_id = String::new();
+    let batch = vec![idless];
+    let given = borrowed
+        .append_batch_blocking(&batch, AppendOptions::default())
+        .unwrap();
+    assert_eq!(batch[0].event_id, "", "the caller's envelope keeps no id");
+    let stored = borrowed.get(&given[0].event_id).unwrap().expect("stored");
+    assert_eq!(stored.envelope.event_id, given[0].event_id);
+    assert_eq!(stored.position, Position(4));
+
+    // A bad event in a borrowed batch: refused by its index, nothing written.
+    let before = borrowed.head();
+    let mut bad = event(6, "s1");
+    bad.timestamp = "yesterday".into();
+    let batch = vec![event(5, "s1"), bad];
+    let err = borrowed
+        .append_batch_blocking(&batch, AppendOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidEvent { index: Some(1), .. }),
+        "{err:?}"
+    );
+    assert_eq!(borrowed.head(), before, "nothing of the batch is written");
+}
+
+#[test]
 fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();

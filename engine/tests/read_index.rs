@@ -283,7 +283,7 @@ async fn subscribe_catches_up_then_follows_live_with_no_gap_or_duplicate() {
     for b in 0..20u64 {
         journal
             .append_batch(
-                (0..10).map(|k| event(b * 10 + k, "s0")).collect(),
+                (0..10).map(|k| event(b * 10 + k, "s0")).collect::<Vec<_>>(),
                 Default::default(),
             )
             .await
@@ -296,7 +296,7 @@ async fn subscribe_catches_up_then_follows_live_with_no_gap_or_duplicate() {
             for b in 20..60u64 {
                 journal
                     .append_batch(
-                        (0..10).map(|k| event(b * 10 + k, "s1")).collect(),
+                        (0..10).map(|k| event(b * 10 + k, "s1")).collect::<Vec<_>>(),
                         Default::default(),
                     )
                     .await

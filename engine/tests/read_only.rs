@@ -85,7 +85,10 @@ async fn a_read_only_subscription_follows_another_writer() {
     let dir = tempfile::tempdir().unwrap();
     let writer = Journal::open(dir.path(), small_segments()).unwrap();
     writer
-        .append_batch((0..5).map(|k| event(k, "s1")).collect(), Default::default())
+        .append_batch(
+            (0..5).map(|k| event(k, "s1")).collect::<Vec<_>>(),
+            Default::default(),
+        )
         .await
         .unwrap();
     let reader = Journal::open(dir.path(), read_only()).unwrap();
@@ -96,7 +99,9 @@ async fn a_read_only_subscription_follows_another_writer() {
             for b in 1..30u64 {
                 writer
                     .append_batch(
-                        (0..10).map(|k| event(100 * b + k, "s1")).collect(),
+                        (0..10)
+                            .map(|k| event(100 * b + k, "s1"))
+                            .collect::<Vec<_>>(),
                         Default::default(),
                     )
                     .await

@@ -21,7 +21,9 @@ fn valid_segments() -> &'static Vec<(String, Vec<u8>)> {
         let tmp = tempfile::tempdir().unwrap();
         let journal = Journal::open(tmp.path(), common::small_segments()).unwrap();
         for b in 0..12u64 {
-            let events = (0..8).map(|k| common::event(b * 8 + k, "s1")).collect();
+            let events = (0..8)
+                .map(|k| common::event(b * 8 + k, "s1"))
+                .collect::<Vec<_>>();
             journal
                 .append_batch_blocking(events, AppendOptions::default())
                 .unwrap();

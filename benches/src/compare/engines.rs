@@ -131,11 +131,12 @@ impl Kind {
 
 /// An engine taking durable batches from several producer threads.
 pub trait Engine: Send + Sync {
-    /// Appends `batch` durably for producer `producer`; returns once it is durable.
+    /// Appends `batch` durably for producer `producer`; returns once it is durable. The batch
+    /// is the caller's: built before the clock and freed after it, for every engine alike.
     ///
     /// # Errors
     /// The engine's error.
-    fn append(&self, producer: usize, batch: Batch) -> Res<()>;
+    fn append(&self, producer: usize, batch: &Batch) -> Res<()>;
 
     /// Closes the engine cleanly, so that what is on disk can be measured.
     ///
@@ -173,7 +174,7 @@ impl Bound {
 }
 
 impl Engine for Bound {
-    fn append(&self, _producer: usize, batch: Batch) -> Res<()> {
+    fn append(&self, _producer: usize, batch: &Batch) -> Res<()> {
         let mut guard = self.file.lock().map_err(|_| "bound lock poisoned")?;
         let at = guard.1;
         guard.0.write_all_at(&batch.framed, at)?;
@@ -193,9 +194,9 @@ impl Engine for Bound {
 struct JournalEngine(Journal);
 
 impl Engine for JournalEngine {
-    fn append(&self, _producer: usize, batch: Batch) -> Res<()> {
+    fn append(&self, _producer: usize, batch: &Batch) -> Res<()> {
         self.0
-            .append_batch_blocking(batch.envelopes, AppendOptions::default())?;
+            .append_batch_blocking(&batch.envelopes, AppendOptions::default())?;
         Ok(())
     }
 
@@ -232,7 +233,7 @@ impl Sqlite {
 }
 
 impl Engine for Sqlite {
-    fn append(&self, producer: usize, batch: Batch) -> Res<()> {
+    fn append(&self, producer: usize, batch: &Batch) -> Res<()> {
         let mut conn = self
             .connections
             .get(producer)
@@ -266,7 +267,7 @@ const REDB_EVENTS: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::ne
 struct Redb(redb::Database);
 
 impl Engine for Redb {
-    fn append(&self, _producer: usize, batch: Batch) -> Res<()> {
+    fn append(&self, _producer: usize, batch: &Batch) -> Res<()> {
         let txn = self.0.begin_write()?;
         {
             let mut table = txn.open_table(REDB_EVENTS)?;
@@ -287,7 +288,7 @@ impl Engine for Redb {
 struct Okaywal(okaywal::WriteAheadLog);
 
 impl Engine for Okaywal {
-    fn append(&self, _producer: usize, batch: Batch) -> Res<()> {
+    fn append(&self, _producer: usize, batch: &Batch) -> Res<()> {
         let mut entry = self.0.begin_entry()?;
         for body in &batch.bodies {
             entry.write_chunk(body)?;

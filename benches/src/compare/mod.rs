@@ -286,7 +286,7 @@ pub fn built_journal(ctx: &Context, events: u64) -> Res<PathBuf> {
     while at < events {
         let n = 1000.min(events - at);
         journal.append_batch_blocking(
-            (at..at + n).map(crate::workload_event).collect(),
+            (at..at + n).map(crate::workload_event).collect::<Vec<_>>(),
             AppendOptions::default(),
         )?;
         at += n;

@@ -26,7 +26,9 @@ pub fn crash_append_child(args: &[String]) -> Res<serde_json::Value> {
     let head = journal.head().position.0;
     let base = 3_000_000_000 + head;
     journal.append_batch_blocking(
-        (base..base + 100).map(crate::workload_event).collect(),
+        (base..base + 100)
+            .map(crate::workload_event)
+            .collect::<Vec<_>>(),
         AppendOptions::default(),
     )?;
     println!("{}", json!({"head": journal.head().position.0}));
