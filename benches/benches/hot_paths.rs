@@ -142,7 +142,7 @@ fn session_events() -> (tempfile::TempDir, Vec<journal_format::StoredEvent>) {
     .expect("opens");
     for chunk in workload::generate(7, 1, 10_000).chunks(1000) {
         journal
-            .append_batch_blocking(chunk.to_vec(), AppendOptions::default())
+            .append_batch_blocking(chunk, AppendOptions::default())
             .expect("appends");
     }
     let events = journal

@@ -128,7 +128,7 @@ pub async fn run(dir: &Path) -> Result<u8, Failure> {
         let journal = Journal::open(dir, Options::default())?;
         for chunk in head_part.chunks(500) {
             journal
-                .append_batch(chunk.to_vec(), AppendOptions::default())
+                .append_batch(chunk, AppendOptions::default())
                 .await?;
         }
         println!(
@@ -199,7 +199,7 @@ pub async fn run(dir: &Path) -> Result<u8, Failure> {
     let mut duplicates = 0;
     for chunk in rest.chunks(500) {
         let appended = journal
-            .append_batch(chunk.to_vec(), AppendOptions::default())
+            .append_batch(chunk, AppendOptions::default())
             .await?;
         duplicates += appended.iter().filter(|a| a.duplicate).count();
     }

@@ -496,8 +496,8 @@ impl Journal {
 
     /// Checks and encodes a batch for the writer: its events, and their bodies back to back.
     ///
-    /// A batch the caller gave away (`Cow::Owned`) hands its event, task and run ids over to the
-    /// prepared events; a borrowed one is left as it was (those strings are copied), and is
+    /// A given batch (`Cow::Owned`) hands its event, task and run ids over to the prepared
+    /// events; a lent one (`Cow::Borrowed`) is left as it was (those strings are copied), and is
     /// copied whole only when one of its events has no id yet, to be given one.
     fn prepare(
         &self,
@@ -512,55 +512,55 @@ impl Journal {
                 limit: limits.batch_events_max as u64,
             });
         }
-        // Which events the journal gave an id (they cannot be duplicates); empty when none.
-        let mut generated = Vec::new();
-        if events.iter().any(|e| e.event_id.is_empty()) {
-            generated = vec![false; events.len()];
-            for (event, generated) in events.to_mut().iter_mut().zip(&mut generated) {
-                if event.event_id.is_empty() {
-                    event.event_id =
-                        uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
-                    *generated = true;
-                }
-            }
-        }
         let mut prepared = Vec::with_capacity(events.len());
         let mut bodies = Vec::with_capacity(events.len() * PREPARED_BODY_BYTES);
-        for (i, event) in events.iter().enumerate() {
+        for i in 0..events.len() {
             let index = Some(i);
+            let missing = || Error::InvalidInput(format!("no event {i} in the batch"));
+            // An event without an id is given one here, in batch order, so that a batch refused
+            // at an event has drawn no id for the events after it. A lent batch is copied first.
+            let id_assigned = events.get(i).is_some_and(|e| e.event_id.is_empty());
+            if id_assigned {
+                let event = events.to_mut().get_mut(i).ok_or_else(missing)?;
+                event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
+            }
+            let event = events.get(i).ok_or_else(missing)?;
             crate::options::check_fact(event, self.inner.options.conformance)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
             let start = bodies.len();
             event
                 .write_msgpack(&mut bodies)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
+            let stream_key = event.stream_key();
+            // The strings the index entry keeps: taken from a given batch, copied from a lent
+            // one. By reference either way: an envelope is a few kilobytes, and moving each one
+            // out costs a copy.
+            let (event_id, task, run) = match &mut events {
+                Cow::Owned(given) => {
+                    let event = given.get_mut(i).ok_or_else(missing)?;
+                    (
+                        std::mem::take(&mut event.event_id),
+                        event.task_id.take(),
+                        event.run_id.take(),
+                    )
+                }
+                Cow::Borrowed(lent) => {
+                    let event = lent.get(i).ok_or_else(missing)?;
+                    (
+                        event.event_id.clone(),
+                        event.task_id.clone(),
+                        event.run_id.clone(),
+                    )
+                }
+            };
             prepared.push(PreparedEvent {
                 body: start..bodies.len(),
-                event_id: String::new(),
-                id_assigned: generated.get(i).copied().unwrap_or(false),
-                stream_key: event.stream_key(),
-                task: None,
-                run: None,
+                event_id,
+                id_assigned,
+                stream_key,
+                task,
+                run,
             });
-        }
-        // The strings the index entries keep: moved out of a batch the caller gave away,
-        // copied from a borrowed one. By reference either way: an envelope is a few kilobytes,
-        // and moving each one out costs a copy.
-        match &mut events {
-            Cow::Owned(owned) => {
-                for (event, p) in owned.iter_mut().zip(&mut prepared) {
-                    p.event_id = std::mem::take(&mut event.event_id);
-                    p.task = event.task_id.take();
-                    p.run = event.run_id.take();
-                }
-            }
-            Cow::Borrowed(borrowed) => {
-                for (event, p) in borrowed.iter().zip(&mut prepared) {
-                    p.event_id.clone_from(&event.event_id);
-                    p.task.clone_from(&event.task_id);
-                    p.run.clone_from(&event.run_id);
-                }
-            }
         }
         let sizes: Vec<(&str, u64)> = prepared
             .iter()
@@ -643,11 +643,14 @@ impl Journal {
     /// answered with their original position (`duplicate: true`). Returns once the batch is
     /// durable (or, in buffered mode, written).
     ///
-    /// `events` is a `Vec<Envelope>` the journal takes, or a `&[Envelope]` (or `&Vec`) it only
-    /// reads: the caller keeps the envelopes, to retry after a conflict or to reuse them, and
-    /// frees them when it likes, off the append's path (freeing an envelope with a JSON payload
-    /// of nested maps costs about as much as encoding it). A borrowed batch with an event that
-    /// has no id is copied, to give it one.
+    /// `events` is given (a `Vec<Envelope>` the journal takes) or lent (a `&[Envelope]` or
+    /// `&Vec` it only reads): with a lent batch the caller keeps its envelopes, to retry after a
+    /// conflict or to reuse them, and frees them when it likes, off the append's path (freeing
+    /// an envelope with a JSON payload of nested maps costs about as much as encoding it). A
+    /// lent batch with an event that has no id is copied, to give it one; that id is the
+    /// journal's answer, not the caller's envelope's, so a batch to be retried after an unclear
+    /// outcome (`Io`, `Poisoned`, `Closed`) should carry its ids
+    /// ([`Journal::new_event_id`]): a retry is then answered as duplicates, never stored twice.
     ///
     /// # Errors
     /// [`Error::InvalidEvent`], [`Error::EventTooLarge`] or [`Error::LimitExceeded`] for bad

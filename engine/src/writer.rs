@@ -275,6 +275,30 @@ pub(crate) struct Staged {
     prev_hash: ChainHash,
 }
 
+/// How far `staged` went before a request: what [`unstage`] goes back to.
+#[derive(Clone, Copy)]
+struct Mark {
+    buf: usize,
+    entries: usize,
+    sparse: usize,
+    next_position: Position,
+    prev_hash: ChainHash,
+}
+
+/// Takes out of `staged` everything a failed request put in since `mark`: its frames, sparse
+/// entries, index entries and ids.
+fn unstage(staged: &mut Staged, mark: Mark) {
+    staged.buf.truncate(mark.buf);
+    staged.sparse.truncate(mark.sparse);
+    staged.next_position = mark.next_position;
+    staged.prev_hash = mark.prev_hash;
+    // The ids staged by this request are those of its entries (an id staged before it would
+    // have been answered as a duplicate): every one goes.
+    for entry in staged.entries.drain(mark.entries..) {
+        staged.ids.remove(entry.event_id.as_str());
+    }
+}
+
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
@@ -737,13 +761,13 @@ impl Writer {
         let base_offset = tail_end.end_offset;
         let tail_last_sparse = tail_end.last_sparse_offset;
         let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
-        let rollback = (
-            staged.buf.len(),
-            staged.entries.len(),
-            staged.sparse.len(),
-            staged.next_position,
-            staged.prev_hash,
-        );
+        let rollback = Mark {
+            buf: staged.buf.len(),
+            entries: staged.entries.len(),
+            sparse: staged.sparse.len(),
+            next_position: staged.next_position,
+            prev_hash: staged.prev_hash,
+        };
         // This request's stream versions; merged into `staged` only if the request succeeds.
         // Versions are decided before anything is framed, so that a failed index read leaves
         // nothing of this request in `staged`.
@@ -783,10 +807,15 @@ impl Writer {
             if repeat.is_some() {
                 continue;
             }
-            let (Some(event), Some(&version)) = (events.get_mut(*i), versions.get(*i)) else {
-                continue;
+            // Every event framed here was given a version (from 1) above.
+            let version = versions.get(*i).copied().filter(|v| *v > 0);
+            let (Some(event), Some(version)) = (events.get_mut(*i), version) else {
+                debug_assert!(false, "event {i} of a request is framed without a version");
+                unstage(staged, rollback);
+                return Err(Error::InvalidInput(format!(
+                    "event {i} of the request has no stream version"
+                )));
             };
-            debug_assert!(version > 0, "a framed event has a stream version");
             let mut flags = FrameFlags::NONE;
             if staged.buf.is_empty() {
                 flags = flags.with(FrameFlags::FIRST_IN_WRITE);
@@ -816,16 +845,7 @@ impl Writer {
             }) {
                 Ok(hash) => hash,
                 Err(e) => {
-                    let (buf, entries, sparse, next, prev) = rollback;
-                    staged.buf.truncate(buf);
-                    staged.sparse.truncate(sparse);
-                    staged.next_position = next;
-                    staged.prev_hash = prev;
-                    // The ids staged by this request are those of its entries (an id staged
-                    // before it would have been answered as a duplicate): every one goes.
-                    for entry in staged.entries.drain(entries..) {
-                        staged.ids.remove(entry.event_id.as_str());
-                    }
+                    unstage(staged, rollback);
                     return Err(e);
                 }
             };
@@ -874,14 +894,18 @@ impl Writer {
                 }
             }
         }
+        // Every event was answered above (framed, duplicate or repeat); a request with one left
+        // unanswered is refused whole, like any other failed request.
+        let Some(answers) = answers.into_iter().collect::<Option<Vec<_>>>() else {
+            debug_assert!(false, "an event of a request was left unanswered");
+            unstage(staged, rollback);
+            return Err(Error::InvalidInput("event left unanswered".into()));
+        };
         for (key, version) in stream_updates {
             staged.streams.insert(key, version);
         }
         self.last_recorded_ns = now;
-        answers
-            .into_iter()
-            .map(|a| a.ok_or_else(|| Error::InvalidInput("event left unanswered".into())))
-            .collect()
+        Ok(answers)
     }
 
     /// Writes and (in durable mode) syncs the staged frames, publishes them, and answers.

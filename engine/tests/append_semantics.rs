@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use journal_engine::{AppendOptions, Error, Journal, Options};
+use journal_engine::{AppendOptions, Error, Filter, Journal, Options};
 use journal_format::{Envelope, Position};
 
 #[test]
@@ -148,33 +148,53 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
 }
 
 #[test]
-fn a_borrowed_batch_is_stored_as_the_same_batch_given_away_and_left_as_it_was() {
+fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
     let clock = || Options {
         clock: step_clock(),
         ..Options::default()
     };
-    let (owned_dir, borrowed_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let owned = Journal::open(owned_dir.path(), clock()).unwrap();
-    let borrowed = Journal::open(borrowed_dir.path(), clock()).unwrap();
+    let (given_dir, lent_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let given = Journal::open(given_dir.path(), clock()).unwrap();
+    let lent = Journal::open(lent_dir.path(), clock()).unwrap();
     let batch = vec![event(1, "s1"), event(2, "s2"), event(3, "s1")];
     let kept = batch.clone();
-    let a = append(&owned, batch.clone());
-    let b = borrowed
+    let a = append(&given, batch.clone());
+    let b = lent
         .append_batch_blocking(&batch, AppendOptions::default())
         .unwrap();
     assert_eq!(a, b, "the same answers");
     assert_eq!(batch, kept, "the caller's envelopes are left as they were");
-    owned.close();
-    borrowed.close();
+    // The index keys (not in the log) too: the task and run ids are copied from a lent batch.
+    for filter in [
+        Filter {
+            task: Some("task-0".into()),
+            ..Filter::default()
+        },
+        Filter {
+            run: Some("run-1".into()),
+            ..Filter::default()
+        },
+    ] {
+        let positions = |j: &Journal| {
+            j.query(filter.clone())
+                .unwrap()
+                .map(|e| e.unwrap().position.0)
+                .collect::<Vec<_>>()
+        };
+        assert!(!positions(&lent).is_empty(), "{filter:?} finds events");
+        assert_eq!(positions(&given), positions(&lent), "{filter:?}");
+    }
+    given.close();
+    lent.close();
     assert_eq!(
-        last_segment_bytes(owned_dir.path()),
-        last_segment_bytes(borrowed_dir.path()),
+        last_segment_bytes(given_dir.path()),
+        last_segment_bytes(lent_dir.path()),
         "the same bytes in the log"
     );
 
     // Retried as it is (the point of keeping it): answered as duplicates, nothing new stored.
-    let borrowed = Journal::open(borrowed_dir.path(), Options::default()).unwrap();
-    let again = borrowed
+    let lent = Journal::open(lent_dir.path(), Options::default()).unwrap();
+    let again = lent
         .append_batch_blocking(batch.as_slice(), AppendOptions::default())
         .unwrap();
     assert!(again.iter().all(|a| a.duplicate), "{again:?}");
@@ -182,33 +202,37 @@ fn a_borrowed_batch_is_stored_as_the_same_batch_given_away_and_left_as_it_was() 
         again.iter().map(|a| a.position.0).collect::<Vec<_>>(),
         [1, 2, 3]
     );
-    assert_eq!(borrowed.head().position, Position(3));
+    assert_eq!(lent.head().position, Position(3));
 
-    // An event without an id gets one in the journal's copy, not in the caller's.
+    // An event without an id gets one in the journal's copy, not in the caller's; a stored id
+    // beside it in that copy is still answered as a duplicate.
     let mut idless = event(4, "s1");
     idless.event_id = String::new();
-    let batch = vec![idless];
-    let given = borrowed
+    let batch = vec![idless, event(2, "s2")];
+    let answers = lent
         .append_batch_blocking(&batch, AppendOptions::default())
         .unwrap();
     assert_eq!(batch[0].event_id, "", "the caller's envelope keeps no id");
-    let stored = borrowed.get(&given[0].event_id).unwrap().expect("stored");
-    assert_eq!(stored.envelope.event_id, given[0].event_id);
+    let stored = lent.get(&answers[0].event_id).unwrap().expect("stored");
+    assert_eq!(stored.envelope.event_id, answers[0].event_id);
     assert_eq!(stored.position, Position(4));
+    assert!(!answers[0].duplicate);
+    assert!(answers[1].duplicate, "{:?}", answers[1]);
+    assert_eq!(answers[1].position, Position(2));
 
-    // A bad event in a borrowed batch: refused by its index, nothing written.
-    let before = borrowed.head();
+    // A bad event in a lent batch: refused by its index, nothing written.
+    let before = lent.head();
     let mut bad = event(6, "s1");
     bad.timestamp = "yesterday".into();
     let batch = vec![event(5, "s1"), bad];
-    let err = borrowed
+    let err = lent
         .append_batch_blocking(&batch, AppendOptions::default())
         .unwrap_err();
     assert!(
         matches!(err, Error::InvalidEvent { index: Some(1), .. }),
         "{err:?}"
     );
-    assert_eq!(borrowed.head(), before, "nothing of the batch is written");
+    assert_eq!(lent.head(), before, "nothing of the batch is written");
 }
 
 #[test]

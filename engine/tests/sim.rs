@@ -423,9 +423,12 @@ fn run(seed: u64) -> (u64, u64, u64) {
                             Err(e) => sim.fail(format!("expected-version append: {e}")),
                         }
                     }
-                    None => match journal
-                        .append_batch_blocking(events.clone(), AppendOptions::default())
-                    {
+                    // Given or lent by turns (by seed), so that both ways run under faults.
+                    None => match if sim.seed.is_multiple_of(2) {
+                        journal.append_batch_blocking(events.clone(), AppendOptions::default())
+                    } else {
+                        journal.append_batch_blocking(&events, AppendOptions::default())
+                    } {
                         Ok(answers) => {
                             sim.record(&events, &answers);
                             Outcome::Continue(journal)

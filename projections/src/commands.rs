@@ -637,13 +637,14 @@ impl Commands {
                     note: decided.note,
                 });
             }
-            let events = decided.events.clone();
             let options = AppendOptions {
                 expected_stream_version: Some(state.version),
             };
-            match self.journal.append_batch(events.clone(), options).await {
+            // Lent: the decided events become the answer's.
+            match self.journal.append_batch(&decided.events, options).await {
                 Ok(appended) => {
-                    let events = events
+                    let events = decided
+                        .events
                         .into_iter()
                         .zip(appended)
                         .map(|(mut envelope, a)| {

@@ -100,7 +100,7 @@ fn build(dir: &Path, events: usize) -> Res<usize> {
     let generated = workload::generate(42, sessions(events), events);
     let n = generated.len();
     for chunk in generated.chunks(1000) {
-        journal.append_batch_blocking(chunk.to_vec(), AppendOptions::default())?;
+        journal.append_batch_blocking(chunk, AppendOptions::default())?;
     }
     journal.close();
     Ok(n)

@@ -34,7 +34,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
     let generated = workload::generate(7, 1, events);
     let n = generated.len();
     for chunk in generated.chunks(1000) {
-        journal.append_batch_blocking(chunk.to_vec(), AppendOptions::default())?;
+        journal.append_batch_blocking(chunk, AppendOptions::default())?;
     }
     let session = "sess_00000".to_string();
     let scope = Scope::Session(session.clone());

@@ -50,7 +50,7 @@ pub fn write(
     }
     let mut done = 0u64;
     for chunk in parsed.events.chunks(BATCH_EVENTS) {
-        let appended = journal.append_batch_blocking(chunk.to_vec(), AppendOptions::default())?;
+        let appended = journal.append_batch_blocking(chunk, AppendOptions::default())?;
         for a in &appended {
             if a.duplicate {
                 written.already_present += 1;
