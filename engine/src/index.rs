@@ -639,7 +639,8 @@ pub(crate) struct IndexReader {
     ids: ReadOnlyTable<&'static str, Located>,
     streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     indexed: Position,
-    /// The greatest event id the view holds (`None`: it holds none), read at the first lookup.
+    /// The greatest event id the view holds (`None`: it holds none), read at the first
+    /// [`IndexReader::event`].
     /// An id that sorts after it is not in the view, and is answered without a descent of the
     /// ids' B-tree: on the append path, whose idempotency check looks up every new id, most ids
     /// grow with time (UUID v7, the journal's own; counters; ULIDs), and the descent was about
@@ -802,13 +803,31 @@ mod tests {
             assert_eq!(view.event(absent).expect("lookup"), None, "{absent}");
             assert_eq!(index.event(absent).expect("lookup"), None, "{absent}");
         }
-        // A view is one snapshot: an id applied after it is in a new view, not in the old one.
+        // A view is one snapshot, its greatest id too: ids applied after it, below and above its
+        // greatest (a non-ASCII one sorts after every ASCII id), are in a new view, not in it.
+        let mut later = entries(51, 53);
+        later[1].event_id = "zzzz-new".into();
+        later[2].event_id = "é-new".into();
         index
-            .apply(&entries(51, 51), ChainHash::GENESIS, false)
+            .apply(&later, ChainHash::GENESIS, false)
             .expect("apply");
-        assert_eq!(view.event("evt-000051").expect("lookup"), None);
         let renewed = index.reader().expect("reader");
-        assert_eq!(renewed.event("evt-000051").expect("lookup"), Some(at(51)));
+        for e in &later {
+            assert_eq!(
+                view.event(&e.event_id).expect("lookup"),
+                None,
+                "{}",
+                e.event_id
+            );
+            let expected = Some(at(e.position.0));
+            assert_eq!(
+                renewed.event(&e.event_id).expect("lookup"),
+                expected,
+                "{}",
+                e.event_id
+            );
+        }
+        assert_eq!(renewed.event("ê").expect("lookup"), None);
     }
 
     #[test]
