@@ -8,10 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal_format::payload::{
-    ArtifactPayload, CompactionPayload, CostPayload, EvidencePayload, SubagentPayload,
-    ToolResultPayload, ToolResultStatus,
-};
+use journal_format::payload::{ArtifactPayload, CostPayload, ToolResultStatus};
 use journal_format::StoredEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -456,7 +453,7 @@ impl Activity {
             }
             "subagent" => {
                 if let Some(id) = &e.subagent_id {
-                    let p: Option<SubagentPayload> = event.payload_as();
+                    let p: Option<read::Subagent> = event.payload_as();
                     let end = match t {
                         "subagent.completed" => Some("completed"),
                         "subagent.failed" => Some("failed"),
@@ -503,7 +500,7 @@ impl Activity {
                 }
             }
             "evidence" => {
-                let p: EvidencePayload = event.payload_as().unwrap_or_default();
+                let p: read::Evidence = event.payload_as().unwrap_or_default();
                 let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
                 let verification_outcomes = match event.payload_field("verificationOutcomes") {
                     Some(Value::Array(outcomes)) => outcomes,
@@ -627,7 +624,7 @@ impl Activity {
         };
         let end = match e.event_type.as_str() {
             "tool.result" => {
-                let p: ToolResultPayload = event.payload_as().unwrap_or_default();
+                let p: read::ToolResult = event.payload_as().unwrap_or_default();
                 Some(match (p.status, e.status.as_deref()) {
                     (Some(ToolResultStatus::Failure), _) | (None, Some("failed" | "failure")) => {
                         "failed"
@@ -732,7 +729,7 @@ impl Activity {
             "context.compaction.failed" => "failed",
             _ => return,
         };
-        let p: CompactionPayload = event.payload_as().unwrap_or_default();
+        let p: read::Compaction = event.payload_as().unwrap_or_default();
         // A completion or failure closes the newest started boundary.
         if status != "started" {
             if let Some(open) = self
@@ -757,6 +754,49 @@ impl Activity {
     }
 }
 
+/// The parts of payloads the fold reads, each read alone: a deferred payload steps over the
+/// rest (a tool's output, a subagent's prompt and result, a compaction's summary, an evidence
+/// note) without building it, where the whole payload type would copy it
+/// (`docs/PERFORMANCE.md`, twelfth session). Each field has the name and type it has in its
+/// payload type of `journal_format::payload`, which an append checks payloads against; a payload
+/// whose other fields break that shape (history appended before the check) is still read for
+/// these.
+mod read {
+    use journal_format::payload::ToolResultStatus;
+    use serde::Deserialize;
+
+    /// Of `journal_format::payload::ToolResultPayload`.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct ToolResult {
+        pub status: Option<ToolResultStatus>,
+    }
+
+    /// Of `journal_format::payload::SubagentPayload`.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Subagent {
+        pub profile_id: Option<String>,
+        pub role: Option<String>,
+    }
+
+    /// Of `journal_format::payload::CompactionPayload`.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Compaction {
+        pub tokens_before: Option<u64>,
+        pub tokens_after: Option<u64>,
+    }
+
+    /// Of `journal_format::payload::EvidencePayload`.
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Evidence {
+        pub kind: Option<String>,
+        pub evidence_ref: Option<String>,
+        pub verification: Option<String>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use journal_format::{ChainHash, Envelope, Position, StoredEvent};
@@ -774,6 +814,81 @@ mod tests {
             stream_version: position,
             hash: ChainHash::default(),
             envelope,
+        }
+    }
+
+    /// The fold's narrow reads (`read`) give what the payload types give, through a payload
+    /// held and one deferred, for payloads of their shape carrying every field.
+    #[test]
+    fn a_narrow_read_gives_the_fields_of_the_whole_payload_type() {
+        use journal_format::payload::{
+            CompactionPayload, EvidencePayload, SubagentPayload, ToolResultPayload,
+        };
+        let events = [
+            ("tool.result", serde_json::json!({"toolName": "shell", "status": "failure",
+                "output": "o".repeat(500), "errorType": "exit", "error": "boom",
+                "retryable": false, "exitCode": 2})),
+            ("subagent.spawned", serde_json::json!({"parentThreadId": "t1", "childThreadId": "t2",
+                "childSessionId": "s2", "profileId": "p1", "role": "reviewer",
+                "prompt": "review it", "status": "running", "result": "r"})),
+            ("context.compaction.completed", serde_json::json!({"trigger": "auto",
+                "tokensBefore": 180_000, "tokensAfter": 40_000, "summary": "earlier turns",
+                "summaryRef": "blob:1", "error": "none"})),
+            ("evidence.recorded", serde_json::json!({"kind": "test_run", "evidenceRef": "blob:2",
+                "verification": "passed", "note": "all green"})),
+        ];
+        for (kind, payload) in events {
+            let mut envelope = Envelope::new(kind, "e1", "2026-11-25T00:00:00Z");
+            envelope.payload = Some(payload);
+            envelope.validate_fact().expect("a payload of its type's shape");
+            let body = envelope.to_msgpack().expect("encode");
+            let held = StoredEvent {
+                position: Position(1),
+                recorded_at_ns: 0,
+                stream_version: 1,
+                hash: ChainHash::default(),
+                envelope,
+            };
+            let mut deferred = held.clone();
+            let bytes = deferred
+                .envelope
+                .decode_msgpack_deferring_payload(&body)
+                .expect("decode");
+            for event in [Event::new(&held), Event::deferred(&deferred, bytes)] {
+                match kind {
+                    "tool.result" => {
+                        let whole: ToolResultPayload = event.payload_as().expect("whole");
+                        let narrow: read::ToolResult = event.payload_as().expect("narrow");
+                        assert_eq!(narrow.status, whole.status);
+                        assert!(narrow.status.is_some());
+                    }
+                    "subagent.spawned" => {
+                        let whole: SubagentPayload = event.payload_as().expect("whole");
+                        let narrow: read::Subagent = event.payload_as().expect("narrow");
+                        assert_eq!(
+                            (narrow.role, narrow.profile_id),
+                            (whole.role, whole.profile_id)
+                        );
+                    }
+                    "context.compaction.completed" => {
+                        let whole: CompactionPayload = event.payload_as().expect("whole");
+                        let narrow: read::Compaction = event.payload_as().expect("narrow");
+                        assert_eq!(
+                            (narrow.tokens_before, narrow.tokens_after),
+                            (whole.tokens_before, whole.tokens_after)
+                        );
+                        assert!(narrow.tokens_before.is_some());
+                    }
+                    _ => {
+                        let whole: EvidencePayload = event.payload_as().expect("whole");
+                        let narrow: read::Evidence = event.payload_as().expect("narrow");
+                        assert_eq!(
+                            (narrow.kind, narrow.evidence_ref, narrow.verification),
+                            (whole.kind, whole.evidence_ref, whole.verification)
+                        );
+                    }
+                }
+            }
         }
     }
 

@@ -117,7 +117,10 @@ impl Projection for ActivityProjection {
     fn version(&self) -> u32 {
         // 2: no aliases (readers find a stream by a task, run or thread id through the
         // rules' projection's aliases only; this one's were written and never read).
-        2
+        // 3: the tool result's, subagent's, compaction's and evidence's payloads read for the
+        // fields the fold uses alone (`activity.rs`, `read`): one whose other fields break its
+        // shape no longer reads as absent.
+        3
     }
 
     fn key(&self, event: &StoredEvent) -> Option<String> {

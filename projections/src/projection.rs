@@ -88,14 +88,12 @@ impl<'a> Event<'a> {
         }
     }
 
-    /// The value the payload holds at key `field`.
+    /// The value the payload holds at key `field`. A deferred payload builds that value alone.
     #[must_use]
     pub fn payload_field(&self, field: &str) -> Option<Value> {
         match self.payload {
             Payload::Held => self.held().and_then(|p| p.get(field)).cloned(),
-            Payload::Stored(_) => self
-                .payload_value()
-                .and_then(|mut p| p.get_mut(field).map(Value::take)),
+            Payload::Stored(stored) => stored.and_then(|p| self.checked(p.field(field))).flatten(),
         }
     }
 
@@ -277,5 +275,58 @@ impl Freshness {
             progress: worst.progress,
             fault: worst.fault.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+    use serde_json::{json, Value};
+
+    use super::Event;
+
+    fn stored(envelope: Envelope) -> StoredEvent {
+        StoredEvent {
+            position: Position(1),
+            recorded_at_ns: 0,
+            stream_version: 1,
+            hash: ChainHash::default(),
+            envelope,
+        }
+    }
+
+    /// An event decoded in full and the same event with its payload deferred answer alike, for
+    /// every key of the payload, a key it lacks, and a payload that is not a map.
+    #[test]
+    fn a_deferred_payload_reads_as_the_payload_held() {
+        let payloads = [
+            json!({"status": "success", "output": "x".repeat(300), "exitCode": 0,
+                   "nested": {"a": [1, {"b": "c"}], "d": null}, "verificationOutcomes": ["ok"]}),
+            json!(["not", "a", "map"]),
+            json!("text"),
+        ];
+        for payload in payloads {
+            let envelope = Envelope {
+                payload: Some(payload.clone()),
+                ..Envelope::new("tool.result", "e1", "2026-11-25T00:00:00Z")
+            };
+            let body = envelope.to_msgpack().expect("encode");
+            let held = stored(envelope);
+            let mut deferred = stored(Envelope::default());
+            let payload_bytes = deferred
+                .envelope
+                .decode_msgpack_deferring_payload(&body)
+                .expect("decode");
+            let (held, deferred) = (Event::new(&held), Event::deferred(&deferred, payload_bytes));
+            assert_eq!(deferred.payload_value(), held.payload_value());
+            let keys: Vec<String> = match &payload {
+                Value::Object(fields) => fields.keys().cloned().collect(),
+                _ => Vec::new(),
+            };
+            for key in keys.iter().map(String::as_str).chain(["absent"]) {
+                assert_eq!(deferred.payload_field(key), held.payload_field(key), "{key}");
+                assert_eq!(deferred.payload_str(key), held.payload_str(key), "{key}");
+            }
+        }
     }
 }

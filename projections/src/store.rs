@@ -104,8 +104,11 @@ pub struct Batch {
     pub aliases: Vec<(&'static str, String, String, u64)>,
 }
 
-/// Encodes the state of a key for [`Store::commit`]: `None` when the key has no state to write.
-pub type Encode<'a> = dyn Fn(&str) -> Result<Option<Vec<u8>>, String> + 'a;
+/// Encodes the state of a key for [`Store::commit`] into the buffer given, which it finds empty:
+/// `false` when the key has no state to write. One buffer serves every key of a commit, so that
+/// a large state is not grown again from nothing for each key (`docs/PERFORMANCE.md`, twelfth
+/// session).
+pub type Encode<'a> = dyn Fn(&str, &mut Vec<u8>) -> Result<bool, String> + 'a;
 
 fn model_table(name: &str, version: u32) -> String {
     format!("model:{name}:v{version}")
@@ -530,13 +533,15 @@ impl Store {
         let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&model_name);
         let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
         let mut written = 0u64;
+        let mut bytes = Vec::new();
         for key in keys {
-            let bytes = encode(key).map_err(|message| StoreError {
+            bytes.clear();
+            let encoded = encode(key, &mut bytes).map_err(|message| StoreError {
                 path: self.path.clone(),
                 context: format!("encoding the state of {key} in {name}"),
                 message,
             })?;
-            if let Some(bytes) = bytes {
+            if encoded {
                 written += bytes.len() as u64;
                 table
                     .insert(key.as_str(), bytes.as_slice())
@@ -595,7 +600,7 @@ mod tests {
             .map(|&(kind, id, key, at)| (kind, id.to_owned(), key.to_owned(), at))
             .collect();
         store
-            .commit_partition("p", 1, &[], &|_| Ok(None), &aliases, &Meta::default())
+            .commit_partition("p", 1, &[], &|_, _| Ok(false), &aliases, &Meta::default())
             .expect("commit a partition");
     }
 
@@ -667,7 +672,7 @@ mod tests {
             aliases: vec![("task", "t1".into(), "session:s3".into(), 10)],
         };
         store
-            .commit("p", 1, &batch, &|_| Ok(None), &Meta::default(), false)
+            .commit("p", 1, &batch, &|_, _| Ok(false), &Meta::default(), false)
             .expect("commit");
         assert_eq!(
             store

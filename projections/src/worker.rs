@@ -120,8 +120,9 @@ pub fn decode<S: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<S, String>
     rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
 }
 
-fn encode<S: serde::Serialize>(state: &S) -> Result<Vec<u8>, String> {
-    rmp_serde::to_vec_named(state).map_err(|e| e.to_string())
+/// Encodes `state` into `bytes` (appending), as `rmp_serde::to_vec_named` would.
+fn encode<S: serde::Serialize>(state: &S, bytes: &mut Vec<u8>) -> Result<(), String> {
+    rmp_serde::encode::write_named(bytes, state).map_err(|e| e.to_string())
 }
 
 impl<P: Projection> Worker<P> {
@@ -383,7 +384,10 @@ impl<P: Projection> Worker<P> {
             None => meta.serving = Some(generation),
         }
         let cache = &self.cache;
-        let encode = |key: &str| cache.get(key).map(encode).transpose();
+        let encode = |key: &str, bytes: &mut Vec<u8>| match cache.get(key) {
+            Some(state) => encode(state, bytes).map(|()| true),
+            None => Ok(false),
+        };
         let written = self.store.commit(
             self.projection.name(),
             generation.version,
@@ -606,7 +610,10 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         keys.sort_unstable();
         let aliases = build.aliases.drain_sorted();
         let cache = &self.cache;
-        let encode = |key: &str| cache.get(key).map(encode).transpose();
+        let encode = |key: &str, bytes: &mut Vec<u8>| match cache.get(key) {
+            Some(state) => encode(state, bytes).map(|()| true),
+            None => Ok(false),
+        };
         self.store.commit_partition(
             self.projection.name(),
             build.generation.version,

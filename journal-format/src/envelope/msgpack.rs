@@ -423,6 +423,29 @@ impl<'a> Reader<'a> {
         Ok(found)
     }
 
+    /// The value a map at the cursor holds at key `name` (the later entry of a key given twice,
+    /// as [`Reader::object`] keeps it), read as [`Reader::value`] reads it at `depth`, or `None`
+    /// when the value is not a map or has no such key. For checked bytes: the other values are
+    /// stepped over, not checked nor built.
+    pub(super) fn map_value(
+        &mut self,
+        name: &str,
+        depth: usize,
+    ) -> Result<Option<Value>, EnvelopeError> {
+        let Some(len) = self.map_len()? else {
+            return Ok(None);
+        };
+        let mut found = None;
+        for _ in 0..len {
+            if self.key()? == name.as_bytes() {
+                found = Some(self.value(depth)?);
+            } else {
+                self.skip_value()?;
+            }
+        }
+        Ok(found)
+    }
+
     /// Steps over one value, nested arrays and maps included. Every value takes at least one
     /// byte, so a claimed count larger than the body fails when the bytes run out.
     pub(super) fn skip_value(&mut self) -> Result<(), EnvelopeError> {

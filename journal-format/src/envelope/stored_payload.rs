@@ -68,6 +68,16 @@ impl<'a> StoredPayload<'a> {
     pub fn str_field(&self, name: &str) -> Result<Option<&'a str>, EnvelopeError> {
         Reader::new(self.bytes).map_str(name)
     }
+
+    /// The value the payload holds at key `name`, as `to_value()?.get(name).cloned()` would give
+    /// it, building that value only: `None` when the payload is not a map or has no such key.
+    ///
+    /// # Errors
+    /// As [`StoredPayload::to_value`].
+    pub fn field(&self, name: &str) -> Result<Option<Value>, EnvelopeError> {
+        // The payload is read at depth 1 (`to_value`), so its fields' values at depth 2.
+        Reader::new(self.bytes).map_value(name, 2)
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +227,14 @@ mod tests {
             "payload {}",
             payload
         );
+        // Each field read alone is the value's, and a field it lacks is absent.
+        let value = stored.to_value().expect("decode");
+        if let Value::Object(fields) = &value {
+            for (name, field) in fields {
+                prop_assert_eq!(stored.field(name).expect("read"), Some(field.clone()));
+            }
+        }
+        prop_assert_eq!(stored.field("absent from every shape").expect("read"), None);
         Ok(())
     }
 
@@ -250,6 +268,10 @@ mod tests {
         let read = stored.deserialize::<ToolResultPayload>().expect("read");
         assert_eq!(Some(&read), from_value.as_ref().ok());
         assert_eq!(read.status, Some(ToolResultStatus::Success));
+        assert_eq!(
+            stored.field("status").expect("read"),
+            Some(Value::from("success"))
+        );
         // {"costUsd": NaN}: `null` in the value, so no cost.
         let nan = [
             vec![0x81],
