@@ -825,22 +825,36 @@ mod tests {
             CompactionPayload, EvidencePayload, SubagentPayload, ToolResultPayload,
         };
         let events = [
-            ("tool.result", serde_json::json!({"toolName": "shell", "status": "failure",
+            (
+                "tool.result",
+                serde_json::json!({"toolName": "shell", "status": "failure",
                 "output": "o".repeat(500), "errorType": "exit", "error": "boom",
-                "retryable": false, "exitCode": 2})),
-            ("subagent.spawned", serde_json::json!({"parentThreadId": "t1", "childThreadId": "t2",
+                "retryable": false, "exitCode": 2}),
+            ),
+            (
+                "subagent.spawned",
+                serde_json::json!({"parentThreadId": "t1", "childThreadId": "t2",
                 "childSessionId": "s2", "profileId": "p1", "role": "reviewer",
-                "prompt": "review it", "status": "running", "result": "r"})),
-            ("context.compaction.completed", serde_json::json!({"trigger": "auto",
+                "prompt": "review it", "status": "running", "result": "r"}),
+            ),
+            (
+                "context.compaction.completed",
+                serde_json::json!({"trigger": "auto",
                 "tokensBefore": 180_000, "tokensAfter": 40_000, "summary": "earlier turns",
-                "summaryRef": "blob:1", "error": "none"})),
-            ("evidence.recorded", serde_json::json!({"kind": "test_run", "evidenceRef": "blob:2",
-                "verification": "passed", "note": "all green"})),
+                "summaryRef": "blob:1", "error": "none"}),
+            ),
+            (
+                "evidence.recorded",
+                serde_json::json!({"kind": "test_run", "evidenceRef": "blob:2",
+                "verification": "passed", "note": "all green"}),
+            ),
         ];
         for (kind, payload) in events {
             let mut envelope = Envelope::new(kind, "e1", "2026-11-25T00:00:00Z");
             envelope.payload = Some(payload);
-            envelope.validate_fact().expect("a payload of its type's shape");
+            envelope
+                .validate_fact()
+                .expect("a payload of its type's shape");
             let body = envelope.to_msgpack().expect("encode");
             let held = StoredEvent {
                 position: Position(1),

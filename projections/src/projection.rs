@@ -324,7 +324,11 @@ mod tests {
                 _ => Vec::new(),
             };
             for key in keys.iter().map(String::as_str).chain(["absent"]) {
-                assert_eq!(deferred.payload_field(key), held.payload_field(key), "{key}");
+                assert_eq!(
+                    deferred.payload_field(key),
+                    held.payload_field(key),
+                    "{key}"
+                );
                 assert_eq!(deferred.payload_str(key), held.payload_str(key), "{key}");
             }
         }

@@ -84,6 +84,10 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
         by_partition.stream_of("run", "shared-run").unwrap(),
         Some(format!("session:{newer}"))
     );
+    // Every alias, merged from the partitions' runs at the build's end, is one pass's.
+    let aliases = aliases_of(by_partition.store(), "state");
+    assert!(aliases.len() > 100, "{}", aliases.len());
+    assert_eq!(aliases, aliases_of(one_pass.store(), "state"));
 
     // Appends after the build are applied incrementally, as usual.
     let more = workload::generate(12, 3, 900);
@@ -232,6 +236,19 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
 
 /// The event's stream key, as the test projections key their states (none for an event of no
 /// stream).
+/// Every alias of `name`'s serving generation, as (kind, id, key), in order.
+fn aliases_of(store: &Store, name: &str) -> Vec<(String, String, String)> {
+    let version = store.meta(name).unwrap().serving.unwrap().version;
+    let mut aliases = Vec::new();
+    store
+        .for_each_alias(name, version, &mut |kind, id, key| {
+            aliases.push((kind.to_owned(), id.to_owned(), key.to_owned()));
+            Ok(())
+        })
+        .unwrap();
+    aliases
+}
+
 fn stream_key_of(event: &StoredEvent) -> Option<String> {
     let key = event.envelope.stream_key();
     (key != "none:").then_some(key)
@@ -465,33 +482,42 @@ fn a_build_whose_scratch_files_cannot_be_made_steps_through_the_log_to_the_same_
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let events = workload::generate(17, 10, 4_000);
     append(&journal, &events);
+    // Without scratch files, the aliases are written with each partition instead of spilled
+    // to runs and merged at the end: the same aliases.
     let states = |scratch: &std::path::Path, file: &str| {
         let store = Arc::new(Store::open(dir.path().join(file)).unwrap());
-        let mut worker = Worker::new(
+        let mut activity = Worker::new(
             Arc::new(journal_projections::models::ActivityProjection),
+            Arc::clone(&store),
+        );
+        let mut state = Worker::new(
+            Arc::new(journal_projections::models::StateProjection),
             Arc::clone(&store),
         );
         let built = partition::build(
             &journal,
-            &mut [&mut worker],
+            &mut [&mut activity, &mut state],
             700,
             scratch,
             &mut |_, _, _| {},
         )
         .unwrap();
         assert!(built, "{file}");
-        let version = store.meta("activity").unwrap().serving.unwrap().version;
         let mut states = Vec::new();
-        store
-            .for_each("activity", version, &mut |key, bytes| {
-                states.push((key.to_string(), bytes.to_vec()));
-                Ok(())
-            })
-            .unwrap();
-        states
+        for name in ["activity", "state"] {
+            let version = store.meta(name).unwrap().serving.unwrap().version;
+            store
+                .for_each(name, version, &mut |key, bytes| {
+                    states.push((key.to_string(), bytes.to_vec()));
+                    Ok(())
+                })
+                .unwrap();
+        }
+        (states, aliases_of(&store, "state"))
     };
     let noted = states(dir.path(), "noted.redb");
     let stepped = states(&dir.path().join("no such directory"), "stepped.redb");
-    assert_eq!(noted.len(), 10, "one state per session");
+    assert_eq!(noted.0.len(), 20, "one state per session and projection");
+    assert!(noted.1.len() > 20, "{}", noted.1.len());
     assert!(noted == stepped);
 }
