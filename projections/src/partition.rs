@@ -38,9 +38,6 @@
 //!   the build that way.
 
 mod notes;
-mod runs;
-
-pub(crate) use runs::Runs;
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -77,12 +74,11 @@ pub trait Build {
 
     /// Starts a build of everything up to `head` when the worker is at the start of a
     /// generation (a first build, or a rebuild after a version change) and its projection is
-    /// keyed by stream; `false` leaves the worker to its ordinary catch-up. The worker's own
-    /// scratch files (its aliases' runs, `partition/runs.rs`) go in `scratch`.
+    /// keyed by stream; `false` leaves the worker to its ordinary catch-up.
     ///
     /// # Errors
     /// [`WorkerError`] when the store or the journal fails.
-    fn begin(&mut self, journal: &Journal, head: u64, scratch: &Path) -> Result<bool, WorkerError>;
+    fn begin(&mut self, journal: &Journal, head: u64) -> Result<bool, WorkerError>;
 
     /// Applies an event of stream `stream_key`; the fault when the projection cannot apply it.
     ///
@@ -91,16 +87,13 @@ pub trait Build {
     fn apply(&mut self, event: &Event<'_>, stream_key: &str) -> Result<Option<Fault>, WorkerError>;
 
     /// Writes the states of the partition just applied, the checkpoint left at position 0,
-    /// and forgets them; spills the partition's aliases to a run for [`Build::finish`] (or
-    /// writes them with the states when the run cannot be written).
+    /// and forgets them.
     ///
     /// # Errors
     /// [`WorkerError`] when the store fails.
     fn flush(&mut self) -> Result<(), WorkerError>;
 
-    /// Writes the aliases of every partition, then the checkpoint: every state now reflects
-    /// everything up to `position`. When its aliases' runs cannot be read back, the worker
-    /// leaves the build instead (as [`Build::abandon`]), to its ordinary catch-up.
+    /// Writes the checkpoint: every state now reflects everything up to `position`.
     ///
     /// # Errors
     /// [`WorkerError`] when the store fails.
@@ -162,7 +155,7 @@ pub fn build(
     }
     let mut active: Vec<&mut dyn Build> = Vec::new();
     for worker in workers.iter_mut() {
-        if worker.begin(journal, head, scratch)? {
+        if worker.begin(journal, head)? {
             active.push(&mut **worker);
         }
     }

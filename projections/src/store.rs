@@ -126,31 +126,6 @@ fn alias_key(kind: &str, id: &str) -> String {
     format!("{kind}\0{id}")
 }
 
-/// Stores alias (`kind`, `id`) as naming `key` from `position`, unless the table holds it from
-/// a higher position. Most aliases are new or come from the same stream: it inserts first (one
-/// tree walk, not a lookup and then an insert), and puts the stored alias back in the rare case
-/// an event of another partition gave it later.
-fn insert_newest(
-    table: &mut redb::Table<'_, &'static str, AliasValue>,
-    kind: &str,
-    id: &str,
-    key: &str,
-    position: u64,
-) -> Result<(), redb::Error> {
-    let alias_key = alias_key(kind, id);
-    let newer = match table.insert(alias_key.as_str(), (position, key))? {
-        Some(stored) => {
-            let (at, key) = stored.value();
-            (at > position).then(|| (at, key.to_owned()))
-        }
-        None => None,
-    };
-    if let Some((stored, key)) = newer {
-        table.insert(alias_key.as_str(), (stored, key.as_str()))?;
-    }
-    Ok(())
-}
-
 /// A visitor of `(key, encoded state)` pairs.
 pub type Visit<'a> = dyn FnMut(&str, &[u8]) -> Result<(), StoreError> + 'a;
 
@@ -371,44 +346,29 @@ impl Store {
                 .open_table(alias_definition(&alias_name))
                 .map_err(|e| err(e.into()))?;
             for (kind, id, key, position) in aliases {
-                insert_newest(&mut table, kind, id, key, *position).map_err(&err)?;
+                let alias_key = alias_key(kind, id);
+                // Most aliases are new or come from the same partition's stream: insert first
+                // (one tree walk, not a lookup and then an insert), and put the stored alias
+                // back in the rare case another partition's event gave it later.
+                let newer = match table
+                    .insert(alias_key.as_str(), (*position, key.as_str()))
+                    .map_err(|e| err(e.into()))?
+                {
+                    Some(stored) => {
+                        let (at, key) = stored.value();
+                        (at > *position).then(|| (at, key.to_owned()))
+                    }
+                    None => None,
+                };
+                if let Some((stored, key)) = newer {
+                    table
+                        .insert(alias_key.as_str(), (stored, key.as_str()))
+                        .map_err(|e| err(e.into()))?;
+                }
             }
             self.write_meta(&txn, name, meta)?;
         }
         txn.commit().map_err(|e| err(e.into()))
-    }
-
-    /// Writes the aliases `fill` gives (each through the function it is handed) into
-    /// generation `version` of `name`, in one transaction that does not wait for the disk (a
-    /// build by partition's, which serves only once its checkpoint is written durably after
-    /// it). An alias already stored with a higher position is kept. Given in key order into an
-    /// empty table, each goes at the end of the last leaf (see `partition/runs.rs`).
-    ///
-    /// # Errors
-    /// [`StoreError`] (as `E`), or `fill`'s error; nothing is written then.
-    pub fn write_aliases<E: From<StoreError>>(
-        &self,
-        name: &str,
-        version: u32,
-        fill: impl FnOnce(
-            &mut dyn FnMut(&str, &str, &str, u64) -> Result<(), StoreError>,
-        ) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let err = self.err(&format!("writing the aliases of {name} v{version}"));
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        txn.set_durability(Durability::None)
-            .map_err(|e| err(e.into()))?;
-        {
-            let alias_name = alias_table(name, version);
-            let mut table = txn
-                .open_table(alias_definition(&alias_name))
-                .map_err(|e| err(e.into()))?;
-            fill(&mut |kind, id, key, position| {
-                insert_newest(&mut table, kind, id, key, position).map_err(&err)
-            })?;
-        }
-        txn.commit().map_err(|e| err(e.into()))?;
-        Ok(())
     }
 
     /// Calls `f(kind, id, key)` for every alias of generation `version` of `name`, in key

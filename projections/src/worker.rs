@@ -8,7 +8,6 @@
 //! **Invariant:** a generation's states and its position are only ever written together, and
 //! the position names the last event whose effect every state includes.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 // foldhash, not std's SipHash: the maps below are looked up several times for every event a
@@ -18,7 +17,6 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
-use crate::partition::Runs;
 use crate::projection::{Event, Fault, Projection};
 use crate::store::{Batch, Generation, Meta, Store, StoreError};
 
@@ -471,12 +469,9 @@ struct PartitionedBuild {
     meta: Meta,
     generation: Generation,
     /// The aliases of the partition being applied. Passes go back to the start of the log, so
-    /// the alias of the newest event across partitions is kept by position.
+    /// the store keeps the alias of the newest event across partitions by position
+    /// ([`Store::commit_partition`]).
     aliases: Aliases,
-    /// The partitions' aliases, spilled to scratch runs until the build finishes
-    /// (`partition/runs.rs`); `None` after a spill failed, the aliases of that partition and
-    /// the next then written with each ([`Store::commit_partition`]).
-    runs: Option<Runs>,
 }
 
 /// The aliases gathered while applying events: for each kind and id, the key of the newest
@@ -525,7 +520,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         self.projection.name()
     }
 
-    fn begin(&mut self, journal: &Journal, head: u64, scratch: &Path) -> Result<bool, WorkerError> {
+    fn begin(&mut self, journal: &Journal, head: u64) -> Result<bool, WorkerError> {
         self.partitioned = None;
         if !self.projection.keyed_by_stream() {
             return Ok(false);
@@ -551,7 +546,6 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             meta,
             generation,
             aliases: Aliases::default(),
-            runs: Some(Runs::new(scratch)),
         });
         Ok(true)
     }
@@ -614,17 +608,7 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         };
         let mut keys: Vec<String> = self.cache.keys().cloned().collect();
         keys.sort_unstable();
-        let mut aliases = build.aliases.drain_sorted();
-        // Spilled for the build's end, or written with the partition when that fails.
-        if let Some(runs) = &mut build.runs {
-            match runs.spill(&aliases) {
-                Ok(()) => aliases.clear(),
-                Err(error) => {
-                    tracing::warn!(%error, "writing the aliases with each partition instead");
-                    build.runs = None;
-                }
-            }
-        }
+        let aliases = build.aliases.drain_sorted();
         let cache = &self.cache;
         let encode = |key: &str, bytes: &mut Vec<u8>| match cache.get(key) {
             Some(state) => encode(state, bytes).map(|()| true),
@@ -647,38 +631,10 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
             return Ok(());
         };
         let PartitionedBuild {
-            before,
             mut meta,
             mut generation,
-            runs,
             ..
         } = build;
-        if let Some(runs) = runs {
-            let written =
-                self.store
-                    .write_aliases(self.projection.name(), generation.version, |put| {
-                        runs.merge(|kind, id, key, position| {
-                            put(kind, id, key, position).map_err(WorkerError::from)
-                        })
-                    });
-            match written {
-                Ok(()) => {}
-                // The runs cannot be read back: the build is left to the ordinary catch-up,
-                // as when it fails in a pass.
-                Err(error @ WorkerError::Scratch { .. }) => {
-                    tracing::warn!(%error, "building in one pass instead");
-                    self.cache.clear();
-                    self.cached = None;
-                    self.store.clear_generation(
-                        self.projection.name(),
-                        generation.version,
-                        Some(&before),
-                    )?;
-                    return Ok(());
-                }
-                Err(error) => return Err(error),
-            }
-        }
         generation.position = position;
         generation.hash = hash;
         self.cache.clear();

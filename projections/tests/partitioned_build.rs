@@ -84,7 +84,7 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
         by_partition.stream_of("run", "shared-run").unwrap(),
         Some(format!("session:{newer}"))
     );
-    // Every alias, merged from the partitions' runs at the build's end, is one pass's.
+    // Every alias, written partition by partition (the newest position kept), is one pass's.
     let aliases = aliases_of(by_partition.store(), "state");
     assert!(aliases.len() > 100, "{}", aliases.len());
     assert_eq!(aliases, aliases_of(one_pass.store(), "state"));
@@ -482,8 +482,7 @@ fn a_build_whose_scratch_files_cannot_be_made_steps_through_the_log_to_the_same_
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let events = workload::generate(17, 10, 4_000);
     append(&journal, &events);
-    // Without scratch files, the aliases are written with each partition instead of spilled
-    // to runs and merged at the end: the same aliases.
+    // With a projection that has aliases too: the same aliases.
     let states = |scratch: &std::path::Path, file: &str| {
         let store = Arc::new(Store::open(dir.path().join(file)).unwrap());
         let mut activity = Worker::new(
