@@ -8,7 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use journal_format::payload::{ArtifactPayload, CostPayload, ToolResultStatus};
+use journal_format::payload::{
+    ArtifactPayload, CompactionPayload, CostPayload, EvidencePayload, SubagentPayload,
+    ToolResultPayload, ToolResultStatus,
+};
 use journal_format::StoredEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -453,7 +456,7 @@ impl Activity {
             }
             "subagent" => {
                 if let Some(id) = &e.subagent_id {
-                    let p: Option<read::Subagent> = event.payload_as();
+                    let p = read::of::<read::Subagent, SubagentPayload>(event);
                     let end = match t {
                         "subagent.completed" => Some("completed"),
                         "subagent.failed" => Some("failed"),
@@ -500,7 +503,7 @@ impl Activity {
                 }
             }
             "evidence" => {
-                let p: read::Evidence = event.payload_as().unwrap_or_default();
+                let p = read::of::<read::Evidence, EvidencePayload>(event).unwrap_or_default();
                 let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
                 let verification_outcomes = match event.payload_field("verificationOutcomes") {
                     Some(Value::Array(outcomes)) => outcomes,
@@ -624,7 +627,7 @@ impl Activity {
         };
         let end = match e.event_type.as_str() {
             "tool.result" => {
-                let p: read::ToolResult = event.payload_as().unwrap_or_default();
+                let p = read::of::<read::ToolResult, ToolResultPayload>(event).unwrap_or_default();
                 Some(match (p.status, e.status.as_deref()) {
                     (Some(ToolResultStatus::Failure), _) | (None, Some("failed" | "failure")) => {
                         "failed"
@@ -729,7 +732,7 @@ impl Activity {
             "context.compaction.failed" => "failed",
             _ => return,
         };
-        let p: read::Compaction = event.payload_as().unwrap_or_default();
+        let p = read::of::<read::Compaction, CompactionPayload>(event).unwrap_or_default();
         // A completion or failure closes the newest started boundary.
         if status != "started" {
             if let Some(open) = self
@@ -758,42 +761,124 @@ impl Activity {
 /// rest (a tool's output, a subagent's prompt and result, a compaction's summary, an evidence
 /// note) without building it, where the whole payload type would copy it
 /// (`docs/PERFORMANCE.md`, twelfth session). Each field has the name and type it has in its
-/// payload type of `journal_format::payload`, which an append checks payloads against; a payload
-/// whose other fields break that shape (history appended before the check) is still read for
-/// these.
+/// payload type of `journal_format::payload` (a test holds them equal on payloads of that type).
+///
+/// Read from a map, a payload whose other fields break the whole type's shape is still read
+/// for these: an `evidence.*` type other than `evidence.changed`, whose payload the append does
+/// not check, or history appended before the check. A payload that is not a map (serde also
+/// reads a struct from an array of all its fields in order, and the append's check with it) is
+/// read with the whole type, as before version 3.
 mod read {
-    use journal_format::payload::ToolResultStatus;
-    use serde::Deserialize;
+    use std::marker::PhantomData;
 
-    /// Of `journal_format::payload::ToolResultPayload`.
-    #[derive(Debug, Default, Deserialize)]
+    use journal_format::payload::{
+        CompactionPayload, EvidencePayload, SubagentPayload, ToolResultPayload, ToolResultStatus,
+    };
+    use serde::de::{DeserializeOwned, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer};
+
+    use crate::projection::Event;
+
+    /// `event`'s payload as `N` when it is a map, else as the whole type `W`, narrowed; `None`
+    /// when neither reads it.
+    pub fn of<N, W>(event: &Event<'_>) -> Option<N>
+    where
+        N: DeserializeOwned + From<W>,
+        W: DeserializeOwned,
+    {
+        event
+            .payload_as::<FromMap<N>>()
+            .map(|FromMap(narrow)| narrow)
+            .or_else(|| event.payload_as::<W>().map(N::from))
+    }
+
+    /// `T` read from a map only: a derived `Deserialize` would read a struct from an array too,
+    /// by position, and a narrow type's positions are not its whole type's.
+    struct FromMap<T>(T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for FromMap<T> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<FromMap<T>, D::Error> {
+            struct Map<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for Map<T> {
+                type Value = T;
+
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a map")
+                }
+
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                    T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                }
+            }
+            deserializer.deserialize_map(Map(PhantomData)).map(FromMap)
+        }
+    }
+
+    /// Of [`ToolResultPayload`].
+    #[derive(Debug, Default, PartialEq, Deserialize)]
     pub struct ToolResult {
         pub status: Option<ToolResultStatus>,
     }
 
-    /// Of `journal_format::payload::SubagentPayload`.
-    #[derive(Debug, Default, Deserialize)]
+    impl From<ToolResultPayload> for ToolResult {
+        fn from(whole: ToolResultPayload) -> ToolResult {
+            ToolResult {
+                status: whole.status,
+            }
+        }
+    }
+
+    /// Of [`SubagentPayload`].
+    #[derive(Debug, Default, PartialEq, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct Subagent {
         pub profile_id: Option<String>,
         pub role: Option<String>,
     }
 
-    /// Of `journal_format::payload::CompactionPayload`.
-    #[derive(Debug, Default, Deserialize)]
+    impl From<SubagentPayload> for Subagent {
+        fn from(whole: SubagentPayload) -> Subagent {
+            Subagent {
+                profile_id: whole.profile_id,
+                role: whole.role,
+            }
+        }
+    }
+
+    /// Of [`CompactionPayload`].
+    #[derive(Debug, Default, PartialEq, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct Compaction {
         pub tokens_before: Option<u64>,
         pub tokens_after: Option<u64>,
     }
 
-    /// Of `journal_format::payload::EvidencePayload`.
-    #[derive(Debug, Default, Deserialize)]
+    impl From<CompactionPayload> for Compaction {
+        fn from(whole: CompactionPayload) -> Compaction {
+            Compaction {
+                tokens_before: whole.tokens_before,
+                tokens_after: whole.tokens_after,
+            }
+        }
+    }
+
+    /// Of [`EvidencePayload`].
+    #[derive(Debug, Default, PartialEq, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct Evidence {
         pub kind: Option<String>,
         pub evidence_ref: Option<String>,
         pub verification: Option<String>,
+    }
+
+    impl From<EvidencePayload> for Evidence {
+        fn from(whole: EvidencePayload) -> Evidence {
+            Evidence {
+                kind: whole.kind,
+                evidence_ref: whole.evidence_ref,
+                verification: whole.verification,
+            }
+        }
     }
 }
 
@@ -817,93 +902,110 @@ mod tests {
         }
     }
 
-    /// The fold's narrow reads (`read`) give what the payload types give, through a payload
-    /// held and one deferred, for payloads of their shape carrying every field.
-    #[test]
-    fn a_narrow_read_gives_the_fields_of_the_whole_payload_type() {
-        use journal_format::payload::{
-            CompactionPayload, EvidencePayload, SubagentPayload, ToolResultPayload,
+    /// The event `kind` with `payload`, held, and decoded with its payload deferred.
+    fn both_ways(kind: &str, payload: serde_json::Value) -> (StoredEvent, StoredEvent, Vec<u8>) {
+        let mut envelope = Envelope::new(kind, "e1", "2026-11-25T00:00:00Z");
+        envelope.payload = Some(payload);
+        let body = envelope.to_msgpack().expect("encode");
+        let held = StoredEvent {
+            position: Position(1),
+            recorded_at_ns: 0,
+            stream_version: 1,
+            hash: ChainHash::default(),
+            envelope,
         };
-        let events = [
-            (
-                "tool.result",
-                serde_json::json!({"toolName": "shell", "status": "failure",
-                "output": "o".repeat(500), "errorType": "exit", "error": "boom",
-                "retryable": false, "exitCode": 2}),
-            ),
-            (
-                "subagent.spawned",
-                serde_json::json!({"parentThreadId": "t1", "childThreadId": "t2",
-                "childSessionId": "s2", "profileId": "p1", "role": "reviewer",
-                "prompt": "review it", "status": "running", "result": "r"}),
-            ),
-            (
-                "context.compaction.completed",
-                serde_json::json!({"trigger": "auto",
-                "tokensBefore": 180_000, "tokensAfter": 40_000, "summary": "earlier turns",
-                "summaryRef": "blob:1", "error": "none"}),
-            ),
-            (
-                "evidence.recorded",
-                serde_json::json!({"kind": "test_run", "evidenceRef": "blob:2",
-                "verification": "passed", "note": "all green"}),
-            ),
-        ];
-        for (kind, payload) in events {
-            let mut envelope = Envelope::new(kind, "e1", "2026-11-25T00:00:00Z");
-            envelope.payload = Some(payload);
-            envelope
+        (held.clone(), held, body)
+    }
+
+    /// `read::of` gives the whole type's fields, narrowed, for `payload` as a map of every
+    /// field and as the array of them in order (serde reads a struct from either, and so does
+    /// the append's shape check), through a payload held and one deferred.
+    fn reads_as_the_whole<N, W>(kind: &str, payload: serde_json::Value)
+    where
+        N: serde::de::DeserializeOwned + From<W> + PartialEq + std::fmt::Debug,
+        W: serde::de::DeserializeOwned + Serialize,
+    {
+        let whole: W = serde_json::from_value(payload.clone()).expect("the whole type");
+        // The same fields as an array, in order: MessagePack without field names.
+        let array: serde_json::Value =
+            rmp_serde::from_slice(&rmp_serde::to_vec(&whole).expect("encode")).expect("decode");
+        assert!(array.is_array(), "{array}");
+        for payload in [payload, array] {
+            let (held, mut deferred, body) = both_ways(kind, payload.clone());
+            held.envelope
                 .validate_fact()
                 .expect("a payload of its type's shape");
-            let body = envelope.to_msgpack().expect("encode");
-            let held = StoredEvent {
-                position: Position(1),
-                recorded_at_ns: 0,
-                stream_version: 1,
-                hash: ChainHash::default(),
-                envelope,
-            };
-            let mut deferred = held.clone();
             let bytes = deferred
                 .envelope
                 .decode_msgpack_deferring_payload(&body)
                 .expect("decode");
             for event in [Event::new(&held), Event::deferred(&deferred, bytes)] {
-                match kind {
-                    "tool.result" => {
-                        let whole: ToolResultPayload = event.payload_as().expect("whole");
-                        let narrow: read::ToolResult = event.payload_as().expect("narrow");
-                        assert_eq!(narrow.status, whole.status);
-                        assert!(narrow.status.is_some());
-                    }
-                    "subagent.spawned" => {
-                        let whole: SubagentPayload = event.payload_as().expect("whole");
-                        let narrow: read::Subagent = event.payload_as().expect("narrow");
-                        assert_eq!(
-                            (narrow.role, narrow.profile_id),
-                            (whole.role, whole.profile_id)
-                        );
-                    }
-                    "context.compaction.completed" => {
-                        let whole: CompactionPayload = event.payload_as().expect("whole");
-                        let narrow: read::Compaction = event.payload_as().expect("narrow");
-                        assert_eq!(
-                            (narrow.tokens_before, narrow.tokens_after),
-                            (whole.tokens_before, whole.tokens_after)
-                        );
-                        assert!(narrow.tokens_before.is_some());
-                    }
-                    _ => {
-                        let whole: EvidencePayload = event.payload_as().expect("whole");
-                        let narrow: read::Evidence = event.payload_as().expect("narrow");
-                        assert_eq!(
-                            (narrow.kind, narrow.evidence_ref, narrow.verification),
-                            (whole.kind, whole.evidence_ref, whole.verification)
-                        );
-                    }
-                }
+                let narrow = read::of::<N, W>(&event);
+                assert!(narrow.is_some(), "{kind} {payload}");
+                assert_eq!(
+                    narrow,
+                    event.payload_as::<W>().map(N::from),
+                    "{kind} {payload}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn a_narrow_read_gives_the_fields_of_the_whole_payload_type() {
+        use journal_format::payload::{
+            CompactionPayload, EvidencePayload, SubagentPayload, ToolResultPayload,
+        };
+        use serde_json::json;
+        reads_as_the_whole::<read::ToolResult, ToolResultPayload>(
+            "tool.result",
+            json!({"toolName": "shell", "status": "failure", "output": "o".repeat(500),
+                   "errorType": "exit", "error": "boom", "retryable": false, "exitCode": 2}),
+        );
+        reads_as_the_whole::<read::Subagent, SubagentPayload>(
+            "subagent.spawned",
+            json!({"parentThreadId": "t1", "childThreadId": "t2", "childSessionId": "s2",
+                   "profileId": "p1", "role": "reviewer", "prompt": "review it",
+                   "status": "running", "result": "r"}),
+        );
+        reads_as_the_whole::<read::Compaction, CompactionPayload>(
+            "context.compaction.completed",
+            json!({"trigger": "auto", "tokensBefore": 180_000, "tokensAfter": 40_000,
+                   "summary": "earlier turns", "summaryRef": "blob:1", "error": "none"}),
+        );
+        reads_as_the_whole::<read::Evidence, EvidencePayload>(
+            "evidence.changed",
+            json!({"kind": "test_run", "evidenceRef": "blob:2", "verification": "passed",
+                   "note": "all green"}),
+        );
+        // A map whose other field breaks the whole type (an `evidence.*` type the append does
+        // not check): its fields are read all the same, where the whole type reads nothing.
+        let (held, _, _) = both_ways(
+            "evidence.recorded",
+            json!({"kind": "test_run", "verification": "passed", "note": 5}),
+        );
+        held.envelope.validate_fact().expect("not checked");
+        let event = Event::new(&held);
+        assert!(event.payload_as::<EvidencePayload>().is_none());
+        let narrow = read::of::<read::Evidence, EvidencePayload>(&event).expect("read");
+        assert_eq!(
+            (narrow.kind.as_deref(), narrow.verification.as_deref()),
+            (Some("test_run"), Some("passed"))
+        );
+        // An array as long as the narrow type's fields, which the whole type does not read, is
+        // not read by position either.
+        let (held, mut deferred, body) = both_ways("subagent.spawned", json!(["p1", "reviewer"]));
+        let bytes = deferred
+            .envelope
+            .decode_msgpack_deferring_payload(&body)
+            .expect("decode");
+        for event in [Event::new(&held), Event::deferred(&deferred, bytes)] {
+            assert!(read::of::<read::Subagent, SubagentPayload>(&event).is_none());
+        }
+        // A narrow field of the wrong type: nothing, as the whole type.
+        let (held, _, _) = both_ways("tool.result", json!({"status": 7}));
+        let event = Event::new(&held);
+        assert!(read::of::<read::ToolResult, ToolResultPayload>(&event).is_none());
     }
 
     #[test]

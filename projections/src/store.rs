@@ -686,4 +686,41 @@ mod tests {
         let store = Store::open(&path).expect("reopen");
         assert_eq!(aliases(&store).len(), 2);
     }
+
+    #[test]
+    fn each_state_of_a_commit_is_written_as_encoded_alone_in_the_one_buffer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("s.redb")).expect("open");
+        // A long encoding, then a short one, then a key with nothing to write: each written
+        // alone, whatever the buffer held before.
+        let states = [("a", vec![7u8; 5000]), ("b", vec![1, 2, 3])];
+        let encode = |key: &str, bytes: &mut Vec<u8>| {
+            assert!(bytes.is_empty(), "the buffer is handed over empty");
+            match states.iter().find(|(k, _)| *k == key) {
+                Some((_, state)) => {
+                    bytes.extend_from_slice(state);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        };
+        let batch = Batch {
+            keys: vec!["a".into(), "b".into(), "c".into()],
+            aliases: Vec::new(),
+        };
+        let written = store
+            .commit("p", 1, &batch, &encode, &Meta::default(), false)
+            .expect("commit");
+        assert_eq!(written, 5003);
+        for (key, state) in &states {
+            assert_eq!(store.get("p", 1, key).expect("get").as_ref(), Some(state));
+        }
+        assert_eq!(store.get("p", 1, "c").expect("get"), None);
+        let failing = |_: &str, _: &mut Vec<u8>| Err("no".to_string());
+        let error = store
+            .commit("p", 1, &batch, &failing, &Meta::default(), false)
+            .expect_err("an encoding that fails")
+            .to_string();
+        assert!(error.contains("encoding the state of a in p"), "{error}");
+    }
 }

@@ -234,8 +234,6 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
     }
 }
 
-/// The event's stream key, as the test projections key their states (none for an event of no
-/// stream).
 /// Every alias of `name`'s serving generation, as (kind, id, key), in order.
 fn aliases_of(store: &Store, name: &str) -> Vec<(String, String, String)> {
     let version = store.meta(name).unwrap().serving.unwrap().version;
@@ -249,6 +247,8 @@ fn aliases_of(store: &Store, name: &str) -> Vec<(String, String, String)> {
     aliases
 }
 
+/// The event's stream key, as the test projections key their states (none for an event of no
+/// stream).
 fn stream_key_of(event: &StoredEvent) -> Option<String> {
     let key = event.envelope.stream_key();
     (key != "none:").then_some(key)

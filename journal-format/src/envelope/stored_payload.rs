@@ -289,6 +289,31 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_field_nested_as_deep_as_the_decoder_reads_is_read_as_the_value_does() {
+        // {"deep": [[[ … nil … ]]]}, `levels` arrays deep.
+        let body = |levels: usize| {
+            let mut bytes = vec![0x81, 0xa4];
+            bytes.extend_from_slice(b"deep");
+            bytes.extend(std::iter::repeat_n(0x91, levels));
+            bytes.push(0xc0);
+            bytes
+        };
+        let deepest = (1..1100)
+            .take_while(|&n| super::Reader::new(&body(n)).check_value(1).is_ok())
+            .last()
+            .expect("some depth is read");
+        assert!(deepest > 1000, "{deepest}");
+        let bytes = body(deepest);
+        let stored = checked(&bytes);
+        let value = stored.to_value().expect("decode");
+        assert_eq!(
+            stored.field("deep").expect("read"),
+            value.get("deep").cloned()
+        );
+        assert!(stored.field("deep").expect("read").is_some());
+    }
+
     /// A hand-written `Deserialize` that returns without reading its value.
     #[derive(Debug, PartialEq)]
     struct Unread;

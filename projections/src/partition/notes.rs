@@ -125,22 +125,25 @@ impl Notes {
             reader
                 .read_exact(&mut note)
                 .map_err(scratch(dir, "reading a note (the notes end inside one?)"))?;
-            // The splits are exact by the note's layout (`NOTE_BYTES`), so the conversions
-            // below cannot fail.
-            let (position, rest) = note.split_at(8);
-            let (segment, rest) = rest.split_at(8);
-            let (offset, len) = rest.split_at(8);
-            let u64_of = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or_default());
-            let at = FrameAt {
-                segment: SegmentId(u64_of(segment)),
-                offset: u64_of(offset),
-                len: u32::from_le_bytes(len.try_into().unwrap_or_default()),
-            };
-            if !f(Position(u64_of(position)), at)? {
+            let (position, at) = parse(&note);
+            if !f(position, at)? {
                 return Ok(());
             }
         }
     }
+}
+
+/// A note's fields: position, segment, offset (`u64` each) and length (`u32`), little-endian.
+fn parse(note: &[u8; NOTE_BYTES]) -> (Position, FrameAt) {
+    let [p0, p1, p2, p3, p4, p5, p6, p7, s0, s1, s2, s3, s4, s5, s6, s7, o0, o1, o2, o3, o4, o5, o6, o7, l0, l1, l2, l3] =
+        *note;
+    let position = Position(u64::from_le_bytes([p0, p1, p2, p3, p4, p5, p6, p7]));
+    let at = FrameAt {
+        segment: SegmentId(u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7])),
+        offset: u64::from_le_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+        len: u32::from_le_bytes([l0, l1, l2, l3]),
+    };
+    (position, at)
 }
 
 /// Partition `partition`'s file, while it is being written.
