@@ -125,6 +125,16 @@ fn encode<S: serde::Serialize>(state: &S, bytes: &mut Vec<u8>) -> Result<(), Str
     rmp_serde::encode::write_named(bytes, state).map_err(|e| e.to_string())
 }
 
+/// The [`crate::store::Encode`] of the states in `cache`: a key not cached has none to write.
+fn encode_cached<S: serde::Serialize>(
+    cache: &HashMap<String, S>,
+) -> impl Fn(&str, &mut Vec<u8>) -> Result<bool, String> + '_ {
+    move |key, bytes| match cache.get(key) {
+        Some(state) => encode(state, bytes).map(|()| true),
+        None => Ok(false),
+    }
+}
+
 impl<P: Projection> Worker<P> {
     /// A worker for `projection` over `store`.
     pub fn new(projection: Arc<P>, store: Arc<Store>) -> Worker<P> {
@@ -383,16 +393,11 @@ impl<P: Projection> Worker<P> {
             }
             None => meta.serving = Some(generation),
         }
-        let cache = &self.cache;
-        let encode = |key: &str, bytes: &mut Vec<u8>| match cache.get(key) {
-            Some(state) => encode(state, bytes).map(|()| true),
-            None => Ok(false),
-        };
         let written = self.store.commit(
             self.projection.name(),
             generation.version,
             batch,
-            &encode,
+            &encode_cached(&self.cache),
             meta,
             durable,
         )?;
@@ -609,16 +614,11 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         let mut keys: Vec<String> = self.cache.keys().cloned().collect();
         keys.sort_unstable();
         let aliases = build.aliases.drain_sorted();
-        let cache = &self.cache;
-        let encode = |key: &str, bytes: &mut Vec<u8>| match cache.get(key) {
-            Some(state) => encode(state, bytes).map(|()| true),
-            None => Ok(false),
-        };
         self.store.commit_partition(
             self.projection.name(),
             build.generation.version,
             &keys,
-            &encode,
+            &encode_cached(&self.cache),
             &aliases,
             &build.meta,
         )?;

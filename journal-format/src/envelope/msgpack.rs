@@ -428,23 +428,14 @@ impl<'a> Reader<'a> {
     /// or holds something other than a string there. For checked bytes: the other values are
     /// stepped over, not checked.
     pub(super) fn map_str(&mut self, name: &str) -> Result<Option<&'a str>, EnvelopeError> {
-        let Some(len) = self.map_len()? else {
-            return Ok(None);
-        };
-        let mut found = None;
-        for _ in 0..len {
-            if self.key()? == name.as_bytes() {
-                found = if matches!(self.peek()?, 0xa0..=0xbf | 0xd9..=0xdb) {
-                    Some(self.text("a string")?)
-                } else {
-                    self.skip_value()?;
-                    None
-                };
+        let found = self.map_entry(name, |reader| {
+            if matches!(reader.peek()?, 0xa0..=0xbf | 0xd9..=0xdb) {
+                reader.text("a string").map(Some)
             } else {
-                self.skip_value()?;
+                reader.skip_value().map(|()| None)
             }
-        }
-        Ok(found)
+        })?;
+        Ok(found.flatten())
     }
 
     /// The value a map at the cursor holds at key `name` (the later entry of a key given twice,
@@ -456,13 +447,24 @@ impl<'a> Reader<'a> {
         name: &str,
         depth: usize,
     ) -> Result<Option<Value>, EnvelopeError> {
+        self.map_entry(name, |reader| reader.value(depth))
+    }
+
+    /// What `read` makes of the value a map at the cursor holds at key `name` (the later entry
+    /// of a key given twice, as [`Reader::object`] keeps it), or `None` when the value is not a
+    /// map or has no such key; the other values are stepped over, not checked.
+    fn map_entry<T>(
+        &mut self,
+        name: &str,
+        mut read: impl FnMut(&mut Reader<'a>) -> Result<T, EnvelopeError>,
+    ) -> Result<Option<T>, EnvelopeError> {
         let Some(len) = self.map_len()? else {
             return Ok(None);
         };
         let mut found = None;
         for _ in 0..len {
             if self.key()? == name.as_bytes() {
-                found = Some(self.value(depth)?);
+                found = Some(read(self)?);
             } else {
                 self.skip_value()?;
             }
