@@ -28,6 +28,8 @@ mod ids;
 
 use std::cell::OnceCell;
 use std::ops::Bound;
+
+use foldhash::{HashMap, HashMapExt};
 use std::path::Path;
 
 use journal_format::{ByteOffset, ChainHash, FooterEntry, Position, SegmentId};
@@ -98,20 +100,25 @@ enum Numbered {
 /// One entry for a blocked table: key, number (see [`Numbered`]), location.
 type Keyed<'a> = (&'a str, u64, Located);
 
-/// Adds `items` to the blocks of `table`, filling each key's last block first.
-fn append_blocks(
+/// Adds `items` (in position order) to the blocks of `table`, filling each key's last block
+/// first.
+fn append_blocks<'a>(
     table: &mut Table<(&str, u64), &[u8]>,
-    mut items: Vec<Keyed<'_>>,
+    items: impl Iterator<Item = Keyed<'a>>,
     numbered: Numbered,
 ) -> Result<()> {
+    // Each key's items, in position order, which is their number order too (a stream's
+    // versions grow with position). Grouped by hashing, not sorted: a sort of every item by
+    // key cost about 2,300 instructions per event at batches of 1,000.
+    let mut by_key: HashMap<&'a str, Vec<(u64, Located)>> = HashMap::new();
+    for (key, number, located) in items {
+        by_key.entry(key).or_default().push((number, located));
+    }
     // Key order: neighbouring keys' blocks sit on the same B-tree pages.
-    items.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let mut rest = items.as_slice();
-    while let Some(&(key, _, _)) = rest.first() {
-        let n = rest.iter().take_while(|i| i.0 == key).count();
-        let (group, tail) = rest.split_at(n);
-        append_key(table, key, group, numbered)?;
-        rest = tail;
+    let mut keys: Vec<_> = by_key.into_iter().collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (key, group) in keys {
+        append_key(table, key, &group, numbered)?;
     }
     Ok(())
 }
@@ -120,7 +127,7 @@ fn append_blocks(
 fn append_key(
     table: &mut Table<(&str, u64), &[u8]>,
     key: &str,
-    group: &[Keyed<'_>],
+    group: &[(u64, Located)],
     numbered: Numbered,
 ) -> Result<()> {
     // The block being filled: its first number, its bytes, whether it changed.
@@ -141,7 +148,7 @@ fn append_key(
             open = Some((first, bytes, false));
         }
     }
-    for &(_, number, located) in group {
+    for &(number, located) in group {
         if let Some((last_position, _)) = last {
             if located.0 <= last_position {
                 continue; // Applied before.
@@ -220,7 +227,7 @@ fn insert_ids(table: &mut Table<&str, &[u8]>, new: &[(&str, Located)]) -> Result
             }
         }
         for block in &blocks {
-            ids::encode(block, &mut bytes);
+            ids::encode(block, &mut bytes)?;
             if let Some(&(first, _)) = block.first() {
                 table.insert(first, bytes.as_slice())?;
             }
@@ -560,8 +567,7 @@ impl Index {
                 &mut streams,
                 entries
                     .iter()
-                    .map(|e| (e.stream_key.as_str(), e.stream_version, here(e)))
-                    .collect(),
+                    .map(|e| (e.stream_key.as_str(), e.stream_version, here(e))),
                 Numbered::Version,
             )?;
             for (table, pick) in [
@@ -575,8 +581,7 @@ impl Index {
                     table,
                     entries
                         .iter()
-                        .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e))))
-                        .collect(),
+                        .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e)))),
                     Numbered::Position,
                 )?;
             }

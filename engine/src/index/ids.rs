@@ -161,20 +161,22 @@ impl<'a> IdBlock<'a> {
 }
 
 /// Writes the block holding `entries` (sorted, unique ids; 1 to [`ID_BLOCK_IDS`] of them) into
-/// `out`, replacing what it held.
-pub(crate) fn encode(entries: &[(&str, Located)], out: &mut Vec<u8>) {
+/// `out`, replacing what it held. Fails only for ids of more than 4 GiB together, which no block
+/// holds: each id is part of an event of at most 16 MiB.
+pub(crate) fn encode(entries: &[(&str, Located)], out: &mut Vec<u8>) -> Result<()> {
     assert!(
         (1..=ID_BLOCK_IDS).contains(&entries.len()),
         "an event-id block holds 1 to {ID_BLOCK_IDS} ids, not {}",
         entries.len()
     );
-    debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+    debug_assert!(entries.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0)));
     out.clear();
     out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
     let mut end = 0usize;
     for &(id, (position, segment, offset)) in entries {
         end += id.len();
-        let end = u32::try_from(end).expect("a block's ids fit in u32: ids are parts of events");
+        let end = u32::try_from(end)
+            .map_err(|_| malformed(&format!("its ids would take {end} bytes")))?;
         out.extend_from_slice(&end.to_le_bytes());
         out.extend_from_slice(&position.to_le_bytes());
         out.extend_from_slice(&segment.to_le_bytes());
@@ -183,6 +185,7 @@ pub(crate) fn encode(entries: &[(&str, Located)], out: &mut Vec<u8>) {
     for &(id, _) in entries {
         out.extend_from_slice(id.as_bytes());
     }
+    Ok(())
 }
 
 /// Merges `new` (sorted by id, unique) into a block's `old` entries (sorted, unique), a new id's
@@ -253,7 +256,7 @@ mod tests {
             .map(|(id, i)| (*id, located(i)))
             .collect();
         let mut bytes = Vec::new();
-        encode(&entries, &mut bytes);
+        encode(&entries, &mut bytes).expect("encode");
         let block = IdBlock::parse(&bytes).expect("parse");
         assert_eq!(block.entries().expect("entries"), entries);
         assert_eq!(block.last_id().expect("last"), "é");
@@ -268,7 +271,7 @@ mod tests {
     #[test]
     fn a_malformed_block_is_an_error_naming_what_is_wrong() {
         let mut good = Vec::new();
-        encode(&[("a", located(1)), ("b", located(2))], &mut good);
+        encode(&[("a", located(1)), ("b", located(2))], &mut good).expect("encode");
         let mut cases: Vec<(Vec<u8>, &str)> = vec![
             (vec![], "shorter than its count"),
             (vec![0, 0], "0 ids"),
