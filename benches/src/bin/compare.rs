@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
 //!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import[,...]]
+//!     [--random-ids]
 //! ```
 //!
 //! - `--events N`: each workload's main size (append: events per cell; read, open, rebuild: the
@@ -18,6 +19,8 @@
 //! - `--only W,...`: run only these workloads (repeatable).
 //! - `--cell BATCHxPRODUCERS`, `--engines E,...`: only these append cells and engines
 //!   (repeatable; for profiling one engine in one cell).
+//! - `--random-ids`: the append and read workloads' events get UUID v4-shaped ids in no order
+//!   (default: ids that grow with time, `evt-000000000123`).
 #![allow(
     clippy::disallowed_methods,
     reason = "a measurement tool reads the wall clock by design"
@@ -46,6 +49,7 @@ fn parse(args: &[String]) -> Res<Args> {
             exe: std::env::current_exe()?,
             cells: Vec::new(),
             engines: Vec::new(),
+            ids: journal_benches::Ids::Growing,
         },
         only: Vec::new(),
         json: None,
@@ -59,6 +63,7 @@ fn parse(args: &[String]) -> Res<Args> {
             "--events" => out.ctx.events = Some(value()?.parse()?),
             "--dir" => out.dir = Some(PathBuf::from(value()?)),
             "--quick" => out.ctx.quick = true,
+            "--random-ids" => out.ctx.ids = journal_benches::Ids::Random,
             "--rounds" => rounds = Some(value()?.parse()?),
             "--json" => out.json = Some(PathBuf::from(value()?)),
             "--cell" => {

@@ -49,7 +49,7 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
         let mut batches = Vec::new();
         for b in 0..per_producer / batch {
             let keys = (base + b * batch..base + (b + 1) * batch).collect();
-            let built = kind.batch(keys)?;
+            let built = kind.batch(keys, ctx.ids)?;
             msgpack_bytes += built.msgpack_bytes;
             batches.push(built);
         }

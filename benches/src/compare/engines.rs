@@ -12,7 +12,7 @@ use journal_engine::{AppendOptions, Journal, Options};
 use journal_format::{Envelope, FRAME_HEADER_LEN};
 
 use super::Res;
-use crate::workload_event;
+use crate::{workload_event_with, Ids};
 
 /// One batch of events in the form an engine takes, built before the clock starts.
 #[derive(Debug, Default)]
@@ -78,14 +78,14 @@ impl Kind {
             .ok_or_else(|| format!("unknown engine {name}").into())
     }
 
-    /// Builds the batch of events `keys` in this engine's form.
+    /// Builds the batch of events `keys` in this engine's form, their ids made as `ids` says.
     ///
     /// # Errors
     /// An event that does not encode (a bug in the workload).
-    pub fn batch(self, keys: Vec<u64>) -> Res<Batch> {
+    pub fn batch(self, keys: Vec<u64>, ids: Ids) -> Res<Batch> {
         let mut batch = Batch::default();
         for &key in &keys {
-            let event = workload_event(key);
+            let event = workload_event_with(key, ids);
             let body = event.to_msgpack()?;
             batch.msgpack_bytes += body.len() as u64;
             match self {

@@ -121,6 +121,9 @@ pub struct Context {
     /// `--engines a,b`: only these append engines (all when empty); for profiling. Ratios to an
     /// engine left out are not reported.
     pub engines: Vec<engines::Kind>,
+    /// `--random-ids`: the append and read workloads' events get UUID v4-shaped ids in no order
+    /// instead of ids that grow with time.
+    pub ids: crate::Ids,
 }
 
 impl Context {
@@ -277,7 +280,10 @@ pub fn buffered_journal(dir: &Path) -> Res<journal_engine::Journal> {
 /// The journal's errors.
 pub fn built_journal(ctx: &Context, events: u64) -> Res<PathBuf> {
     use journal_engine::AppendOptions;
-    let dir = ctx.dir.join(format!("journal-{events}"));
+    let dir = ctx.dir.join(match ctx.ids {
+        crate::Ids::Growing => format!("journal-{events}"),
+        crate::Ids::Random => format!("journal-{events}-random-ids"),
+    });
     if dir.join("segments").is_dir() {
         return Ok(dir);
     }
@@ -286,7 +292,9 @@ pub fn built_journal(ctx: &Context, events: u64) -> Res<PathBuf> {
     while at < events {
         let n = 1000.min(events - at);
         journal.append_batch_blocking(
-            (at..at + n).map(crate::workload_event).collect::<Vec<_>>(),
+            (at..at + n)
+                .map(|i| crate::workload_event_with(i, ctx.ids))
+                .collect::<Vec<_>>(),
             AppendOptions::default(),
         )?;
         at += n;
