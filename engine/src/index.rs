@@ -264,7 +264,7 @@ fn find_id<T: ReadableTable<&'static str, &'static [u8]>>(
     id: &str,
 ) -> Result<Option<Located>> {
     match table.range::<&str>(..=id)?.next_back() {
-        Some(item) => Ok(IdBlock::parse(item?.1.value())?.find(id)),
+        Some(item) => IdBlock::parse(item?.1.value())?.find(id),
         None => Ok(None),
     }
 }

@@ -61,9 +61,10 @@ fn word<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
 }
 
 impl<'a> IdBlock<'a> {
-    /// Reads a block's layout: its count in range, its ids' ends never decreasing, the last one
-    /// where the bytes end. That much is what a lookup needs; [`IdBlock::entries`] checks the
-    /// rest (UTF-8 ids in strictly increasing order) for the readers that take the ids out.
+    /// Reads a block's layout: its count in range, its entries all there, its last id ending
+    /// where the bytes end. Each id's bounds are checked when it is read (a lookup reads a few
+    /// of them, by binary search); [`IdBlock::entries`] checks the rest (UTF-8 ids in strictly
+    /// increasing order) for the readers that take the ids out.
     pub(crate) fn parse(bytes: &'a [u8]) -> Result<IdBlock<'a>> {
         let (count, rest) = bytes
             .split_first_chunk::<COUNT_LEN>()
@@ -83,20 +84,11 @@ impl<'a> IdBlock<'a> {
             ids,
             count,
         };
-        let mut start = 0;
-        for i in 0..count {
-            let end = block.id_end(i);
-            if end < start || end > ids.len() {
-                return Err(malformed(&format!(
-                    "id {i} ends at {end}, outside its bytes"
-                )));
-            }
-            start = end;
-        }
-        if start != ids.len() {
+        let end = block.id_end(count - 1);
+        if end != ids.len() {
             return Err(malformed(&format!(
-                "{} bytes after its last id",
-                ids.len() - start
+                "its last id ends at {end}, its ids take {} bytes",
+                ids.len()
             )));
         }
         Ok(block)
@@ -106,13 +98,19 @@ impl<'a> IdBlock<'a> {
         u32::from_le_bytes(word(self.entries, i * ENTRY_LEN)) as usize
     }
 
-    fn id_bytes(&self, i: usize) -> &'a [u8] {
+    fn id_bytes(&self, i: usize) -> Result<&'a [u8]> {
         let start = i.checked_sub(1).map_or(0, |p| self.id_end(p));
-        self.ids.get(start..self.id_end(i)).unwrap_or_default()
+        let end = self.id_end(i);
+        self.ids.get(start..end).ok_or_else(|| {
+            malformed(&format!(
+                "id {i} spans bytes {start}..{end} of {}",
+                self.ids.len()
+            ))
+        })
     }
 
     fn id(&self, i: usize) -> Result<&'a str> {
-        std::str::from_utf8(self.id_bytes(i))
+        std::str::from_utf8(self.id_bytes(i)?)
             .map_err(|_| malformed(&format!("id {i} is not UTF-8")))
     }
 
@@ -129,17 +127,17 @@ impl<'a> IdBlock<'a> {
 
     /// The location of `id`, if the block holds it (a binary search over the ids' bytes, which
     /// sort as `str`s do).
-    pub(crate) fn find(&self, id: &str) -> Option<Located> {
+    pub(crate) fn find(&self, id: &str) -> Result<Option<Located>> {
         let (mut low, mut high) = (0, self.count);
         while low < high {
             let mid = low + (high - low) / 2;
-            match self.id_bytes(mid).cmp(id.as_bytes()) {
+            match self.id_bytes(mid)?.cmp(id.as_bytes()) {
                 Ordering::Less => low = mid + 1,
                 Ordering::Greater => high = mid,
-                Ordering::Equal => return Some(self.located(mid)),
+                Ordering::Equal => return Ok(Some(self.located(mid))),
             }
         }
-        None
+        Ok(None)
     }
 
     /// Every id with its location, in order, checked: each id UTF-8, each after the one
@@ -261,10 +259,10 @@ mod tests {
         assert_eq!(block.entries().expect("entries"), entries);
         assert_eq!(block.last_id().expect("last"), "é");
         for (id, at) in &entries {
-            assert_eq!(block.find(id), Some(*at), "{id:?}");
+            assert_eq!(block.find(id).expect("find"), Some(*at), "{id:?}");
         }
         for absent in ["0", "ab", "abcd", "c", "ê"] {
-            assert_eq!(block.find(absent), None, "{absent}");
+            assert_eq!(block.find(absent).expect("find"), None, "{absent}");
         }
     }
 
@@ -276,10 +274,13 @@ mod tests {
             (vec![], "shorter than its count"),
             (vec![0, 0], "0 ids"),
             (vec![65, 0], "65 ids"),
-            (good[..good.len() - 1].to_vec(), "outside its bytes"),
+            (
+                good[..good.len() - 1].to_vec(),
+                "its last id ends at 2, its ids take 1 bytes",
+            ),
             (
                 [good.as_slice(), b"x"].concat(),
-                "1 bytes after its last id",
+                "its last id ends at 2, its ids take 3 bytes",
             ),
             (
                 good[..COUNT_LEN + ENTRY_LEN].to_vec(),
@@ -290,6 +291,16 @@ mod tests {
         let ids_at = unordered.len() - 2;
         unordered[ids_at..].copy_from_slice(b"ba");
         cases.push((unordered, "id 1 does not sort after id 0"));
+        let mut past_the_end = good.clone();
+        past_the_end[COUNT_LEN] = 5; // id 0's end, past the ids' 2 bytes
+        cases.push((past_the_end.clone(), "id 0 spans bytes 0..5 of 2"));
+        let block = IdBlock::parse(&past_the_end).expect("the layout holds");
+        // The search's first probe, id 1, starts where id 0 ends.
+        let err = block.find("a").expect_err("a lookup reads ids 1 and 0");
+        assert!(
+            err.to_string().contains("id 1 spans bytes 5..2 of 2"),
+            "{err}"
+        );
         let mut not_utf8 = good.clone();
         not_utf8[ids_at] = 0xff;
         cases.push((not_utf8, "id 0 is not UTF-8"));
