@@ -110,9 +110,12 @@ fn append_blocks<'a>(
     // stream's versions grow with position). A sort of the items by their keys' strings cost
     // about 2,300 instructions per event at batches of 1,000; a vector of items per key, as
     // much again in reallocations.
-    let mut slot_of: HashMap<&'a str, usize> = HashMap::new();
-    let mut keys: Vec<(&'a str, usize)> = Vec::new(); // key, items
-    let mut tagged: Vec<(usize, u64, Located)> = Vec::new();
+    // Sized up front: each doubling of a buffer past a few KiB made glibc consolidate the fast
+    // bins that redb's small allocations fill (`malloc_consolidate`).
+    let most = items.size_hint().1.unwrap_or(0);
+    let mut slot_of: HashMap<&'a str, usize> = HashMap::with_capacity(most);
+    let mut keys: Vec<(&'a str, usize)> = Vec::with_capacity(most); // key, items
+    let mut tagged: Vec<(usize, u64, Located)> = Vec::with_capacity(most);
     for (key, number, located) in items {
         let slot = *slot_of.entry(key).or_insert_with(|| {
             keys.push((key, 0));
