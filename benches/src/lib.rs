@@ -57,7 +57,7 @@ pub fn workload_event_with(i: u64, ids: Ids) -> Envelope {
                     a >> 32,
                     (a >> 16) & 0xffff,
                     a & 0xfff,
-                    0x8000 | (b >> 48) & 0x3fff,
+                    0x8000 | ((b >> 48) & 0x3fff),
                     b & 0xffff_ffff_ffff
                 )
             }
@@ -107,11 +107,17 @@ mod tests {
             let dashes: Vec<usize> = id.match_indices('-').map(|(at, _)| at).collect();
             assert_eq!((id.len(), dashes), (36, vec![8, 13, 18, 23]), "{id}");
             assert_eq!(id.as_bytes()[14], b'4', "{id}");
-            assert!(matches!(id.as_bytes()[19], b'8' | b'9' | b'a' | b'b'), "{id}");
+            assert!(
+                matches!(id.as_bytes()[19], b'8' | b'9' | b'a' | b'b'),
+                "{id}"
+            );
         }
         let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
         assert_eq!(distinct.len(), ids.len());
         let ascending = ids.windows(2).filter(|w| w[0] < w[1]).count();
-        assert!((400..600).contains(&ascending), "{ascending} of 999 in order");
+        assert!(
+            (400..600).contains(&ascending),
+            "{ascending} of 999 in order"
+        );
     }
 }

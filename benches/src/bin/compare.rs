@@ -19,8 +19,9 @@
 //! - `--only W,...`: run only these workloads (repeatable).
 //! - `--cell BATCHxPRODUCERS`, `--engines E,...`: only these append cells and engines
 //!   (repeatable; for profiling one engine in one cell).
-//! - `--random-ids`: the append and read workloads' events get UUID v4-shaped ids in no order
-//!   (default: ids that grow with time, `evt-000000000123`).
+//! - `--random-ids`: UUID v4-shaped event ids in no order (default: ids that grow with time,
+//!   `evt-000000000123`), for the append workload and the journal the read and open workloads
+//!   build.
 #![allow(
     clippy::disallowed_methods,
     reason = "a measurement tool reads the wall clock by design"

@@ -121,8 +121,9 @@ pub struct Context {
     /// `--engines a,b`: only these append engines (all when empty); for profiling. Ratios to an
     /// engine left out are not reported.
     pub engines: Vec<engines::Kind>,
-    /// `--random-ids`: the append and read workloads' events get UUID v4-shaped ids in no order
-    /// instead of ids that grow with time.
+    /// `--random-ids`: UUID v4-shaped event ids in no order, instead of ids that grow with time,
+    /// for the append workload's events and the journal the read and open workloads build (the
+    /// open workload's crash child appends its batch with growing ids either way).
     pub ids: crate::Ids,
 }
 
