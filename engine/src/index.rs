@@ -108,9 +108,10 @@ fn append_blocks<'a>(
     // slot, stably: keys are grouped without comparing their strings item by item (an unstable
     // sort by slot and position cost 20 times the stable one, which takes the items' runs of
     // equal slots as they come). The items come in position order (`Index::apply` asserts it
-    // in debug builds), so each key's items do too, which is their number order as well (a stream's versions grow
-    // with position); each group is checked for it below. Buffers sized up front: each
-    // doubling of one made glibc consolidate the fast bins redb's small allocations fill.
+    // in debug builds), so each key's items do too, which is their number order as well (a
+    // stream's versions grow with position); each group is checked for it below. Buffers sized
+    // up front: each doubling of one made glibc consolidate the fast bins redb's small
+    // allocations fill.
     let most = items.size_hint().1.unwrap_or(0);
     let mut slot_of: HashMap<&'a str, usize> = HashMap::with_capacity(most);
     let mut keys: Vec<&'a str> = Vec::with_capacity(most);
@@ -996,7 +997,10 @@ mod tests {
         /// each id once.
         #[test]
         fn every_id_is_found_whatever_its_order_and_the_batches(
-            ids in proptest::collection::hash_set("[a-f0-9]{1,3}|evt-[0-9]{1,4}|[é0z]{1,3}", 1..400),
+            ids in proptest::collection::hash_set(
+                "[a-f0-9]{1,3}|evt-[0-9]{1,4}|[é0z]{1,3}",
+                1..400,
+            ),
             cuts in proptest::collection::vec(1usize..150, 1..8),
         ) {
             let (_dir, index) = open();
@@ -1019,7 +1023,8 @@ mod tests {
                 for absent in ["g", "evt-", "evt-99999", "zzzz", "é0é0"] {
                     proptest::prop_assert_eq!(view.event(absent).expect("lookup"), None);
                 }
-                proptest::prop_assert_eq!(index.counts().expect("counts").event_ids, applied as u64);
+                let counted = index.counts().expect("counts").event_ids;
+                proptest::prop_assert_eq!(counted, applied as u64);
                 if applied == all.len() {
                     break;
                 }
@@ -1075,7 +1080,8 @@ mod tests {
             for name in NAMES {
                 let key = format!("session:{name}");
                 let expected = of(&|e| e.stream_key == key);
-                proptest::prop_assert_eq!(index.stream_head(&key).expect("head"), expected.len() as u64);
+                let head = index.stream_head(&key).expect("head");
+                proptest::prop_assert_eq!(head, expected.len() as u64);
                 proptest::prop_assert_eq!(
                     index.stream_positions(&key, 1, usize::MAX).expect("stream"),
                     expected
