@@ -25,7 +25,6 @@
 
 use std::cell::OnceCell;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -99,58 +98,11 @@ enum Numbered {
 /// One entry for a blocked table: key, number (see [`Numbered`]), location.
 type Keyed<'a> = (&'a str, u64, Located);
 
-/// What an apply knows of a key's last block: the (position, number) of its last entry and,
-/// while the block has room, its first number and bytes.
-#[derive(Clone, Debug)]
-struct LastBlock {
-    last: (u64, u64),
-    open: Option<(u64, Vec<u8>)>,
-}
-
-/// The most keys whose last block [`LastBlocks`] keeps per table: about 1.5 MiB of block bytes
-/// at most (a block with room holds under 1,536 bytes).
-const LAST_BLOCKS_MAX: usize = 1024;
-
-/// The blocked tables (streams, tasks, runs), each with its own [`LastBlocks`] entries.
-const BLOCKED_TABLES: usize = 3;
-
-/// The last blocks of the keys the latest applies wrote, per blocked table, so that the next
-/// apply extends a key's block without finding it with a redb range (two B-tree descents) and
-/// reading it back. At full speed the indexer applies about one commit at a time, and 1,000
-/// events of the benchmark's workload touch about 900 keys.
-///
-/// Invariant: an entry is what the index holds for its key. An apply takes the entries of the
-/// keys it touches out before it writes, and puts what it wrote back only after its
-/// transaction committed; `clear` empties it. At most [`LAST_BLOCKS_MAX`] keys per table: past
-/// that, the table's entries are dropped (a key without one is read from redb).
-#[derive(Debug, Default)]
-struct LastBlocks {
-    tables: [HashMap<String, LastBlock>; BLOCKED_TABLES],
-}
-
-impl LastBlocks {
-    /// Keeps what an apply's committed transaction wrote.
-    fn learn(&mut self, learned: [Vec<(String, LastBlock)>; BLOCKED_TABLES]) {
-        for (table, learned) in self.tables.iter_mut().zip(learned) {
-            if table.len() + learned.len() > LAST_BLOCKS_MAX {
-                table.clear();
-            }
-            table.extend(learned);
-        }
-    }
-}
-
 /// Adds `items` to the blocks of `table`, filling each key's last block first.
-///
-/// A key's last block comes from `known` when there (taken out of it), else from `table`; what
-/// the apply leaves as each key's last block goes into `learned`, up to [`LAST_BLOCKS_MAX`]
-/// keys, for the caller to keep once the transaction committed.
 fn append_blocks<'a>(
     table: &mut Table<(&str, u64), &[u8]>,
     items: impl Iterator<Item = Keyed<'a>>,
     numbered: Numbered,
-    known: &mut HashMap<String, LastBlock>,
-    learned: &mut Vec<(String, LastBlock)>,
 ) -> Result<()> {
     // Each item tagged with its key's slot (keys numbered as they first appear) and sorted by
     // slot, stably: keys are grouped without comparing their strings item by item (an unstable
@@ -198,38 +150,22 @@ fn append_blocks<'a>(
     // Key order: neighbouring keys' blocks sit on the same B-tree pages.
     groups.sort_unstable_by_key(|g| g.0);
     for (key, group) in groups {
-        let last = append_key(
-            table,
-            key,
-            group.iter().map(|t| (t.1, t.2)),
-            numbered,
-            known.remove(key),
-        )?;
-        if let Some(last) = last {
-            if learned.len() < LAST_BLOCKS_MAX {
-                learned.push((key.to_owned(), last));
-            }
-        }
+        append_key(table, key, group.iter().map(|t| (t.1, t.2)), numbered)?;
     }
     Ok(())
 }
 
-/// Adds one key's entries (in number order) after its last block's, which is `known` or read
-/// from `table`, and returns what is then the key's last block.
+/// Adds one key's entries (in number order) after its last block's.
 fn append_key(
     table: &mut Table<(&str, u64), &[u8]>,
     key: &str,
     group: impl Iterator<Item = (u64, Located)>,
     numbered: Numbered,
-    known: Option<LastBlock>,
-) -> Result<Option<LastBlock>> {
+) -> Result<()> {
     // The block being filled: its first number, its bytes, whether it changed.
     let mut open: Option<(u64, Vec<u8>, bool)> = None;
     let mut last: Option<(u64, u64)> = None; // (position, number) of the key's last entry
-    if let Some(known) = known {
-        last = Some(known.last);
-        open = known.open.map(|(first, bytes)| (first, bytes, false));
-    } else if let Some(item) = table.range((key, 0)..=(key, u64::MAX))?.next_back() {
+    if let Some(item) = table.range((key, 0)..=(key, u64::MAX))?.next_back() {
         let (k, v) = item?;
         let first = k.value().1;
         let bytes = v.value().to_vec();
@@ -275,16 +211,10 @@ fn append_key(
             }
         }
     }
-    let open = match open {
-        Some((first, bytes, changed)) => {
-            if changed {
-                table.insert((key, first), bytes.as_slice())?;
-            }
-            (bytes.len() < BLOCK_EVENTS * BLOCK_ENTRY_LEN).then_some((first, bytes))
-        }
-        None => None,
-    };
-    Ok(last.map(|last| LastBlock { last, open }))
+    if let Some((first, bytes, true)) = open {
+        table.insert((key, first), bytes.as_slice())?;
+    }
+    Ok(())
 }
 
 /// The block of `key` that holds `number` (or would: the last one starting at or before it).
@@ -404,9 +334,6 @@ pub(crate) struct IndexCounts {
 #[derive(Debug)]
 pub(crate) struct Index {
     db: Database,
-    /// Locked for the whole of an apply (applies are one at a time in redb anyway) and by
-    /// `clear`.
-    last_blocks: Mutex<LastBlocks>,
 }
 
 fn located(v: Located) -> (Position, SegmentId, u64) {
@@ -436,10 +363,7 @@ impl Index {
 
     fn try_open(path: &Path) -> Result<Index> {
         let db = Database::builder().create(path)?;
-        let index = Index {
-            db,
-            last_blocks: Mutex::new(LastBlocks::default()),
-        };
+        let index = Index { db };
         // Opening an index that is already set up writes nothing, so a read-only command
         // leaves the journal directory byte-for-byte unchanged.
         let layout = {
@@ -512,7 +436,6 @@ impl Index {
 
     /// Removes every entry (before a rebuild from the log).
     pub(crate) fn clear(&self) -> Result<()> {
-        *self.last_blocks() = LastBlocks::default();
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         txn.delete_table(EVENT_IDS)?;
@@ -556,8 +479,6 @@ impl Index {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut last_blocks = self.last_blocks();
-        let mut learned: [Vec<(String, LastBlock)>; BLOCKED_TABLES] = Default::default();
         let mut txn = self.db.begin_write()?;
         txn.set_durability(if durable {
             Durability::Immediate
@@ -582,30 +503,19 @@ impl Index {
                 ids.insert(e.event_id.as_str(), (e.position.0, e.segment.0, e.offset))?;
             }
             let here = |e: &IndexEntry| (e.position.0, e.segment.0, e.offset);
-            let [known_streams, known_tasks, known_runs] = &mut last_blocks.tables;
-            let [learned_streams, learned_tasks, learned_runs] = &mut learned;
             append_blocks(
                 &mut streams,
                 entries
                     .iter()
                     .map(|e| (e.stream_key.as_str(), e.stream_version, here(e))),
                 Numbered::Version,
-                known_streams,
-                learned_streams,
             )?;
-            for (table, pick, known, learned) in [
+            for (table, pick) in [
                 (
                     &mut tasks,
                     (|e: &IndexEntry| e.task.as_deref()) as fn(&IndexEntry) -> Option<&str>,
-                    known_tasks,
-                    learned_tasks,
                 ),
-                (
-                    &mut runs,
-                    |e: &IndexEntry| e.run.as_deref(),
-                    known_runs,
-                    learned_runs,
-                ),
+                (&mut runs, |e: &IndexEntry| e.run.as_deref()),
             ] {
                 append_blocks(
                     table,
@@ -613,8 +523,6 @@ impl Index {
                         .iter()
                         .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e)))),
                     Numbered::Position,
-                    known,
-                    learned,
                 )?;
             }
             for e in entries {
@@ -635,16 +543,7 @@ impl Index {
                 .insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
         }
         txn.commit()?;
-        last_blocks.learn(learned);
         Ok(())
-    }
-
-    /// The last blocks the latest applies wrote. A panic while they were locked left them
-    /// holding only what the index holds (see [`LastBlocks`]), so they stay usable.
-    fn last_blocks(&self) -> MutexGuard<'_, LastBlocks> {
-        self.last_blocks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Makes everything applied so far durable.
@@ -1215,14 +1114,8 @@ mod tests {
                 ("task-b", 6, (6, 0, 60)),
                 ("task-a", 4, (4, 0, 40)),
             ];
-            let err = append_blocks(
-                &mut tasks,
-                items.into_iter(),
-                Numbered::Position,
-                &mut HashMap::new(),
-                &mut Vec::new(),
-            )
-            .expect_err("task-a's 4 after its 5");
+            let err = append_blocks(&mut tasks, items.into_iter(), Numbered::Position)
+                .expect_err("task-a's 4 after its 5");
             assert!(
                 err.to_string()
                     .contains("the entries of task-a are not in position order: [5, 4]"),
@@ -1230,87 +1123,6 @@ mod tests {
             );
         }
         txn.abort().expect("abort");
-    }
-
-    /// Every stream's, task's and run's events of `all` are found, in order, and `checker`
-    /// finds nothing missing.
-    fn assert_all_found(index: &Index, all: &[IndexEntry]) {
-        let mut streams: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
-        let mut tasks: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
-        for e in all {
-            streams
-                .entry(&e.stream_key)
-                .or_default()
-                .push(at(e.position.0));
-            if let Some(task) = &e.task {
-                tasks.entry(task).or_default().push(at(e.position.0));
-            }
-        }
-        for (key, expected) in streams {
-            let found = index.stream_positions(key, 1, usize::MAX).expect("stream");
-            assert_eq!(found, expected, "{key}");
-        }
-        for (task, expected) in tasks {
-            let found = index
-                .positions_by(By::Task, task, Position(1), usize::MAX)
-                .expect("task");
-            assert_eq!(found, expected, "{task}");
-        }
-        let checker = index.checker().expect("checker");
-        for e in all {
-            assert!(checker.missing(e).expect("check").is_empty(), "{e:?}");
-        }
-    }
-
-    #[test]
-    fn a_failed_apply_leaves_the_next_one_to_extend_the_blocks_the_index_holds() {
-        let (_dir, index) = open();
-        let all = entries(1, 400);
-        index
-            .apply(&all[..150], ChainHash::GENESIS, false)
-            .expect("apply");
-        // Streams are written in key order, before tasks and runs: this apply fills s0's first
-        // block (50 → 64 events) and starts its second, does as much for s1, then fails at
-        // s2, and its transaction is aborted.
-        let mut broken = all[150..250].to_vec();
-        assert_eq!(broken[97].stream_key, "session:s2");
-        broken[97].stream_version += 1; // a gap in s2
-        index
-            .apply(&broken, ChainHash::GENESIS, false)
-            .expect_err("a gap");
-        index
-            .apply(&all[150..], ChainHash::GENESIS, false)
-            .expect("apply");
-        assert_all_found(&index, &all);
-    }
-
-    #[test]
-    fn a_cleared_index_is_filled_again_from_nothing() {
-        let (_dir, index) = open();
-        let all = entries(1, 200);
-        index.apply(&all, ChainHash::GENESIS, false).expect("apply");
-        index.clear().expect("clear");
-        index
-            .apply(&all[..120], ChainHash::GENESIS, false)
-            .expect("again");
-        assert_all_found(&index, &all[..120]);
-        assert_eq!(index.counts().expect("counts").streams, 120);
-    }
-
-    #[test]
-    fn more_keys_than_the_last_blocks_keep_are_read_from_the_index() {
-        let (_dir, index) = open();
-        let keys = LAST_BLOCKS_MAX as u64 + 300;
-        let mut all = entries(1, 3 * keys);
-        for e in &mut all {
-            e.task = Some(format!("task-{:05}", e.position.0 % keys));
-        }
-        for chunk in all.chunks(keys as usize / 2) {
-            index
-                .apply(chunk, ChainHash::GENESIS, false)
-                .expect("apply");
-        }
-        assert_all_found(&index, &all);
     }
 
     #[test]
