@@ -1125,6 +1125,71 @@ mod tests {
         txn.abort().expect("abort");
     }
 
+    /// Every stream's, task's and run's events of `all` are found, in order, and `checker`
+    /// finds nothing missing.
+    fn assert_all_found(index: &Index, all: &[IndexEntry]) {
+        let mut streams: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
+        let mut tasks: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
+        for e in all {
+            streams
+                .entry(&e.stream_key)
+                .or_default()
+                .push(at(e.position.0));
+            if let Some(task) = &e.task {
+                tasks.entry(task).or_default().push(at(e.position.0));
+            }
+        }
+        for (key, expected) in streams {
+            let found = index.stream_positions(key, 1, usize::MAX).expect("stream");
+            assert_eq!(found, expected, "{key}");
+        }
+        for (task, expected) in tasks {
+            let found = index
+                .positions_by(By::Task, task, Position(1), usize::MAX)
+                .expect("task");
+            assert_eq!(found, expected, "{task}");
+        }
+        let checker = index.checker().expect("checker");
+        for e in all {
+            assert!(checker.missing(e).expect("check").is_empty(), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_apply_leaves_nothing_behind_for_the_next_one() {
+        let (_dir, index) = open();
+        let all = entries(1, 400);
+        index
+            .apply(&all[..150], ChainHash::GENESIS, false)
+            .expect("apply");
+        // Streams are written in key order, before tasks and runs: this apply fills s0's first
+        // block (50 → 64 events) and starts its second, does as much for s1, then fails at
+        // s2, and its transaction is aborted.
+        let mut broken = all[150..250].to_vec();
+        assert_eq!(broken[97].stream_key, "session:s2");
+        broken[97].stream_version += 1; // a gap in s2
+        index
+            .apply(&broken, ChainHash::GENESIS, false)
+            .expect_err("a gap");
+        index
+            .apply(&all[150..], ChainHash::GENESIS, false)
+            .expect("apply");
+        assert_all_found(&index, &all);
+    }
+
+    #[test]
+    fn a_cleared_index_is_filled_again_from_nothing() {
+        let (_dir, index) = open();
+        let all = entries(1, 200);
+        index.apply(&all, ChainHash::GENESIS, false).expect("apply");
+        index.clear().expect("clear");
+        index
+            .apply(&all[..120], ChainHash::GENESIS, false)
+            .expect("again");
+        assert_all_found(&index, &all[..120]);
+        assert_eq!(index.counts().expect("counts").streams, 120);
+    }
+
     #[test]
     fn a_repeated_id_is_found_at_its_last_event() {
         // The writer never appends an id twice; a log that holds one twice (written by other
