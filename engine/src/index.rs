@@ -1125,8 +1125,8 @@ mod tests {
         txn.abort().expect("abort");
     }
 
-    /// Every stream's, task's and run's events of `all` are found, in order, and `checker`
-    /// finds nothing missing.
+    /// Every stream's and task's events of `all` are found, in order, and `checker` finds
+    /// nothing of any event missing (its id, stream version, task and run).
     fn assert_all_found(index: &Index, all: &[IndexEntry]) {
         let mut streams: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
         let mut tasks: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
