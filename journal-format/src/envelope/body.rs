@@ -697,6 +697,39 @@ mod tests {
         }
 
         #[test]
+        fn reads_a_body_in_any_order_the_leading_rule_allows(
+            envelope in arb_envelope(),
+            order in any::<prop::sample::Index>(),
+            reverse in any::<bool>(),
+        ) {
+            // The encoder writes fields in declaration order; another writer may put the
+            // fields after the leading ones in any order, its unknown keys among them.
+            let Value::Object(object) = serde_json::to_value(&envelope).expect("to JSON") else {
+                unreachable!("an envelope is a JSON object")
+            };
+            let (mut leading, mut rest): (Vec<_>, Vec<_>) =
+                object.into_iter().partition(|(key, _)| super::is_leading(key.as_bytes()));
+            leading.reverse();
+            if reverse {
+                rest.reverse();
+            }
+            if !rest.is_empty() {
+                let by = order.index(rest.len());
+                rest.rotate_left(by);
+            }
+            let map: Vec<(String, Value)> = leading.into_iter().chain(rest).collect();
+            let len = u16::try_from(map.len()).expect("fewer than 2^16 fields");
+            let mut body = vec![0xde]; // map16
+            body.extend(len.to_be_bytes());
+            for (key, value) in &map {
+                body.extend(rmp_serde::to_vec(key).expect("encode"));
+                body.extend(rmp_serde::to_vec(value).expect("encode"));
+            }
+            prop_assert_eq!(super::decode(&body).expect("decode"), envelope);
+            agree(&body)?;
+        }
+
+        #[test]
         fn decoding_into_a_used_envelope_gives_what_a_fresh_one_would(
             envelopes in prop::collection::vec(arb_envelope(), 1..6),
             damaged in any::<prop::sample::Index>(),
