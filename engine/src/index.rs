@@ -25,6 +25,7 @@
 
 use std::cell::OnceCell;
 use std::path::Path;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -257,7 +258,8 @@ pub enum By {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IndexEntry {
     pub position: Position,
-    pub event_id: String,
+    /// Shared with the writer's idempotency maps.
+    pub event_id: Arc<str>,
     pub stream_key: String,
     pub stream_version: u64,
     pub task: Option<String>,
@@ -500,7 +502,7 @@ impl Index {
             let mut by_id: Vec<&IndexEntry> = entries.iter().collect();
             by_id.sort_by(|a, b| a.event_id.cmp(&b.event_id));
             for e in by_id {
-                ids.insert(e.event_id.as_str(), (e.position.0, e.segment.0, e.offset))?;
+                ids.insert(&*e.event_id, (e.position.0, e.segment.0, e.offset))?;
             }
             let here = |e: &IndexEntry| (e.position.0, e.segment.0, e.offset);
             append_blocks(
@@ -737,7 +739,7 @@ impl IndexChecker {
     pub(crate) fn missing(&self, e: &IndexEntry) -> Result<Vec<&'static str>> {
         let mut missing = Vec::new();
         let here = (e.position.0, e.segment.0, e.offset);
-        if self.ids.get(e.event_id.as_str())?.map(|v| v.value()) != Some(here) {
+        if self.ids.get(&*e.event_id)?.map(|v| v.value()) != Some(here) {
             missing.push("event id");
         }
         let in_stream = match block_at(&self.streams, &e.stream_key, e.stream_version)? {
@@ -788,7 +790,7 @@ mod tests {
         (from..=to)
             .map(|p| IndexEntry {
                 position: Position(p),
-                event_id: format!("evt-{p:06}"),
+                event_id: format!("evt-{p:06}").into(),
                 stream_key: format!("session:s{}", p % 3),
                 stream_version: p.div_ceil(3),
                 task: (p % 2 == 0).then(|| format!("task-{}", p % 4)),
@@ -1007,7 +1009,7 @@ mod tests {
             let ids: Vec<String> = ids.into_iter().collect(); // the hash set's order: random
             let mut all = entries(1, ids.len() as u64);
             for (e, id) in all.iter_mut().zip(&ids) {
-                e.event_id = id.clone();
+                e.event_id = id.as_str().into();
             }
             let mut applied = 0;
             for cut in cuts.iter().cycle() {
@@ -1055,7 +1057,7 @@ mod tests {
                 *version += 1;
                 all.push(IndexEntry {
                     position: Position(p),
-                    event_id: format!("evt-{p:06}"),
+                    event_id: format!("evt-{p:06}").into(),
                     stream_key,
                     stream_version: *version,
                     task: task.map(|t| format!("task-{t}")),
@@ -1197,7 +1199,7 @@ mod tests {
         let (_dir, index) = open();
         let mut batch = entries(1, 400);
         for e in &mut batch {
-            e.event_id = format!("evt-{:03}", e.position.0 % 40);
+            e.event_id = format!("evt-{:03}", e.position.0 % 40).into();
         }
         index
             .apply(&batch, ChainHash::GENESIS, false)

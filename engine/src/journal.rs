@@ -539,7 +539,7 @@ impl Journal {
                 Cow::Owned(given) => {
                     let event = given.get_mut(i).ok_or_else(missing)?;
                     (
-                        std::mem::take(&mut event.event_id),
+                        Arc::from(std::mem::take(&mut event.event_id)),
                         event.task_id.take(),
                         event.run_id.take(),
                     )
@@ -547,7 +547,7 @@ impl Journal {
                 Cow::Borrowed(lent) => {
                     let event = lent.get(i).ok_or_else(missing)?;
                     (
-                        event.event_id.clone(),
+                        Arc::from(event.event_id.as_str()),
                         event.task_id.clone(),
                         event.run_id.clone(),
                     )
@@ -564,7 +564,7 @@ impl Journal {
         }
         let sizes: Vec<(&str, u64)> = prepared
             .iter()
-            .map(|e| (e.event_id.as_str(), e.body.len() as u64))
+            .map(|e| (&*e.event_id, e.body.len() as u64))
             .collect();
         limits.check_sizes(&sizes)?;
         if options.expected_stream_version.is_some() {
@@ -1087,7 +1087,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
         last = raw.header.hash;
         chunk.push(IndexEntry {
             position,
-            event_id: event_id.to_string(),
+            event_id: Arc::from(event_id),
             stream_key: ids.stream_key(),
             stream_version: raw.header.meta.stream_version,
             task: ids.task_id.map(str::to_string),
@@ -1116,7 +1116,7 @@ pub(crate) fn index_entry(
     let e = &event.envelope;
     IndexEntry {
         position: event.position,
-        event_id: e.event_id.clone(),
+        event_id: Arc::from(e.event_id.as_str()),
         stream_key: e.stream_key(),
         stream_version: event.stream_version,
         task: e.task_id.clone(),

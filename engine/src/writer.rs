@@ -99,7 +99,8 @@ fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::O
 pub(crate) struct PreparedEvent {
     /// Where its body lies in its request's `bodies`.
     pub body: std::ops::Range<usize>,
-    pub event_id: String,
+    /// Shared, not copied, by the idempotency maps and the index entry.
+    pub event_id: Arc<str>,
     /// The journal generated the id, so it cannot be a duplicate.
     pub id_assigned: bool,
     pub stream_key: String,
@@ -217,8 +218,8 @@ pub(crate) struct Writer {
     pub streams: HashMap<String, u64>,
     /// Events committed but perhaps not yet in `view`, by event id, and their ids in position
     /// order for pruning.
-    pub recent: HashMap<String, Committed>,
-    pub recent_order: VecDeque<(Position, String)>,
+    pub recent: HashMap<Arc<str>, Committed>,
+    pub recent_order: VecDeque<(Position, Arc<str>)>,
     /// A read view of the index, renewed when the indexer has moved on.
     pub view: Option<IndexReader>,
     pub last_recorded_ns: i64,
@@ -269,7 +270,7 @@ pub(crate) struct Staged {
     entries: Vec<IndexEntry>,
     sparse: Vec<FooterEntry>,
     replies: Vec<(Reply, Vec<Appended>)>,
-    ids: HashMap<String, Committed>,
+    ids: HashMap<Arc<str>, Committed>,
     streams: HashMap<String, u64>,
     next_position: Position,
     prev_hash: ChainHash,
@@ -295,7 +296,7 @@ fn unstage(staged: &mut Staged, mark: Mark) {
     // The ids staged by this request are those of its entries (an id staged before it would
     // have been answered as a duplicate): every one goes.
     for entry in staged.entries.drain(mark.entries..) {
-        staged.ids.remove(entry.event_id.as_str());
+        staged.ids.remove(&*entry.event_id);
     }
 }
 
@@ -677,7 +678,7 @@ impl Writer {
                 out.push(None);
                 continue;
             }
-            let id = event.event_id.as_str();
+            let id = &*event.event_id;
             if let Some(committed) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
                 out.push(Some(committed.answer(id, true)));
                 continue;
@@ -726,7 +727,7 @@ impl Writer {
                     answers.push(Some(a));
                 }
                 None => {
-                    if let Some(first) = within.get(event.event_id.as_str()) {
+                    if let Some(first) = within.get(&*event.event_id) {
                         // A repeated id inside one batch: stored once, answered like a duplicate.
                         answers.push(None);
                         new.push((i, Some(*first)));
@@ -862,14 +863,14 @@ impl Writer {
             }
             staged.prev_hash = hash;
             staged.next_position = position.next();
-            let event_id = std::mem::take(&mut event.event_id);
+            let event_id = Arc::clone(&event.event_id);
             let committed = Committed {
                 position,
                 hash,
                 stream_version: version,
                 recorded_at_ns: now,
             };
-            staged.ids.insert(event_id.clone(), committed);
+            staged.ids.insert(Arc::clone(&event_id), committed);
             if let Some(slot) = answers.get_mut(*i) {
                 *slot = Some(committed.answer(&event_id, false));
             }
@@ -964,7 +965,7 @@ impl Writer {
         });
         for (id, committed) in staged.ids.drain() {
             self.recent_order
-                .push_back((committed.position, id.clone()));
+                .push_back((committed.position, Arc::clone(&id)));
             self.recent.insert(id, committed);
         }
         for (key, version) in staged.streams.drain() {
