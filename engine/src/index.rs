@@ -25,7 +25,6 @@
 
 use std::cell::OnceCell;
 use std::path::Path;
-use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -37,6 +36,7 @@ use redb::{
 
 use crate::error::{Error, Result};
 use crate::log::SPARSE_INTERVAL_BYTES;
+use crate::strings::{Span, Strings};
 
 /// (position, segment, offset).
 type Located = (u64, u64, u64);
@@ -254,20 +254,111 @@ pub enum By {
     Run,
 }
 
-/// What the index records about one event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct IndexEntry {
+/// What the index records about one event, its ids borrowed (from an [`IndexBatch`], a
+/// body or an envelope).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IndexEntry<'a> {
     pub position: Position,
-    /// Shared with the writer's idempotency maps.
-    pub event_id: Arc<str>,
-    pub stream_key: String,
+    pub event_id: &'a str,
+    pub stream_key: &'a str,
     pub stream_version: u64,
-    pub task: Option<String>,
-    pub run: Option<String>,
+    pub task: Option<&'a str>,
+    pub run: Option<&'a str>,
     pub segment: SegmentId,
     pub offset: u64,
     /// Where the frame ends.
     pub end_offset: u64,
+}
+
+/// Index entries that own their ids, all of them in one buffer: what the writer hands the
+/// indexer after a commit, and what a catch-up from the log gathers.
+#[derive(Debug, Default)]
+pub(crate) struct IndexBatch {
+    ids: Strings,
+    entries: Vec<Spans>,
+}
+
+/// An entry of an [`IndexBatch`], its ids as spans of the batch's strings.
+#[derive(Clone, Copy, Debug)]
+struct Spans {
+    position: Position,
+    event_id: Span,
+    stream_key: Span,
+    stream_version: u64,
+    task: Option<Span>,
+    run: Option<Span>,
+    segment: SegmentId,
+    offset: u64,
+    end_offset: u64,
+}
+
+impl IndexBatch {
+    /// Adds `entry`, copying its ids.
+    pub(crate) fn push(&mut self, entry: &IndexEntry<'_>) {
+        let ids = &mut self.ids;
+        let spans = Spans {
+            position: entry.position,
+            event_id: ids.push(entry.event_id),
+            stream_key: ids.push(entry.stream_key),
+            stream_version: entry.stream_version,
+            task: entry.task.map(|id| ids.push(id)),
+            run: entry.run.map(|id| ids.push(id)),
+            segment: entry.segment,
+            offset: entry.offset,
+            end_offset: entry.end_offset,
+        };
+        self.entries.push(spans);
+    }
+
+    /// Room for `entries` more entries of `bytes` of ids in all.
+    pub(crate) fn reserve(&mut self, entries: usize, bytes: usize) {
+        self.entries.reserve(entries);
+        self.ids.reserve(bytes);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Entry `i`.
+    pub(crate) fn get(&self, i: usize) -> Option<IndexEntry<'_>> {
+        self.entries.get(i).map(|spans| self.entry(spans))
+    }
+
+    /// The entries in the order they were pushed.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = IndexEntry<'_>> {
+        self.entries.iter().map(|spans| self.entry(spans))
+    }
+
+    /// Keeps the first `len` entries (and their ids) only.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if let Some(first_gone) = self.entries.get(len) {
+            // An entry's ids are pushed after those of the entries before it, its event id
+            // first.
+            self.ids.truncate(first_gone.event_id.start());
+            self.entries.truncate(len);
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.ids.clear();
+        self.entries.clear();
+    }
+
+    fn entry(&self, spans: &Spans) -> IndexEntry<'_> {
+        let ids = &self.ids;
+        IndexEntry {
+            position: spans.position,
+            event_id: ids.get(spans.event_id),
+            stream_key: ids.get(spans.stream_key),
+            stream_version: spans.stream_version,
+            task: spans.task.map(|id| ids.get(id)),
+            run: spans.run.map(|id| ids.get(id)),
+            segment: spans.segment,
+            offset: spans.offset,
+            end_offset: spans.end_offset,
+        }
+    }
 }
 
 /// The last event the index reflects, and where it is: also the point after which recovery
@@ -460,9 +551,9 @@ impl Index {
     /// Adds `entries` (in position order, continuing from the indexed head) and records the last
     /// one as the head, in one transaction. Non-durable commits are fine: the index is caught up
     /// from the log after a crash.
-    pub(crate) fn apply(
+    pub(crate) fn apply<'a>(
         &self,
-        entries: &[IndexEntry],
+        entries: &[IndexEntry<'a>],
         head_hash: ChainHash,
         durable: bool,
     ) -> Result<()> {
@@ -499,25 +590,25 @@ impl Index {
             // The sort is stable: the log holds each id once (the writer refuses to append an
             // id again), but should it hold one twice, the later event's location is kept, as
             // the insert of a later apply would keep it, every time.
-            let mut by_id: Vec<&IndexEntry> = entries.iter().collect();
-            by_id.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+            let mut by_id: Vec<&IndexEntry<'_>> = entries.iter().collect();
+            by_id.sort_by(|a, b| a.event_id.cmp(b.event_id));
             for e in by_id {
-                ids.insert(&*e.event_id, (e.position.0, e.segment.0, e.offset))?;
+                ids.insert(e.event_id, (e.position.0, e.segment.0, e.offset))?;
             }
-            let here = |e: &IndexEntry| (e.position.0, e.segment.0, e.offset);
+            let here = |e: &IndexEntry<'_>| (e.position.0, e.segment.0, e.offset);
             append_blocks(
                 &mut streams,
                 entries
                     .iter()
-                    .map(|e| (e.stream_key.as_str(), e.stream_version, here(e))),
+                    .map(|e| (e.stream_key, e.stream_version, here(e))),
                 Numbered::Version,
             )?;
             for (table, pick) in [
                 (
                     &mut tasks,
-                    (|e: &IndexEntry| e.task.as_deref()) as fn(&IndexEntry) -> Option<&str>,
+                    (|e: &IndexEntry<'a>| e.task) as fn(&IndexEntry<'a>) -> Option<&'a str>,
                 ),
-                (&mut runs, |e: &IndexEntry| e.run.as_deref()),
+                (&mut runs, |e: &IndexEntry<'a>| e.run),
             ] {
                 append_blocks(
                     table,
@@ -736,13 +827,13 @@ pub(crate) struct IndexChecker {
 
 impl IndexChecker {
     /// The parts of `e` the index lacks or holds differently.
-    pub(crate) fn missing(&self, e: &IndexEntry) -> Result<Vec<&'static str>> {
+    pub(crate) fn missing(&self, e: &IndexEntry<'_>) -> Result<Vec<&'static str>> {
         let mut missing = Vec::new();
         let here = (e.position.0, e.segment.0, e.offset);
-        if self.ids.get(&*e.event_id)?.map(|v| v.value()) != Some(here) {
+        if self.ids.get(e.event_id)?.map(|v| v.value()) != Some(here) {
             missing.push("event id");
         }
-        let in_stream = match block_at(&self.streams, &e.stream_key, e.stream_version)? {
+        let in_stream = match block_at(&self.streams, e.stream_key, e.stream_version)? {
             Some((first, bytes)) => {
                 let mut entries = block_entries(&bytes)?;
                 e.stream_version
@@ -755,7 +846,7 @@ impl IndexChecker {
         if in_stream != Some(here) {
             missing.push("stream version");
         }
-        for (table, id, name) in [(&self.tasks, &e.task, "task"), (&self.runs, &e.run, "run")] {
+        for (table, id, name) in [(&self.tasks, e.task, "task"), (&self.runs, e.run, "run")] {
             if let Some(id) = id {
                 let found = match block_at(table, id, e.position.0)? {
                     Some((_, bytes)) => block_entries(&bytes)?.find(|l| l.0 == e.position.0),
@@ -785,10 +876,45 @@ impl IndexChecker {
 mod tests {
     use super::*;
 
+    /// An index entry that owns its ids, for a test to build and alter.
+    #[derive(Clone, Debug)]
+    struct Owned {
+        position: Position,
+        event_id: String,
+        stream_key: String,
+        stream_version: u64,
+        task: Option<String>,
+        run: Option<String>,
+        segment: SegmentId,
+        offset: u64,
+        end_offset: u64,
+    }
+
+    impl Owned {
+        fn entry(&self) -> IndexEntry<'_> {
+            IndexEntry {
+                position: self.position,
+                event_id: &self.event_id,
+                stream_key: &self.stream_key,
+                stream_version: self.stream_version,
+                task: self.task.as_deref(),
+                run: self.run.as_deref(),
+                segment: self.segment,
+                offset: self.offset,
+                end_offset: self.end_offset,
+            }
+        }
+    }
+
+    /// The entries of `all`, as `Index::apply` takes them.
+    fn borrow(all: &[Owned]) -> Vec<IndexEntry<'_>> {
+        all.iter().map(Owned::entry).collect()
+    }
+
     /// Events 1..=n over three streams, tasks on every other event, one run on every third.
-    fn entries(from: u64, to: u64) -> Vec<IndexEntry> {
+    fn entries(from: u64, to: u64) -> Vec<Owned> {
         (from..=to)
-            .map(|p| IndexEntry {
+            .map(|p| Owned {
                 position: Position(p),
                 event_id: format!("evt-{p:06}").into(),
                 stream_key: format!("session:s{}", p % 3),
@@ -822,7 +948,7 @@ mod tests {
         batch[10].event_id = "zzz-greatest".into();
         batch[20].event_id = "aaa-least".into();
         index
-            .apply(&batch, ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS, false)
             .expect("apply");
         let view = index.reader().expect("reader");
         for e in &batch {
@@ -853,7 +979,7 @@ mod tests {
         later[1].event_id = "zzzz-new".into();
         later[2].event_id = "é-new".into();
         index
-            .apply(&later, ChainHash::GENESIS, false)
+            .apply(&borrow(&later), ChainHash::GENESIS, false)
             .expect("apply");
         let renewed = index.reader().expect("reader");
         for e in &later {
@@ -881,7 +1007,7 @@ mod tests {
         let all = entries(1, 508);
         for chunk in [&all[..1], &all[1..8], &all[8..]] {
             index
-                .apply(chunk, ChainHash::GENESIS, false)
+                .apply(&borrow(chunk), ChainHash::GENESIS, false)
                 .expect("apply");
         }
         // Stream s1 holds positions 1, 4, 7, ... (versions 1, 2, 3, ...): 170 events.
@@ -919,12 +1045,15 @@ mod tests {
         );
         let checker = index.checker().expect("checker");
         for e in &all {
-            assert!(checker.missing(e).expect("check").is_empty(), "{e:?}");
+            assert!(
+                checker.missing(&e.entry()).expect("check").is_empty(),
+                "{e:?}"
+            );
         }
         let mut moved = all[299].clone(); // position 300: a task and the run
         moved.offset += 1;
         assert_eq!(
-            checker.missing(&moved).expect("check"),
+            checker.missing(&moved.entry()).expect("check"),
             vec!["event id", "stream version", "task", "run"]
         );
     }
@@ -933,11 +1062,15 @@ mod tests {
     fn applying_entries_again_changes_nothing() {
         let (_dir, index) = open();
         let all = entries(1, 200);
-        index.apply(&all, ChainHash::GENESIS, false).expect("apply");
         index
-            .apply(&all[150..], ChainHash::GENESIS, false)
+            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .expect("apply");
+        index
+            .apply(&borrow(&all[150..]), ChainHash::GENESIS, false)
             .expect("again");
-        index.apply(&all, ChainHash::GENESIS, false).expect("again");
+        index
+            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .expect("again");
         let counts = index.counts().expect("counts");
         assert_eq!(
             (counts.streams, counts.by_task, counts.by_run),
@@ -945,7 +1078,7 @@ mod tests {
         );
         assert_eq!(index.stream_head("session:s2").expect("head"), 67); // An older range applied again leaves the head where it was.
         index
-            .apply(&all[..100], ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..100]), ChainHash::GENESIS, false)
             .expect("older");
         assert_eq!(index.indexed().expect("head").0, Position(200));
     }
@@ -956,14 +1089,14 @@ mod tests {
         let mut first = entries(1, 1);
         first[0].stream_version = 5;
         let err = index
-            .apply(&first, ChainHash::GENESIS, false)
+            .apply(&borrow(&first), ChainHash::GENESIS, false)
             .expect_err("version 5 first");
         assert!(
             err.to_string().contains("where version 1 comes next"),
             "{err}"
         );
         index
-            .apply(&entries(1, 10), ChainHash::GENESIS, false)
+            .apply(&borrow(&entries(1, 10)), ChainHash::GENESIS, false)
             .expect("apply");
         assert!(index
             .stream_positions("session:s1", 1, 0)
@@ -979,12 +1112,12 @@ mod tests {
     fn a_gap_in_a_streams_versions_is_refused() {
         let (_dir, index) = open();
         index
-            .apply(&entries(1, 3), ChainHash::GENESIS, false)
+            .apply(&borrow(&entries(1, 3)), ChainHash::GENESIS, false)
             .expect("apply");
         let mut next = entries(4, 4);
         next[0].stream_version = 5; // s1 is at version 2: 3 comes next.
         let err = index
-            .apply(&next, ChainHash::GENESIS, false)
+            .apply(&borrow(&next), ChainHash::GENESIS, false)
             .expect_err("a gap");
         assert!(
             err.to_string().contains("stream session:s1: version 5"),
@@ -1014,7 +1147,7 @@ mod tests {
             let mut applied = 0;
             for cut in cuts.iter().cycle() {
                 let end = (applied + cut).min(all.len());
-                index.apply(&all[applied..end], ChainHash::GENESIS, false).expect("apply");
+                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS, false).expect("apply");
                 applied = end;
                 let view = index.reader().expect("reader");
                 for (i, e) in all.iter().enumerate() {
@@ -1055,7 +1188,7 @@ mod tests {
                 let stream_key = format!("session:{}", NAMES[stream]);
                 let version = versions.entry(stream_key.clone()).or_insert(0u64);
                 *version += 1;
-                all.push(IndexEntry {
+                all.push(Owned {
                     position: Position(p),
                     event_id: format!("evt-{p:06}").into(),
                     stream_key,
@@ -1070,13 +1203,13 @@ mod tests {
             let mut applied = 0;
             for cut in cuts.iter().cycle() {
                 let end = (applied + cut).min(all.len());
-                index.apply(&all[applied..end], ChainHash::GENESIS, false).expect("apply");
+                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS, false).expect("apply");
                 applied = end;
                 if applied == all.len() {
                     break;
                 }
             }
-            let of = |pick: &dyn Fn(&IndexEntry) -> bool| -> Vec<_> {
+            let of = |pick: &dyn Fn(&Owned) -> bool| -> Vec<_> {
                 all.iter().filter(|e| pick(e)).map(|e| at(e.position.0)).collect()
             };
             for name in NAMES {
@@ -1129,7 +1262,7 @@ mod tests {
 
     /// Every stream's and task's events of `all` are found, in order, and `checker` finds
     /// nothing of any event missing (its id, stream version, task and run).
-    fn assert_all_found(index: &Index, all: &[IndexEntry]) {
+    fn assert_all_found(index: &Index, all: &[Owned]) {
         let mut streams: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
         let mut tasks: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
         for e in all {
@@ -1153,7 +1286,10 @@ mod tests {
         }
         let checker = index.checker().expect("checker");
         for e in all {
-            assert!(checker.missing(e).expect("check").is_empty(), "{e:?}");
+            assert!(
+                checker.missing(&e.entry()).expect("check").is_empty(),
+                "{e:?}"
+            );
         }
     }
 
@@ -1162,7 +1298,7 @@ mod tests {
         let (_dir, index) = open();
         let all = entries(1, 400);
         index
-            .apply(&all[..150], ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..150]), ChainHash::GENESIS, false)
             .expect("apply");
         // Streams are written in key order, before tasks and runs: this apply fills s0's first
         // block (50 → 64 events) and starts its second, does as much for s1, then fails at
@@ -1171,10 +1307,10 @@ mod tests {
         assert_eq!(broken[97].stream_key, "session:s2");
         broken[97].stream_version += 1; // a gap in s2
         index
-            .apply(&broken, ChainHash::GENESIS, false)
+            .apply(&borrow(&broken), ChainHash::GENESIS, false)
             .expect_err("a gap");
         index
-            .apply(&all[150..], ChainHash::GENESIS, false)
+            .apply(&borrow(&all[150..]), ChainHash::GENESIS, false)
             .expect("apply");
         assert_all_found(&index, &all);
     }
@@ -1183,13 +1319,45 @@ mod tests {
     fn a_cleared_index_is_filled_again_from_nothing() {
         let (_dir, index) = open();
         let all = entries(1, 200);
-        index.apply(&all, ChainHash::GENESIS, false).expect("apply");
+        index
+            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .expect("apply");
         index.clear().expect("clear");
         index
-            .apply(&all[..120], ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..120]), ChainHash::GENESIS, false)
             .expect("again");
         assert_all_found(&index, &all[..120]);
         assert_eq!(index.counts().expect("counts").streams, 120);
+    }
+
+    #[test]
+    fn a_batch_gives_back_the_entries_pushed_and_truncates_with_their_ids() {
+        let mut all = entries(1, 9);
+        all[4].event_id = "é-évènement".into(); // ids need not be ASCII
+        all[5].task = Some(String::new()); // nor long
+        let mut batch = IndexBatch::default();
+        assert_eq!(batch.len(), 0);
+        batch.reserve(all.len(), 16);
+        for e in &all {
+            batch.push(&e.entry());
+        }
+        assert_eq!(batch.len(), 9);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), borrow(&all));
+        assert_eq!(batch.get(4), Some(all[4].entry()));
+        assert_eq!(batch.get(9), None);
+        // What `unstage` does: the entries after a mark go, with their ids; later pushes
+        // start where they started.
+        batch.truncate(3);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), borrow(&all[..3]));
+        let ids_at_mark = batch.ids.len();
+        batch.push(&all[8].entry());
+        assert_eq!(batch.get(3), Some(all[8].entry()));
+        batch.truncate(3);
+        assert_eq!(batch.ids.len(), ids_at_mark);
+        batch.truncate(7); // longer than it is: nothing changes
+        assert_eq!(batch.len(), 3);
+        batch.clear();
+        assert_eq!((batch.len(), batch.ids.len()), (0, 0));
     }
 
     #[test]
@@ -1202,7 +1370,7 @@ mod tests {
             e.event_id = format!("evt-{:03}", e.position.0 % 40).into();
         }
         index
-            .apply(&batch, ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS, false)
             .expect("apply");
         for id in 0..40u64 {
             let last = 360 + if id == 0 { 40 } else { id };

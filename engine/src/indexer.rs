@@ -25,7 +25,7 @@ use std::time::Duration;
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexEntry};
+use crate::index::{Index, IndexBatch, IndexEntry};
 use crate::log::Log;
 
 /// How long the indexer waits, idle, before making its work durable.
@@ -74,7 +74,7 @@ pub(crate) fn hold_back(progress: &IndexProgress, head: Position, timeout: Durat
 pub(crate) enum IndexMsg {
     /// Entries of one committed write, and the head after it.
     Entries {
-        entries: Vec<IndexEntry>,
+        entries: IndexBatch,
         head: (Position, ChainHash),
     },
 }
@@ -195,14 +195,14 @@ pub(crate) fn run(
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let IndexMsg::Entries {
-            mut entries,
-            mut head,
-        } = msg;
+        let IndexMsg::Entries { entries, mut head } = msg;
+        // The batches gathered, applied together.
+        let mut gathered = entries.len();
+        let mut batches = vec![entries];
         let mut idle_slices = 0;
         let mut open = true;
-        while entries.len() < APPLY_ENTRIES_MAX {
-            let gather = entries.len() < GATHER_ENTRIES
+        while gathered < APPLY_ENTRIES_MAX {
+            let gather = gathered < GATHER_ENTRIES
                 && progress.waiting.load(Ordering::SeqCst) == 0
                 && idle_slices < GATHER_IDLE_SLICES;
             let take = || {
@@ -224,7 +224,8 @@ pub(crate) fn run(
                     entries: more,
                     head: h,
                 }) => {
-                    entries.extend(more);
+                    gathered += more.len();
+                    batches.push(more);
                     head = h;
                 }
                 Err(RecvTimeoutError::Timeout) if gather => idle_slices += 1,
@@ -235,6 +236,7 @@ pub(crate) fn run(
                 }
             }
         }
+        let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
         if let Err(e) = index.apply(&entries, head.1, false) {
             tracing::error!(error = %e, "index update failed");
             progress.fail(e.to_string());

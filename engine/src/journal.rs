@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::blobs::BlobStore;
 use crate::error::{Error, Result};
-use crate::index::{By, Index, IndexEntry};
+use crate::index::{By, Index, IndexBatch, IndexEntry};
 use crate::indexer::{self, IndexProgress};
 use crate::log::{Head, Log};
 use crate::options::Options;
@@ -22,6 +22,7 @@ use crate::read::{self, EventIter};
 use crate::recovery::{self, RecoveryAction, RecoveryReport};
 use crate::seams::uuid_v7;
 use crate::storage::StorageLock;
+use crate::strings::Strings;
 use crate::writer::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
 
 /// The index file inside the journal directory.
@@ -494,16 +495,17 @@ impl Journal {
         self.inner.log.head()
     }
 
-    /// Checks and encodes a batch for the writer: its events, and their bodies back to back.
+    /// Checks and encodes a batch for the writer: its events, their bodies back to back, and
+    /// their stream keys, task and run ids back to back.
     ///
-    /// A given batch (`Cow::Owned`) hands its event, task and run ids over to the prepared
-    /// events; a lent one (`Cow::Borrowed`) is left as it was (those strings are copied), and is
-    /// copied whole only when one of its events has no id yet, to be given one.
+    /// A given batch (`Cow::Owned`) hands its event ids over to the prepared events; a lent one
+    /// (`Cow::Borrowed`) is left as it was (the ids are copied), and is copied whole only when
+    /// one of its events has no id yet, to be given one.
     fn prepare(
         &self,
         mut events: Cow<'_, [Envelope]>,
         options: &AppendOptions,
-    ) -> Result<(Vec<PreparedEvent>, Vec<u8>)> {
+    ) -> Result<(Vec<PreparedEvent>, Vec<u8>, Strings)> {
         let limits = &self.inner.options.limits;
         if events.len() > limits.batch_events_max {
             return Err(Error::LimitExceeded {
@@ -514,6 +516,7 @@ impl Journal {
         }
         let mut prepared = Vec::with_capacity(events.len());
         let mut bodies = Vec::with_capacity(events.len() * PREPARED_BODY_BYTES);
+        let mut ids = Strings::default();
         for i in 0..events.len() {
             let index = Some(i);
             let missing = || Error::InvalidInput(format!("no event {i} in the batch"));
@@ -531,26 +534,21 @@ impl Journal {
             event
                 .write_msgpack(&mut bodies)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
-            let stream_key = event.stream_key();
-            // The strings the index entry keeps: taken from a given batch, copied from a lent
-            // one. By reference either way: an envelope is a few kilobytes, and moving each one
-            // out costs a copy.
-            let (event_id, task, run) = match &mut events {
+            let (kind, id) = event.ids().stream_key_parts();
+            let stream_key = ids.push_joined(&[kind, id]);
+            let task = event.task_id.as_deref().map(|id| ids.push(id));
+            let run = event.run_id.as_deref().map(|id| ids.push(id));
+            // The event id the writer's maps and the index entry share: taken from a given
+            // batch, copied from a lent one. By reference either way: an envelope is a few
+            // kilobytes, and moving each one out costs a copy.
+            let event_id = match &mut events {
                 Cow::Owned(given) => {
                     let event = given.get_mut(i).ok_or_else(missing)?;
-                    (
-                        Arc::from(std::mem::take(&mut event.event_id)),
-                        event.task_id.take(),
-                        event.run_id.take(),
-                    )
+                    Arc::from(std::mem::take(&mut event.event_id))
                 }
                 Cow::Borrowed(lent) => {
                     let event = lent.get(i).ok_or_else(missing)?;
-                    (
-                        Arc::from(event.event_id.as_str()),
-                        event.task_id.clone(),
-                        event.run_id.clone(),
-                    )
+                    Arc::from(event.event_id.as_str())
                 }
             };
             prepared.push(PreparedEvent {
@@ -569,15 +567,19 @@ impl Journal {
         limits.check_sizes(&sizes)?;
         if options.expected_stream_version.is_some() {
             if let Some(first) = prepared.first() {
-                if let Some(other) = prepared.iter().find(|e| e.stream_key != first.stream_key) {
+                let first_key = ids.get(first.stream_key);
+                if let Some(other) = prepared
+                    .iter()
+                    .map(|e| ids.get(e.stream_key))
+                    .find(|key| *key != first_key)
+                {
                     return Err(Error::InvalidInput(format!(
-                        "an expected stream version needs every event of the batch in one stream; found {} and {}",
-                        first.stream_key, other.stream_key
+                        "an expected stream version needs every event of the batch in one stream; found {first_key} and {other}"
                     )));
                 }
             }
         }
-        Ok((prepared, bodies))
+        Ok((prepared, bodies, ids))
     }
 
     fn send(&self, cmd: Command) -> Result<()> {
@@ -602,7 +604,7 @@ impl Journal {
         if let Some(cause) = self.inner.shared.poisoned() {
             return Err(Error::Poisoned(cause));
         }
-        let (events, bodies) = self.prepare(events, options)?;
+        let (events, bodies, ids) = self.prepare(events, options)?;
         if events.is_empty() {
             return Ok(None);
         }
@@ -610,6 +612,7 @@ impl Journal {
         let request = WriteRequest {
             events,
             bodies,
+            ids,
             expected_version: options.expected_stream_version,
             reply,
         };
@@ -1064,7 +1067,9 @@ fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<St
 
 /// Adds index entries for positions `from..=to`, read from the log.
 pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
-    let mut chunk: Vec<IndexEntry> = Vec::with_capacity(CATCH_UP_CHUNK.min(4096));
+    let mut chunk = IndexBatch::default();
+    // Each event's stream key, built here: the body holds its kind and id apart.
+    let mut stream_key = String::new();
     let mut last = ChainHash::GENESIS;
     read::for_each_frame(log, from, to, false, &mut |raw| {
         // The index needs five ids of each event: read them without decoding the whole body.
@@ -1085,42 +1090,53 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
             .filter(|id| !id.is_empty())
             .ok_or_else(|| damaged("the body has no eventId".to_string()))?;
         last = raw.header.hash;
-        chunk.push(IndexEntry {
+        let (kind, id) = ids.stream_key_parts();
+        stream_key.clear();
+        stream_key.push_str(kind);
+        stream_key.push_str(id);
+        chunk.push(&IndexEntry {
             position,
-            event_id: Arc::from(event_id),
-            stream_key: ids.stream_key(),
+            event_id,
+            stream_key: &stream_key,
             stream_version: raw.header.meta.stream_version,
-            task: ids.task_id.map(str::to_string),
-            run: ids.run_id.map(str::to_string),
+            task: ids.task_id,
+            run: ids.run_id,
             segment: raw.segment,
             offset: raw.offset,
             end_offset: raw.offset + raw.header.frame_len(),
         });
         if chunk.len() >= CATCH_UP_CHUNK {
-            index.apply(&chunk, last, false)?;
-            chunk.clear();
+            apply_chunk(index, &mut chunk, last)?;
         }
         Ok(true)
     })?;
-    index.apply(&chunk, last, false)?;
+    apply_chunk(index, &mut chunk, last)
+}
+
+/// Applies a catch-up's chunk of entries, and empties it for the next.
+fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result<()> {
+    let entries: Vec<IndexEntry<'_>> = chunk.iter().collect();
+    index.apply(&entries, last, false)?;
+    chunk.clear();
     Ok(())
 }
 
-/// The index entry of a stored event at a location.
-pub(crate) fn index_entry(
-    event: &StoredEvent,
+/// The index entry of a stored event at a location, given its stream key.
+pub(crate) fn index_entry<'a>(
+    event: &'a StoredEvent,
+    stream_key: &'a str,
     segment: SegmentId,
     offset: u64,
     end_offset: u64,
-) -> IndexEntry {
+) -> IndexEntry<'a> {
     let e = &event.envelope;
     IndexEntry {
         position: event.position,
-        event_id: Arc::from(e.event_id.as_str()),
-        stream_key: e.stream_key(),
+        event_id: &e.event_id,
+        stream_key,
         stream_version: event.stream_version,
-        task: e.task_id.clone(),
-        run: e.run_id.clone(),
+        task: e.task_id.as_deref(),
+        run: e.run_id.as_deref(),
         segment,
         offset,
         end_offset,

@@ -37,6 +37,7 @@ mod scan;
 pub mod seams;
 pub mod sim_disk;
 pub mod storage;
+mod strings;
 mod subscribe;
 mod verify;
 mod writer;

@@ -335,8 +335,9 @@ impl Journal {
                                 envelope,
                             };
                             let end = frame.offset + frame.header.frame_len();
-                            let missing =
-                                checker.missing(&index_entry(&stored, id, frame.offset, end))?;
+                            let stream_key = stored.envelope.stream_key();
+                            let entry = index_entry(&stored, &stream_key, id, frame.offset, end);
+                            let missing = checker.missing(&entry)?;
                             if !missing.is_empty() {
                                 walk.problem(
                                     "index_missing",

@@ -36,13 +36,14 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexEntry, IndexReader};
+use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
 use crate::indexer::{self, IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
 use crate::recovery::SEGMENTS_DIR;
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
+use crate::strings::{Span, Strings};
 
 /// What the journal assigned to one appended event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -103,9 +104,10 @@ pub(crate) struct PreparedEvent {
     pub event_id: Arc<str>,
     /// The journal generated the id, so it cannot be a duplicate.
     pub id_assigned: bool,
-    pub stream_key: String,
-    pub task: Option<String>,
-    pub run: Option<String>,
+    /// In its request's `ids`, as are its task and run ids.
+    pub stream_key: Span,
+    pub task: Option<Span>,
+    pub run: Option<Span>,
 }
 
 /// One atomic append.
@@ -114,6 +116,8 @@ pub(crate) struct WriteRequest {
     pub events: Vec<PreparedEvent>,
     /// The events' bodies, back to back: one allocation per request, not one per event.
     pub bodies: Vec<u8>,
+    /// The events' stream keys, task and run ids.
+    pub ids: Strings,
     pub expected_version: Option<u64>,
     pub reply: Reply,
 }
@@ -267,7 +271,7 @@ const STAGED_BYTES_KEPT: usize = 1 << 20;
 /// The frames of one write being assembled.
 pub(crate) struct Staged {
     buf: Vec<u8>,
-    entries: Vec<IndexEntry>,
+    entries: IndexBatch,
     sparse: Vec<FooterEntry>,
     replies: Vec<(Reply, Vec<Appended>)>,
     ids: HashMap<Arc<str>, Committed>,
@@ -295,9 +299,12 @@ fn unstage(staged: &mut Staged, mark: Mark) {
     staged.prev_hash = mark.prev_hash;
     // The ids staged by this request are those of its entries (an id staged before it would
     // have been answered as a duplicate): every one goes.
-    for entry in staged.entries.drain(mark.entries..) {
-        staged.ids.remove(&*entry.event_id);
+    for i in mark.entries..staged.entries.len() {
+        if let Some(entry) = staged.entries.get(i) {
+            staged.ids.remove(entry.event_id);
+        }
     }
+    staged.entries.truncate(mark.entries);
 }
 
 impl std::fmt::Debug for Writer {
@@ -522,7 +529,7 @@ impl Writer {
     fn new_staged(&mut self) -> Staged {
         let mut staged = self.spare.take().unwrap_or_else(|| Staged {
             buf: Vec::with_capacity(STAGED_BYTES),
-            entries: Vec::new(),
+            entries: IndexBatch::default(),
             sparse: Vec::new(),
             replies: Vec::new(),
             ids: HashMap::new(),
@@ -585,7 +592,7 @@ impl Writer {
         }
         let mut staged = self.new_staged();
         for cmd in group {
-            let mut request = match cmd {
+            let request = match cmd {
                 Command::Write(request) => request,
                 Command::Sync(reply) => {
                     let result = self.flush(&mut staged).and_then(|()| self.sync_if_needed());
@@ -611,8 +618,9 @@ impl Writer {
                 }
             }
             match self.stage(
-                &mut request.events,
+                &request.events,
                 &request.bodies,
+                &request.ids,
                 request.expected_version,
                 &mut staged,
             ) {
@@ -705,12 +713,12 @@ impl Writer {
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
-    /// request is staged. The ids and keys of the events it frames are moved into their index
-    /// entries: `events` is spent.
+    /// request is staged. The ids of the events it frames are copied into their index entries.
     fn stage(
         &mut self,
-        events: &mut [PreparedEvent],
+        events: &[PreparedEvent],
         bodies: &[u8],
+        ids: &Strings,
         expected: Option<u64>,
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
@@ -742,7 +750,7 @@ impl Writer {
         if let (Some(expected), Some((first, _))) = (expected, new.first()) {
             let key = events
                 .get(*first)
-                .map(|e| e.stream_key.as_str())
+                .map(|e| ids.get(e.stream_key))
                 .unwrap_or_default();
             let actual = self.stream_version(staged, key)?;
             if actual != expected {
@@ -772,8 +780,7 @@ impl Writer {
         // This request's stream versions; merged into `staged` only if the request succeeds.
         // Versions are decided before anything is framed, so that a failed index read leaves
         // nothing of this request in `staged`.
-        // Its keys are copied, once per stream: the events' strings move into the index entries
-        // below.
+        // Its keys are copied, once per stream.
         let mut stream_updates: HashMap<String, u64> = HashMap::new();
         // Each event's stream version, by its index in the request (0 for those not framed:
         // duplicates and repeats; versions start at 1).
@@ -782,14 +789,15 @@ impl Writer {
             let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
             };
-            let version = match stream_updates.get_mut(event.stream_key.as_str()) {
+            let key = ids.get(event.stream_key);
+            let version = match stream_updates.get_mut(key) {
                 Some(version) => {
                     *version += 1;
                     *version
                 }
                 None => {
-                    let version = self.stream_version(staged, &event.stream_key)? + 1;
-                    stream_updates.insert(event.stream_key.clone(), version);
+                    let version = self.stream_version(staged, key)? + 1;
+                    stream_updates.insert(key.to_owned(), version);
                     version
                 }
             };
@@ -803,14 +811,22 @@ impl Writer {
         staged
             .buf
             .reserve(bodies.len() + new.len() * FRAME_HEADER_LEN);
-        staged.entries.reserve(new.len());
+        let id_bytes = new
+            .iter()
+            .filter_map(|(i, repeat)| events.get(*i).filter(|_| repeat.is_none()))
+            .map(|e| {
+                let optional = |id: Option<Span>| id.map_or(0, Span::len);
+                e.event_id.len() + e.stream_key.len() + optional(e.task) + optional(e.run)
+            })
+            .sum();
+        staged.entries.reserve(new.len(), id_bytes);
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
             }
             // Every event framed here was given a version (from 1) above.
             let version = versions.get(*i).copied().filter(|v| *v > 0);
-            let (Some(event), Some(version)) = (events.get_mut(*i), version) else {
+            let (Some(event), Some(version)) = (events.get(*i), version) else {
                 debug_assert!(false, "event {i} of a request is framed without a version");
                 unstage(staged, rollback);
                 return Err(Error::InvalidInput(format!(
@@ -863,24 +879,23 @@ impl Writer {
             }
             staged.prev_hash = hash;
             staged.next_position = position.next();
-            let event_id = Arc::clone(&event.event_id);
             let committed = Committed {
                 position,
                 hash,
                 stream_version: version,
                 recorded_at_ns: now,
             };
-            staged.ids.insert(Arc::clone(&event_id), committed);
+            staged.ids.insert(Arc::clone(&event.event_id), committed);
             if let Some(slot) = answers.get_mut(*i) {
-                *slot = Some(committed.answer(&event_id, false));
+                *slot = Some(committed.answer(&event.event_id, false));
             }
-            staged.entries.push(IndexEntry {
+            staged.entries.push(&IndexEntry {
                 position,
-                event_id,
-                stream_key: std::mem::take(&mut event.stream_key),
+                event_id: &event.event_id,
+                stream_key: ids.get(event.stream_key),
                 stream_version: version,
-                task: event.task.take(),
-                run: event.run.take(),
+                task: event.task.map(|id| ids.get(id)),
+                run: event.run.map(|id| ids.get(id)),
                 segment: self.tail.id,
                 offset,
                 end_offset: offset + FRAME_HEADER_LEN as u64 + event.body.len() as u64,
