@@ -916,7 +916,7 @@ mod tests {
         (from..=to)
             .map(|p| Owned {
                 position: Position(p),
-                event_id: format!("evt-{p:06}").into(),
+                event_id: format!("evt-{p:06}"),
                 stream_key: format!("session:s{}", p % 3),
                 stream_version: p.div_ceil(3),
                 task: (p % 2 == 0).then(|| format!("task-{}", p % 4)),
@@ -1190,7 +1190,7 @@ mod tests {
                 *version += 1;
                 all.push(Owned {
                     position: Position(p),
-                    event_id: format!("evt-{p:06}").into(),
+                    event_id: format!("evt-{p:06}"),
                     stream_key,
                     stream_version: *version,
                     task: task.map(|t| format!("task-{t}")),
@@ -1367,7 +1367,7 @@ mod tests {
         let (_dir, index) = open();
         let mut batch = entries(1, 400);
         for e in &mut batch {
-            e.event_id = format!("evt-{:03}", e.position.0 % 40).into();
+            e.event_id = format!("evt-{:03}", e.position.0 % 40);
         }
         index
             .apply(&borrow(&batch), ChainHash::GENESIS, false)
