@@ -30,8 +30,8 @@ use foldhash::{HashMap, HashMapExt};
 
 use journal_format::{ByteOffset, ChainHash, FooterEntry, Position, SegmentId};
 use redb::{
-    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, ReadableTableMetadata,
-    Table, TableDefinition,
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, Table, TableDefinition,
 };
 
 use crate::error::{Error, Result};
@@ -42,7 +42,10 @@ use crate::strings::{Span, Strings};
 type Located = (u64, u64, u64);
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-const EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("event_ids");
+/// Event ids with a fixed-width key (see [`id_key`]) → location.
+const EVENT_ID_KEYS: TableDefinition<&IdKey, Located> = TableDefinition::new("event_id_keys");
+/// Every other event id → location.
+const OTHER_EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("other_event_ids");
 /// (stream key, first stream version) → block.
 const STREAMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("streams");
 /// (task id, first position) → block.
@@ -55,7 +58,7 @@ const SPARSE: TableDefinition<u64, (u64, u64)> = TableDefinition::new("sparse");
 const INDEXED_KEY: &str = "indexed";
 /// The version of the index layout; a different stored version means rebuild.
 const LAYOUT_KEY: &str = "layout";
-const LAYOUT_VERSION: u64 = 3;
+const LAYOUT_VERSION: u64 = 4;
 
 /// The most events one block holds.
 pub(crate) const BLOCK_EVENTS: usize = 64;
@@ -252,6 +255,76 @@ pub enum By {
     Task,
     /// `runId`.
     Run,
+}
+
+/// An event id's fixed-width key: a tag byte, then 16 bytes.
+type IdKey = [u8; ID_KEY_LEN];
+const ID_KEY_LEN: usize = 17;
+/// The tag of an id of at most 16 bytes, kept as it is, zero-padded.
+const SHORT_ID: u8 = 0;
+/// The tag of a canonical UUID, kept as its 16 bytes.
+const UUID_ID: u8 = 1;
+
+/// The fixed-width key of an event id, when it has one.
+///
+/// Two kinds of ids have one: an id of at most 16 bytes with no NUL byte (counters, short
+/// prefixed ids), zero-padded after the tag [`SHORT_ID`]; and a canonical UUID (36 bytes,
+/// lowercase and hyphenated: the journal's own ids, and most runtimes'), as its 16 bytes after
+/// the tag [`UUID_ID`]. Every other id is kept by its string, in `OTHER_EVENT_IDS`.
+///
+/// A redb insert of a variable-width key rewrites the offsets of every entry of its leaf; a
+/// fixed-width key has none. Within each kind, keys order as their ids do (zero padding sorts
+/// a prefix first, which ids without NUL keep unambiguous; a UUID's hex digits and hyphens sit
+/// at fixed places), so ids that grow with time get keys that grow, and distinct ids get
+/// distinct keys.
+fn id_key(id: &str) -> Option<IdKey> {
+    let bytes = id.as_bytes();
+    let mut key = [0u8; ID_KEY_LEN];
+    if bytes.len() < ID_KEY_LEN && !bytes.contains(&0) {
+        key[0] = SHORT_ID;
+        key.get_mut(1..=bytes.len())?.copy_from_slice(bytes);
+        return Some(key);
+    }
+    if bytes.len() != uuid::fmt::Hyphenated::LENGTH {
+        return None;
+    }
+    // `try_parse` takes 36 bytes in the hyphenated form only, in either case; an id with upper
+    // case is another string than the canonical one, and keeps its string.
+    if bytes.iter().any(u8::is_ascii_uppercase) {
+        return None;
+    }
+    let uuid = uuid::Uuid::try_parse(id).ok()?;
+    key[0] = UUID_ID;
+    key.get_mut(1..)?.copy_from_slice(uuid.as_bytes());
+    Some(key)
+}
+
+/// The event id tables of one read transaction.
+struct IdTables {
+    keyed: ReadOnlyTable<&'static IdKey, Located>,
+    other: ReadOnlyTable<&'static str, Located>,
+}
+
+impl IdTables {
+    fn open(txn: &ReadTransaction) -> Result<IdTables> {
+        Ok(IdTables {
+            keyed: txn.open_table(EVENT_ID_KEYS)?,
+            other: txn.open_table(OTHER_EVENT_IDS)?,
+        })
+    }
+
+    /// Where the event with `id` is, looked up in the table its id belongs to.
+    fn get(&self, id: &str) -> Result<Option<Located>> {
+        Ok(match id_key(id) {
+            Some(key) => self.keyed.get(&key)?.map(|v| v.value()),
+            None => self.other.get(id)?.map(|v| v.value()),
+        })
+    }
+
+    /// The ids held.
+    fn len(&self) -> Result<u64> {
+        Ok(self.keyed.len()? + self.other.len()?)
+    }
 }
 
 /// What the index records about one event, its ids borrowed (from an [`IndexBatch`], a
@@ -474,7 +547,8 @@ impl Index {
                 let txn = index.db.begin_write()?;
                 txn.open_table(META)?
                     .insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
-                txn.open_table(EVENT_IDS)?;
+                txn.open_table(EVENT_ID_KEYS)?;
+                txn.open_table(OTHER_EVENT_IDS)?;
                 txn.open_table(STREAMS)?;
                 txn.open_table(BY_TASK)?;
                 txn.open_table(BY_RUN)?;
@@ -531,14 +605,16 @@ impl Index {
     pub(crate) fn clear(&self) -> Result<()> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        txn.delete_table(EVENT_IDS)?;
+        txn.delete_table(EVENT_ID_KEYS)?;
+        txn.delete_table(OTHER_EVENT_IDS)?;
         txn.delete_table(STREAMS)?;
         txn.delete_table(BY_TASK)?;
         txn.delete_table(BY_RUN)?;
         txn.delete_table(SPARSE)?;
         // Recreate the tables empty: a rebuild from an empty log applies nothing, and readers
         // (the writer's id lookups) must then find empty tables, not missing ones.
-        txn.open_table(EVENT_IDS)?;
+        txn.open_table(EVENT_ID_KEYS)?;
+        txn.open_table(OTHER_EVENT_IDS)?;
         txn.open_table(STREAMS)?;
         txn.open_table(BY_TASK)?;
         txn.open_table(BY_RUN)?;
@@ -579,7 +655,8 @@ impl Index {
             Durability::None
         })?;
         {
-            let mut ids = txn.open_table(EVENT_IDS)?;
+            let mut keyed_ids = txn.open_table(EVENT_ID_KEYS)?;
+            let mut other_ids = txn.open_table(OTHER_EVENT_IDS)?;
             let mut streams = txn.open_table(STREAMS)?;
             let mut tasks = txn.open_table(BY_TASK)?;
             let mut runs = txn.open_table(BY_RUN)?;
@@ -590,12 +667,23 @@ impl Index {
             // The sort is stable: the log holds each id once (the writer refuses to append an
             // id again), but should it hold one twice, the later event's location is kept, as
             // the insert of a later apply would keep it, every time.
-            let mut by_id: Vec<&IndexEntry<'_>> = entries.iter().collect();
-            by_id.sort_by(|a, b| a.event_id.cmp(b.event_id));
-            for e in by_id {
-                ids.insert(e.event_id, (e.position.0, e.segment.0, e.offset))?;
-            }
             let here = |e: &IndexEntry<'_>| (e.position.0, e.segment.0, e.offset);
+            let mut keyed = Vec::with_capacity(entries.len());
+            let mut other = Vec::new();
+            for e in entries {
+                match id_key(e.event_id) {
+                    Some(key) => keyed.push((key, here(e))),
+                    None => other.push((e.event_id, here(e))),
+                }
+            }
+            keyed.sort_by_key(|(key, _)| *key);
+            for (key, located) in &keyed {
+                keyed_ids.insert(key, located)?;
+            }
+            other.sort_by(|a, b| a.0.cmp(b.0));
+            for (id, located) in &other {
+                other_ids.insert(*id, located)?;
+            }
             append_blocks(
                 &mut streams,
                 entries
@@ -651,8 +739,7 @@ impl Index {
     pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
         // One lookup: straight down the ids' B-tree (a view's shortcut costs a descent first).
         let txn = self.db.begin_read()?;
-        let ids = txn.open_table(EVENT_IDS)?;
-        Ok(ids.get(event_id)?.map(|v| located(v.value())))
+        Ok(IdTables::open(&txn)?.get(event_id)?.map(located))
     }
 
     /// A read view for many lookups in a row, and the position it reflects.
@@ -663,10 +750,10 @@ impl Index {
             None => Position::ZERO,
         };
         Ok(IndexReader {
-            ids: txn.open_table(EVENT_IDS)?,
+            ids: IdTables::open(&txn)?,
             streams: txn.open_table(STREAMS)?,
             indexed,
-            greatest_id: OnceCell::new(),
+            greatest: OnceCell::new(),
         })
     }
 
@@ -749,7 +836,7 @@ impl Index {
     pub(crate) fn counts(&self) -> Result<IndexCounts> {
         let txn = self.db.begin_read()?;
         Ok(IndexCounts {
-            event_ids: txn.open_table(EVENT_IDS)?.len()?,
+            event_ids: IdTables::open(&txn)?.len()?,
             streams: count_entries(&txn.open_table(STREAMS)?)?,
             by_task: count_entries(&txn.open_table(BY_TASK)?)?,
             by_run: count_entries(&txn.open_table(BY_RUN)?)?,
@@ -760,7 +847,7 @@ impl Index {
     pub(crate) fn checker(&self) -> Result<IndexChecker> {
         let txn = self.db.begin_read()?;
         Ok(IndexChecker {
-            ids: txn.open_table(EVENT_IDS)?,
+            ids: IdTables::open(&txn)?,
             streams: txn.open_table(STREAMS)?,
             tasks: txn.open_table(BY_TASK)?,
             runs: txn.open_table(BY_RUN)?,
@@ -771,16 +858,16 @@ impl Index {
 
 /// Lookups against one read transaction of the index.
 pub(crate) struct IndexReader {
-    ids: ReadOnlyTable<&'static str, Located>,
+    ids: IdTables,
     streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     indexed: Position,
-    /// The greatest event id the view holds (`None`: it holds none), read at the first
+    /// The greatest key of each id table (`None`: the table is empty), read at the first
     /// [`IndexReader::event`].
-    /// An id that sorts after it is not in the view, and is answered without a descent of the
-    /// ids' B-tree: on the append path, whose idempotency check looks up every new id, most ids
-    /// grow with time (UUID v7, the journal's own; counters; ULIDs), and the descent was about
-    /// 1,400 instructions per event.
-    greatest_id: OnceCell<Option<String>>,
+    /// An id whose key sorts after its table's greatest is not in the view, and is answered
+    /// without a descent of the table's B-tree: on the append path, whose idempotency check
+    /// looks up every new id, most ids grow with time (UUID v7, the journal's own; counters;
+    /// ULIDs), and the descent was about 1,400 instructions per event.
+    greatest: OnceCell<Greatest>,
 }
 
 impl IndexReader {
@@ -790,22 +877,30 @@ impl IndexReader {
     }
 
     pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
-        let greatest = match self.greatest_id.get() {
+        let greatest = match self.greatest.get() {
             Some(greatest) => greatest,
             None => {
-                let last = self.ids.last()?.map(|(k, _)| k.value().to_owned());
-                self.greatest_id.get_or_init(|| last)
+                let keyed = self.ids.keyed.last()?.map(|(k, _)| *k.value());
+                let other = self.ids.other.last()?.map(|(k, _)| k.value().to_owned());
+                self.greatest.get_or_init(|| Greatest { keyed, other })
             }
         };
-        // The table's keys are ordered as `str`s are (byte by byte), so nothing after the
-        // greatest key is in it.
-        if greatest
-            .as_deref()
-            .is_none_or(|greatest| event_id > greatest)
-        {
-            return Ok(None);
-        }
-        Ok(self.ids.get(event_id)?.map(|v| located(v.value())))
+        // Each table's keys are ordered byte by byte, so nothing after its greatest key is in
+        // it.
+        let found = match id_key(event_id) {
+            Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
+                self.ids.keyed.get(&key)?.map(|v| v.value())
+            }
+            None if greatest
+                .other
+                .as_deref()
+                .is_some_and(|greatest| event_id <= greatest) =>
+            {
+                self.ids.other.get(event_id)?.map(|v| v.value())
+            }
+            _ => None,
+        };
+        Ok(found.map(located))
     }
 
     pub(crate) fn stream_head(&self, stream_key: &str) -> Result<u64> {
@@ -816,9 +911,15 @@ impl IndexReader {
     }
 }
 
+/// The greatest key of each id table of a view.
+struct Greatest {
+    keyed: Option<IdKey>,
+    other: Option<String>,
+}
+
 /// Checks entries against one read transaction of the index.
 pub(crate) struct IndexChecker {
-    ids: ReadOnlyTable<&'static str, Located>,
+    ids: IdTables,
     streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     tasks: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     runs: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
@@ -830,7 +931,7 @@ impl IndexChecker {
     pub(crate) fn missing(&self, e: &IndexEntry<'_>) -> Result<Vec<&'static str>> {
         let mut missing = Vec::new();
         let here = (e.position.0, e.segment.0, e.offset);
-        if self.ids.get(e.event_id)?.map(|v| v.value()) != Some(here) {
+        if self.ids.get(e.event_id)? != Some(here) {
             missing.push("event id");
         }
         let in_stream = match block_at(&self.streams, e.stream_key, e.stream_version)? {
@@ -1125,6 +1226,63 @@ mod tests {
         );
     }
 
+    /// Event ids of every kind `id_key` tells apart: short ones (some with a NUL byte), ids of
+    /// 16 to 18 bytes (around the short ones' limit), canonical UUIDs, UUIDs with upper case or
+    /// with hex digits where hyphens belong, longer ids.
+    const ID_PATTERN: &str = "[a-f0-9]{1,3}|evt-[0-9]{1,4}|[é0z]{1,3}|a\\x00[a-c]{1,2}\
+        |evt-[0-9]{12,14}|[a-c]{17,20}\
+        |[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\
+        |[0-9a-fA-F]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\
+        |[0-9a-f]{8}-[0-9a-f]{4}[0-9a-f-][0-9a-f]{4}[0-9a-f-][0-9a-f]{4}[0-9a-f-][0-9a-f]{12}";
+
+    proptest::proptest! {
+        /// Two ids have the same key only if they are the same id, and ids with keys of one
+        /// kind order as their keys do, so that a table's greatest key is its greatest id and
+        /// ids that grow with time are appended at the end of their table.
+        #[test]
+        fn id_keys_tell_ids_apart_and_keep_their_order(a in ID_PATTERN, b in ID_PATTERN) {
+            let (ka, kb) = (id_key(&a), id_key(&b));
+            if let (Some(ka), Some(kb)) = (ka, kb) {
+                proptest::prop_assert_eq!(ka == kb, a == b);
+                if ka[0] == kb[0] {
+                    proptest::prop_assert_eq!(ka.cmp(&kb), a.cmp(&b), "{:?} {:?}", a, b);
+                }
+            }
+            // Ids one character apart, at every place of the id: the keys differ, in the same
+            // order as the ids.
+            for i in 0..a.len() {
+                let mut near = a.clone().into_bytes();
+                let Some(c) = near.get_mut(i).filter(|c| c.is_ascii_hexdigit()) else {
+                    continue;
+                };
+                *c = if *c == b'0' { b'1' } else { b'0' };
+                let Ok(near) = String::from_utf8(near) else {
+                    continue;
+                };
+                if let (Some(ka), Some(kn)) = (id_key(&a), id_key(&near)) {
+                    if ka[0] == kn[0] {
+                        proptest::prop_assert_eq!(ka.cmp(&kn), a.cmp(&near), "{:?} {:?}", a, near);
+                    }
+                }
+            }
+            for id in [&a, &b] {
+                // Which kind of key each id gets, and a UUID's bytes, as the `uuid` crate reads
+                // them.
+                let short = id.len() <= 16 && !id.contains('\0');
+                let canonical = uuid::Uuid::try_parse(id)
+                    .ok()
+                    .filter(|u| u.hyphenated().to_string() == **id);
+                let key = id_key(id);
+                let expected = match key.map(|k| k[0]) {
+                    Some(SHORT_ID) => short,
+                    Some(UUID_ID) => canonical.is_some_and(|u| key.and_then(|k| k.get(1..).map(|b| b == u.as_bytes())) == Some(true)),
+                    _ => !short && canonical.is_none(),
+                };
+                proptest::prop_assert!(expected, "{:?} has key {:?}", id, id_key(id));
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
         /// Ids in any order, applied in batches of any size, are each found where their event
@@ -1132,10 +1290,7 @@ mod tests {
         /// each id once.
         #[test]
         fn every_id_is_found_whatever_its_order_and_the_batches(
-            ids in proptest::collection::hash_set(
-                "[a-f0-9]{1,3}|evt-[0-9]{1,4}|[é0z]{1,3}",
-                1..400,
-            ),
+            ids in proptest::collection::hash_set(ID_PATTERN, 1..400),
             cuts in proptest::collection::vec(1usize..150, 1..8),
         ) {
             let (_dir, index) = open();
@@ -1155,7 +1310,20 @@ mod tests {
                     proptest::prop_assert_eq!(view.event(&e.event_id).expect("lookup"), expected);
                     proptest::prop_assert_eq!(index.event(&e.event_id).expect("lookup"), expected);
                 }
-                for absent in ["g", "evt-", "evt-99999", "zzzz", "é0é0"] {
+                for absent in [
+                    "g",
+                    "evt-",
+                    "evt-99999",
+                    "zzzz",
+                    "é0é0",
+                    "",
+                    "a\0d",
+                    "dddddddddddddddddd",
+                    "evt-x0000000000000",
+                    "0192f1c4-0000-7000-8000-000000000000",
+                    "0192F1C4-0000-7000-8000-000000000000",
+                    "ffffffff-ffff-ffff-ffff-ffffffffffff",
+                ] {
                     proptest::prop_assert_eq!(view.event(absent).expect("lookup"), None);
                 }
                 let counted = index.counts().expect("counts").event_ids;
