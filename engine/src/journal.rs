@@ -538,8 +538,8 @@ impl Journal {
             let stream_key = ids.push_joined(&[kind, id]);
             let task = event.task_id.as_deref().map(|id| ids.push(id));
             let run = event.run_id.as_deref().map(|id| ids.push(id));
-            // The event id the writer's maps and the index entry share: taken from a given
-            // batch, copied from a lent one. By reference either way: an envelope is a few
+            // The event id the writer's idempotency maps share: taken from a given batch,
+            // copied from a lent one. By reference either way: an envelope is a few
             // kilobytes, and moving each one out costs a copy.
             let event_id = match &mut events {
                 Cow::Owned(given) => {

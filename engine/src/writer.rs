@@ -100,7 +100,7 @@ fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::O
 pub(crate) struct PreparedEvent {
     /// Where its body lies in its request's `bodies`.
     pub body: std::ops::Range<usize>,
-    /// Shared, not copied, by the idempotency maps and the index entry.
+    /// Shared, not copied, by the idempotency maps (the index entry copies it into its batch).
     pub event_id: Arc<str>,
     /// The journal generated the id, so it cannot be a duplicate.
     pub id_assigned: bool,
