@@ -719,8 +719,11 @@ mod tests {
             }
             let map: Vec<(String, Value)> = leading.into_iter().chain(rest).collect();
             let len = u16::try_from(map.len()).expect("fewer than 2^16 fields");
+            // MessagePack's lengths are big-endian by its specification.
+            #[allow(clippy::big_endian_bytes)]
+            let len = len.to_be_bytes();
             let mut body = vec![0xde]; // map16
-            body.extend(len.to_be_bytes());
+            body.extend(len);
             for (key, value) in &map {
                 body.extend(rmp_serde::to_vec(key).expect("encode"));
                 body.extend(rmp_serde::to_vec(value).expect("encode"));
