@@ -533,10 +533,10 @@ fn located(v: Located) -> (Position, SegmentId, u64) {
 impl Index {
     /// Opens the index at `path`, creating it when missing. A database that cannot be opened or
     /// has another layout is deleted and created empty (the caller then rebuilds it from the
-    /// log); the returned flag says so.
-    pub(crate) fn open(path: &Path) -> Result<(Index, bool)> {
+    /// log); the returned reason says why.
+    pub(crate) fn open(path: &Path) -> Result<(Index, Option<String>)> {
         match Index::try_open(path) {
-            Ok(index) => Ok((index, false)),
+            Ok(index) => Ok((index, None)),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "index unusable; rebuilding it from the log");
                 match std::fs::remove_file(path) {
@@ -546,7 +546,7 @@ impl Index {
                         return Err(Error::io_with(|| format!("removing {}", path.display()))(e))
                     }
                 }
-                Ok((Index::try_open(path)?, true))
+                Ok((Index::try_open(path)?, Some(e.to_string())))
             }
         }
     }
@@ -566,7 +566,15 @@ impl Index {
         };
         match layout {
             Some(bytes) if bytes == LAYOUT_VERSION.to_le_bytes() => Ok(index),
-            Some(_) => Err(Error::Index("index layout version differs".into())),
+            Some(bytes) => {
+                let found = <[u8; 8]>::try_from(bytes.as_slice()).map_or_else(
+                    |_| format!("{bytes:?}"),
+                    |b| u64::from_le_bytes(b).to_string(),
+                );
+                Err(Error::Index(format!(
+                    "its layout is version {found}, this build's is {LAYOUT_VERSION}"
+                )))
+            }
             None => {
                 let txn = index.db.begin_write()?;
                 txn.open_table(META)?

@@ -213,9 +213,9 @@ impl Journal {
         let tail = segments.last().cloned().ok_or(Error::Closed)?;
         let log = Arc::new(Log::new(segments, head));
 
-        if recreated {
+        if let Some(why) = recreated {
             report.actions.push(RecoveryAction::IndexRebuilt {
-                reason: "the index file could not be opened".into(),
+                reason: format!("the index file could not be used ({why})"),
             });
         } else if !existed && head.position > Position::ZERO {
             report.actions.push(RecoveryAction::IndexRebuilt {

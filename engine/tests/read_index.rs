@@ -655,3 +655,79 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
         other => panic!("expected corruption, got {other:?}"),
     }
 }
+
+#[test]
+fn an_index_of_another_layout_is_rebuilt_and_finds_ids_of_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    // Ids of every kind the index keys apart: short ones (up to 16 bytes, the limit itself
+    // too), the journal's own UUIDs, a UUID in upper case, and longer ids.
+    let mut ids: Vec<String> = vec![
+        "e1".into(),
+        "evt-000000000016".into(),
+        "evt-0000000000017".into(),
+        "0192F1C4-0000-7000-8000-00000000ABCD".into(),
+        "an-id-that-is-longer-than-any-fixed-key".into(),
+    ];
+    ids.extend((0..40).map(|_| journal.new_event_id()));
+    let events: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let mut e = event(i as u64, "s0");
+            e.event_id = id.clone();
+            e
+        })
+        .collect();
+    let appended = append(&journal, events.clone());
+    journal.close();
+    // The index as a build of another layout left it.
+    {
+        let db = redb::Database::open(dir.path().join("index.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+            let mut table = txn.open_table(meta).unwrap();
+            table
+                .insert("layout", 3u64.to_le_bytes().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    let actions = &journal.recovery_report().actions;
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            RecoveryAction::IndexRebuilt { reason } if reason.contains("layout is version 3")
+        )),
+        "{actions:?}"
+    );
+    for (id, a) in ids.iter().zip(&appended) {
+        let stored = journal
+            .get(id)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id} not found"));
+        assert_eq!(stored.position, a.position, "{id}");
+    }
+    for absent in [
+        "e2",
+        "0192f1c4-0000-7000-8000-00000000abcd",
+        "an-id-that-is-longer",
+    ] {
+        assert!(journal.get(absent).unwrap().is_none(), "{absent}");
+    }
+    // The rebuilt index answers the append's idempotency check: every id again is a duplicate.
+    let again = append(&journal, events);
+    assert!(again.iter().all(|a| a.duplicate), "{again:?}");
+    assert_eq!(
+        again.iter().map(|a| a.position).collect::<Vec<_>>(),
+        appended.iter().map(|a| a.position).collect::<Vec<_>>()
+    );
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
+}
