@@ -351,20 +351,42 @@ impl IdTables {
     }
 }
 
-/// What the index records about one event, its ids borrowed (from an [`IndexBatch`], a
-/// body or an envelope).
+/// What the index records about one event, its ids held as `Id`: borrowed (an [`IndexEntry`]),
+/// as spans of an [`IndexBatch`]'s strings, or owned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct IndexEntry<'a> {
+pub(crate) struct Entry<Id> {
     pub position: Position,
-    pub event_id: &'a str,
-    pub stream_key: &'a str,
+    pub event_id: Id,
+    pub stream_key: Id,
     pub stream_version: u64,
-    pub task: Option<&'a str>,
-    pub run: Option<&'a str>,
+    pub task: Option<Id>,
+    pub run: Option<Id>,
     pub segment: SegmentId,
     pub offset: u64,
     /// Where the frame ends.
     pub end_offset: u64,
+}
+
+/// An entry whose ids are borrowed (from an [`IndexBatch`], a body or an envelope): what
+/// [`Index::apply`] takes.
+pub(crate) type IndexEntry<'a> = Entry<&'a str>;
+
+impl<Id> Entry<Id> {
+    /// The same entry with each id turned by `f`, in the order event id, stream key, task,
+    /// run.
+    pub(crate) fn map_ids<'s, T>(&'s self, mut f: impl FnMut(&'s Id) -> T) -> Entry<T> {
+        Entry {
+            position: self.position,
+            event_id: f(&self.event_id),
+            stream_key: f(&self.stream_key),
+            stream_version: self.stream_version,
+            task: self.task.as_ref().map(&mut f),
+            run: self.run.as_ref().map(&mut f),
+            segment: self.segment,
+            offset: self.offset,
+            end_offset: self.end_offset,
+        }
+    }
 }
 
 /// Index entries that own their ids, all of them in one buffer: what the writer hands the
@@ -372,38 +394,14 @@ pub(crate) struct IndexEntry<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct IndexBatch {
     ids: Strings,
-    entries: Vec<Spans>,
-}
-
-/// An entry of an [`IndexBatch`], its ids as spans of the batch's strings.
-#[derive(Clone, Copy, Debug)]
-struct Spans {
-    position: Position,
-    event_id: Span,
-    stream_key: Span,
-    stream_version: u64,
-    task: Option<Span>,
-    run: Option<Span>,
-    segment: SegmentId,
-    offset: u64,
-    end_offset: u64,
+    /// Each entry, its ids as spans of `ids`, its event id pushed first.
+    entries: Vec<Entry<Span>>,
 }
 
 impl IndexBatch {
     /// Adds `entry`, copying its ids.
     pub(crate) fn push(&mut self, entry: &IndexEntry<'_>) {
-        let ids = &mut self.ids;
-        let spans = Spans {
-            position: entry.position,
-            event_id: ids.push(entry.event_id),
-            stream_key: ids.push(entry.stream_key),
-            stream_version: entry.stream_version,
-            task: entry.task.map(|id| ids.push(id)),
-            run: entry.run.map(|id| ids.push(id)),
-            segment: entry.segment,
-            offset: entry.offset,
-            end_offset: entry.end_offset,
-        };
+        let spans = entry.map_ids(|id| self.ids.push(id));
         self.entries.push(spans);
     }
 
@@ -419,12 +417,16 @@ impl IndexBatch {
 
     /// Entry `i`.
     pub(crate) fn get(&self, i: usize) -> Option<IndexEntry<'_>> {
-        self.entries.get(i).map(|spans| self.entry(spans))
+        self.entries
+            .get(i)
+            .map(|spans| spans.map_ids(|id| self.ids.get(*id)))
     }
 
     /// The entries in the order they were pushed.
     pub(crate) fn iter(&self) -> impl Iterator<Item = IndexEntry<'_>> {
-        self.entries.iter().map(|spans| self.entry(spans))
+        self.entries
+            .iter()
+            .map(|spans| spans.map_ids(|id| self.ids.get(*id)))
     }
 
     /// Keeps the first `len` entries (and their ids) only.
@@ -440,21 +442,6 @@ impl IndexBatch {
     pub(crate) fn clear(&mut self) {
         self.ids.clear();
         self.entries.clear();
-    }
-
-    fn entry(&self, spans: &Spans) -> IndexEntry<'_> {
-        let ids = &self.ids;
-        IndexEntry {
-            position: spans.position,
-            event_id: ids.get(spans.event_id),
-            stream_key: ids.get(spans.stream_key),
-            stream_version: spans.stream_version,
-            task: spans.task.map(|id| ids.get(id)),
-            run: spans.run.map(|id| ids.get(id)),
-            segment: spans.segment,
-            offset: spans.offset,
-            end_offset: spans.end_offset,
-        }
     }
 }
 
@@ -1010,32 +997,11 @@ mod tests {
     use super::*;
 
     /// An index entry that owns its ids, for a test to build and alter.
-    #[derive(Clone, Debug)]
-    struct Owned {
-        position: Position,
-        event_id: String,
-        stream_key: String,
-        stream_version: u64,
-        task: Option<String>,
-        run: Option<String>,
-        segment: SegmentId,
-        offset: u64,
-        end_offset: u64,
-    }
+    type Owned = Entry<String>;
 
     impl Owned {
         fn entry(&self) -> IndexEntry<'_> {
-            IndexEntry {
-                position: self.position,
-                event_id: &self.event_id,
-                stream_key: &self.stream_key,
-                stream_version: self.stream_version,
-                task: self.task.as_deref(),
-                run: self.run.as_deref(),
-                segment: self.segment,
-                offset: self.offset,
-                end_offset: self.end_offset,
-            }
+            self.map_ids(String::as_str)
         }
     }
 
