@@ -811,14 +811,8 @@ impl Writer {
         staged
             .buf
             .reserve(bodies.len() + new.len() * FRAME_HEADER_LEN);
-        let id_bytes = new
-            .iter()
-            .filter_map(|(i, repeat)| events.get(*i).filter(|_| repeat.is_none()))
-            .map(|e| {
-                let optional = |id: Option<Span>| id.map_or(0, Span::len);
-                e.event_id.len() + e.stream_key.len() + optional(e.task) + optional(e.run)
-            })
-            .sum();
+        // At most every id of the request (duplicates' too): its keys and ids, and its event ids.
+        let id_bytes = ids.len() + events.iter().map(|e| e.event_id.len()).sum::<usize>();
         staged.entries.reserve(new.len(), id_bytes);
         for (i, repeat) in &new {
             if repeat.is_some() {
