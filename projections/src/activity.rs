@@ -492,7 +492,7 @@ impl Activity {
                 let id = e.artifact_id.clone().or_else(|| p.path.clone());
                 if let Some(id) = id {
                     self.artifacts.insert(
-                        id,
+                        &id,
                         ArtifactSummary {
                             path: p.path,
                             change: p.change,
@@ -510,7 +510,7 @@ impl Activity {
                     _ => Vec::new(),
                 };
                 self.evidence.insert(
-                    id,
+                    &id,
                     EvidenceSummary {
                         kind: p.kind,
                         verification: p.verification.or_else(|| e.status.clone()),

@@ -93,7 +93,7 @@ fn task(task: &TaskState, activity: &Activity) -> Value {
     if !attempts.is_empty() {
         t.insert("attempts".into(), Value::Array(attempts));
     }
-    let evidence: Vec<&String> = activity
+    let evidence: Vec<&str> = activity
         .evidence
         .iter()
         .filter(|(_, e)| e.task_id.as_ref() == Some(&task.task_id))
@@ -163,7 +163,7 @@ pub fn thread(
         .flat_map(|t| t.incidents.iter())
         .map(|i| json!({"eventId": i.event_id, "rule": i.rule, "message": i.message, "position": i.position}))
         .collect();
-    let evidence: Vec<(&String, &crate::activity::EvidenceSummary)> = activity
+    let evidence: Vec<(&str, &crate::activity::EvidenceSummary)> = activity
         .evidence
         .iter()
         .filter(|(_, e)| e.thread_id.as_deref() == Some(id))
@@ -264,7 +264,7 @@ pub fn snapshot(state: &StreamState, activity: &Activity) -> Value {
         activity.telemetry_join_status.as_ref(),
     );
     out.insert("telemetrySummary".into(), Value::Object(telemetry));
-    let refs: BTreeSet<&String> = activity.evidence.keys().collect();
+    let refs: BTreeSet<&str> = activity.evidence.keys().collect();
     out.insert("evidenceRefs".into(), json!(refs));
     Value::Object(out)
 }

@@ -1268,7 +1268,7 @@ fn decide(command: &Command, state: &StreamState, ctx: &Context) -> Result<Decid
                 .iter()
                 .flat_map(|l| l.items.iter().map(|i| i.id.as_str()))
                 .collect();
-            let approval_refs: Vec<&str> = state.actions.keys().map(String::as_str).collect();
+            let approval_refs: Vec<&str> = state.actions.keys().collect();
             let artifact_refs: Vec<&str> = state.artifacts.iter().map(String::as_str).collect();
             let mut p = json!({
                 "checkpointId": checkpoint_id,

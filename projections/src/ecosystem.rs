@@ -274,8 +274,8 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
             .map(|t| t.task_id.clone())
             .into(),
         memory_refs,
-        artifact_refs: activity.artifacts.keys().cloned().collect(),
-        approval_refs: state.actions.keys().cloned().collect(),
+        artifact_refs: activity.artifacts.keys().map(str::to_owned).collect(),
+        approval_refs: state.actions.keys().map(str::to_owned).collect(),
         dispatch_context: activity.dispatch_context.clone().into(),
     };
     let tasks = state
@@ -322,7 +322,7 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
             // A run's `name` is the task it runs.
             let task = run.name.as_ref().and_then(|t| state.tasks.get(t));
             AgentRun {
-                run_id: id.clone(),
+                run_id: id.to_owned(),
                 session_id: session_id.clone(),
                 task_id: run.name.clone().into(),
                 status: run_status(run, task).to_string(),

@@ -7,23 +7,30 @@
 //! is a cache miss per comparison, and it was the largest single cost of the folds
 //! (`docs/PERFORMANCE.md`). A hashed map finds it with one hash and one comparison.
 //!
-//! The entries sit in a `Vec`, each key allocated once; a hash table of their indices finds a
-//! key, and two lists of indices, each sorted by key, read the map whole in order, as an
-//! ordered map is read, without sorting and without a lookup per entry: a worker encodes a
-//! stream's whole state at each commit, and for a live journal that is after nearly every
-//! event. A new key's index goes into the short list (`recent`, by binary search), which is
-//! merged into the long one (`order`) once it holds more than the square root of the entries
-//! (and at least `RECENT_MAX_MIN`): an insertion moves O(√n) indices, whatever order the ids
-//! come in, where inserting into one sorted list would move O(n) (quadratic for a session's
-//! random call ids). A removal shifts the list that holds its index: removals are rare (a
-//! pending action resolved, an artifact replaced). (The map before kept each key twice, in a
-//! hashed map and in an ordered set, and looked every key up again to read the map whole: the
-//! rebuild of 1,121,660 events peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with this,
+//! The keys' bytes sit back to back in one buffer (`keys`), and the entries in a `Vec`, each
+//! naming its key by a span of that buffer: a session's thousands of keys are a few pages read
+//! in a row, not thousands of allocations scattered through the heap, and a map is dropped
+//! with one free for all its keys. A hash table of the entries' indices finds a key, and two
+//! lists of indices, each sorted by key, read the map whole in order, as an ordered map is
+//! read, without sorting and without a lookup per entry: a worker encodes a stream's whole
+//! state at each commit, and for a live journal that is after nearly every event. A new key's
+//! index goes into the short list (`recent`, by binary search), which is merged into the long
+//! one (`order`, each of its keys finding its place by binary search) once it holds more than
+//! the square root of the entries (and at least `RECENT_MAX_MIN`): an insertion moves O(√n)
+//! indices and compares O(log n) keys, whatever order the ids come in, where inserting into
+//! one sorted list would move O(n) (quadratic for a session's random call ids). A removal
+//! shifts the list that holds its index and leaves its key's bytes in the buffer, which is
+//! compacted when such dead bytes are more than half of it: removals are rare (a pending action
+//! resolved, an artifact replaced). (The map before kept each key twice, in a hashed map and in
+//! an ordered set, and looked every key up again to read the map whole: the rebuild of
+//! 1,121,660 events peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with this,
 //! `docs/PERFORMANCE.md`.)
 //!
 //! **Invariants:** `table` holds every index of `entries` exactly once, found by its key's
 //! hash; `order` and `recent` together hold every index exactly once, each list strictly
-//! increasing by key (keys are unique). Nothing outside this module sees the entries' own order:
+//! increasing by key (keys are unique); each entry's span lies within `keys`, on character
+//! boundaries, and no two entries' spans overlap; `dead` is the bytes of `keys` outside every
+//! span. Nothing outside this module sees the entries' own order or the buffer:
 //! iteration, the stored (MessagePack) and JSON forms, the JSON schema and equality are those of
 //! a `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
 //! digests do not change with the container (the tests compare them, after random changes).
@@ -37,45 +44,85 @@ use hashbrown::HashTable;
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-/// Entry `i` of `entries`. `table`, `order` and `recent` hold only indices of entries (the
-/// module's invariants): another is a bug in this module.
-fn entry<V>(entries: &[(String, V)], i: usize) -> &(String, V) {
-    match entries.get(i) {
-        Some(entry) => entry,
-        None => unreachable!("index {i} past the map's {} entries", entries.len()),
+/// Where one key's bytes are in the map's `keys` buffer.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: usize,
+    len: usize,
+}
+
+/// The map's keys and entries, read together: an entry names its key by a [`Span`] of `keys`.
+struct Entries<'a, V> {
+    keys: &'a str,
+    entries: &'a [(Span, V)],
+}
+
+// Two shared references, copied whatever `V` is (a derive would ask `V: Copy`).
+impl<V> Clone for Entries<'_, V> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-/// [`entry`], to change.
-fn entry_mut<V>(entries: &mut [(String, V)], i: usize) -> &mut (String, V) {
-    let len = entries.len();
-    match entries.get_mut(i) {
-        Some(entry) => entry,
-        None => unreachable!("index {i} past the map's {len} entries"),
+impl<V> Copy for Entries<'_, V> {}
+
+impl<'a, V> Entries<'a, V> {
+    /// Entry `i`. `table`, `order` and `recent` hold only indices of entries (the module's
+    /// invariants): another is a bug in this module.
+    fn entry(self, i: usize) -> &'a (Span, V) {
+        match self.entries.get(i) {
+            Some(entry) => entry,
+            None => unreachable!("index {i} past the map's {} entries", self.entries.len()),
+        }
     }
-}
 
-/// The key of entry `i` of `entries`.
-fn key<V>(entries: &[(String, V)], i: usize) -> &str {
-    entry(entries, i).0.as_str()
-}
+    /// The key of entry `i`. Each span lies within `keys`, on character boundaries (the
+    /// module's invariants).
+    fn key(self, i: usize) -> &'a str {
+        let Span { start, len } = self.entry(i).0;
+        match self.keys.get(start..start + len) {
+            Some(key) => key,
+            None => unreachable!("entry {i}'s key at {start}+{len} is not in the keys"),
+        }
+    }
 
-/// Where `id` is in `list` (indices of `entries` sorted by key): `Ok` at its place, `Err` where
-/// it would go.
-fn search<V>(entries: &[(String, V)], list: &[usize], id: &str) -> Result<usize, usize> {
-    list.binary_search_by(|&i| key(entries, i).cmp(id))
+    /// Where `id` is in `list` (indices sorted by key): `Ok` at its place, `Err` where it
+    /// would go.
+    fn search(self, list: &[usize], id: &str) -> Result<usize, usize> {
+        list.binary_search_by(|&i| self.key(i).cmp(id))
+    }
+
+    /// `long` and `short` (indices sorted by key, holding different keys) as one list sorted
+    /// by key. Each of `short`'s keys finds its place in what is left of `long` by binary
+    /// search, and the indices between places are copied as they are:
+    /// `short.len() × log₂(long.len())` comparisons, where a step-by-step merge makes one for
+    /// each index of both lists (for a session's thousands of calls, the most of the rebuild's
+    /// time spent in this map, `docs/PERFORMANCE.md`).
+    fn merge(self, long: &[usize], short: &[usize]) -> Vec<usize> {
+        let mut merged = Vec::with_capacity(long.len() + short.len());
+        let mut rest = long;
+        for &i in short {
+            let id = self.key(i);
+            let (before, after) = rest.split_at(rest.partition_point(|&j| self.key(j) < id));
+            merged.extend_from_slice(before);
+            merged.push(i);
+            rest = after;
+        }
+        merged.extend_from_slice(rest);
+        merged
+    }
 }
 
 /// The indices of two lists sorted by key (and holding different keys), in key order: both
 /// ends, as an ordered map's iterator.
 struct Merged<'a, V> {
-    entries: &'a [(String, V)],
+    entries: Entries<'a, V>,
     a: &'a [usize],
     b: &'a [usize],
 }
 
 impl<'a, V> Merged<'a, V> {
-    fn new(entries: &'a [(String, V)], a: &'a [usize], b: &'a [usize]) -> Merged<'a, V> {
+    fn new(entries: Entries<'a, V>, a: &'a [usize], b: &'a [usize]) -> Merged<'a, V> {
         Merged { entries, a, b }
     }
 
@@ -97,7 +144,7 @@ impl<V> Iterator for Merged<'_, V> {
 
     fn next(&mut self) -> Option<usize> {
         let from_a = match (self.a.first(), self.b.first()) {
-            (Some(&x), Some(&y)) => key(self.entries, x) < key(self.entries, y),
+            (Some(&x), Some(&y)) => self.entries.key(x) < self.entries.key(y),
             (a, _) => a.is_some(),
         };
         self.take(from_a, false)
@@ -112,7 +159,7 @@ impl<V> Iterator for Merged<'_, V> {
 impl<V> DoubleEndedIterator for Merged<'_, V> {
     fn next_back(&mut self) -> Option<usize> {
         let from_a = match (self.a.last(), self.b.last()) {
-            (Some(&x), Some(&y)) => key(self.entries, x) > key(self.entries, y),
+            (Some(&x), Some(&y)) => self.entries.key(x) > self.entries.key(y),
             (a, _) => a.is_some(),
         };
         self.take(from_a, true)
@@ -124,8 +171,12 @@ impl<V> ExactSizeIterator for Merged<'_, V> {}
 /// A map from ids to `V`, hashed for lookups and read in key order (see the module doc).
 #[derive(Clone)]
 pub struct IdMap<V> {
-    /// The entries, in no particular order.
-    entries: Vec<(String, V)>,
+    /// Every key's bytes, back to back, and those of removed keys until they are compacted.
+    keys: String,
+    /// How many bytes of `keys` no entry names.
+    dead: usize,
+    /// The entries, in no particular order, each with where its key is in `keys`.
+    entries: Vec<(Span, V)>,
     /// The index in `entries` of each key, by the key's hash.
     table: HashTable<usize>,
     hasher: RandomState,
@@ -139,9 +190,15 @@ pub struct IdMap<V> {
 /// larger: its square root).
 const RECENT_MAX_MIN: usize = 32;
 
+/// The fewest dead bytes in `keys` that make a removal compact it (when they are also more
+/// than half of it).
+const DEAD_MIN: usize = 4096;
+
 impl<V> Default for IdMap<V> {
     fn default() -> IdMap<V> {
         IdMap {
+            keys: String::new(),
+            dead: 0,
             entries: Vec::new(),
             table: HashTable::new(),
             hasher: RandomState::default(),
@@ -158,31 +215,46 @@ impl<V> IdMap<V> {
         IdMap::default()
     }
 
+    /// The keys and entries, to read together.
+    fn read(&self) -> Entries<'_, V> {
+        Entries {
+            keys: &self.keys,
+            entries: &self.entries,
+        }
+    }
+
     /// The index in `entries` of `id`.
     fn find(&self, id: &str) -> Option<usize> {
-        let entries = &self.entries;
+        let entries = self.read();
         self.table
-            .find(self.hasher.hash_one(id), |&i| key(entries, i) == id)
+            .find(self.hasher.hash_one(id), |&i| entries.key(i) == id)
             .copied()
     }
 
     /// Adds `id`, which the map does not hold; returns its index in `entries`.
-    fn push(&mut self, id: String, value: V) -> usize {
+    fn push(&mut self, id: &str, value: V) -> usize {
         let index = self.entries.len();
-        let at = match search(&self.entries, &self.recent, &id) {
+        let at = match self.read().search(&self.recent, id) {
             Err(at) => at,
             Ok(_) => unreachable!("push is called only for a key the map does not hold"),
         };
-        let hash = self.hasher.hash_one(id.as_str());
-        let (entries, hasher) = (&self.entries, &self.hasher);
+        let span = Span {
+            start: self.keys.len(),
+            len: id.len(),
+        };
+        self.keys.push_str(id);
+        self.entries.push((span, value));
+        let hash = self.hasher.hash_one(id);
+        let entries = Entries {
+            keys: &self.keys,
+            entries: &self.entries,
+        };
+        let hasher = &self.hasher;
         self.table
-            .insert_unique(hash, index, |&i| hasher.hash_one(key(entries, i)));
+            .insert_unique(hash, index, |&i| hasher.hash_one(entries.key(i)));
         self.recent.insert(at, index);
-        self.entries.push((id, value));
         if self.recent.len() > RECENT_MAX_MIN.max(self.entries.len().isqrt()) {
-            let merged: Vec<usize> =
-                Merged::new(&self.entries, &self.order, &self.recent).collect();
-            self.order = merged;
+            self.order = self.read().merge(&self.order, &self.recent);
             self.recent.clear();
         }
         index
@@ -191,13 +263,13 @@ impl<V> IdMap<V> {
     /// The value of `id`.
     #[must_use]
     pub fn get(&self, id: &str) -> Option<&V> {
-        self.find(id).map(|i| &entry(&self.entries, i).1)
+        self.find(id).map(|i| &self.read().entry(i).1)
     }
 
     /// The value of `id`, to change.
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
-        self.find(id)
-            .map(|i| &mut entry_mut(&mut self.entries, i).1)
+        let i = self.find(id)?;
+        self.entries.get_mut(i).map(|(_, value)| value)
     }
 
     /// Whether `id` has a value.
@@ -207,12 +279,12 @@ impl<V> IdMap<V> {
     }
 
     /// Sets `id`'s value, returning the one it replaces.
-    pub fn insert(&mut self, id: String, value: V) -> Option<V> {
-        match self.find(&id) {
-            Some(i) => Some(std::mem::replace(
-                &mut entry_mut(&mut self.entries, i).1,
-                value,
-            )),
+    pub fn insert(&mut self, id: &str, value: V) -> Option<V> {
+        match self.find(id) {
+            Some(i) => self
+                .entries
+                .get_mut(i)
+                .map(|(_, old)| std::mem::replace(old, value)),
             None => {
                 self.push(id, value);
                 None
@@ -220,7 +292,8 @@ impl<V> IdMap<V> {
         }
     }
 
-    /// Removes `id`, returning its value. The last entry takes its place in `entries`.
+    /// Removes `id`, returning its value. The last entry takes its place in `entries`; the
+    /// key's bytes stay in `keys` until dead bytes are more than half of it.
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let index = self.find(id)?;
         match self
@@ -232,20 +305,24 @@ impl<V> IdMap<V> {
             }
             Err(_) => unreachable!("the table holds every entry's index"),
         }
-        if let Ok(at) = search(&self.entries, &self.order, id) {
+        if let Ok(at) = self.read().search(&self.order, id) {
             self.order.remove(at);
-        } else if let Ok(at) = search(&self.entries, &self.recent, id) {
+        } else if let Ok(at) = self.read().search(&self.recent, id) {
             self.recent.remove(at);
         } else {
             unreachable!("the lists hold every entry's index");
         }
         let last = self.entries.len() - 1;
-        let (_, value) = self.entries.swap_remove(index);
+        let (span, value) = self.entries.swap_remove(index);
+        self.dead += span.len;
         if index != last {
             // The entry that was last is at `index` now: point its table slot and its place in
             // the lists there (its key, and so its place, is the same).
-            let entries = &self.entries;
-            let moved = key(entries, index);
+            let entries = Entries {
+                keys: &self.keys,
+                entries: &self.entries,
+            };
+            let moved = entries.key(index);
             match self
                 .table
                 .find_mut(self.hasher.hash_one(moved), |&i| i == last)
@@ -253,7 +330,7 @@ impl<V> IdMap<V> {
                 Some(slot) => *slot = index,
                 None => unreachable!("the table holds every entry's index"),
             }
-            let renamed = |&i: &usize| key(entries, if i == last { index } else { i }).cmp(moved);
+            let renamed = |&i: &usize| entries.key(if i == last { index } else { i }).cmp(moved);
             let slot = match self.order.binary_search_by(renamed) {
                 Ok(at) => self.order.get_mut(at),
                 Err(_) => self
@@ -267,18 +344,41 @@ impl<V> IdMap<V> {
                 None => unreachable!("the lists hold every entry's index"),
             }
         }
+        if self.dead > DEAD_MIN && self.dead > self.keys.len() / 2 {
+            self.compact();
+        }
         debug_assert_eq!(self.table.len(), self.entries.len());
         debug_assert_eq!(self.order.len() + self.recent.len(), self.entries.len());
         Some(value)
     }
 
-    /// The value of `id`, made by `make` when there is none; the key is allocated only then.
+    /// Copies the live keys into a new buffer, leaving the dead bytes behind. Indices do not
+    /// change, so neither do the table and the lists.
+    fn compact(&mut self) {
+        let mut keys = String::with_capacity(self.keys.len() - self.dead);
+        let old = &self.keys;
+        for (span, _) in &mut self.entries {
+            let start = keys.len();
+            match old.get(span.start..span.start + span.len) {
+                Some(key) => keys.push_str(key),
+                None => unreachable!("a key at {}+{} is not in the keys", span.start, span.len),
+            }
+            span.start = start;
+        }
+        self.keys = keys;
+        self.dead = 0;
+    }
+
+    /// The value of `id`, made by `make` when there is none; the key is copied only then.
     pub fn get_or_insert_with(&mut self, id: &str, make: impl FnOnce() -> V) -> &mut V {
         let index = match self.find(id) {
             Some(i) => i,
-            None => self.push(id.to_owned(), make()),
+            None => self.push(id, make()),
         };
-        &mut entry_mut(&mut self.entries, index).1
+        match self.entries.get_mut(index) {
+            Some((_, value)) => value,
+            None => unreachable!("index {index} past the map's entries"),
+        }
     }
 
     /// The number of entries.
@@ -294,16 +394,16 @@ impl<V> IdMap<V> {
     }
 
     /// The entries in key order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &V)> + ExactSizeIterator {
-        Merged::new(&self.entries, &self.order, &self.recent).map(|i| {
-            let (id, value) = entry(&self.entries, i);
-            (id, value)
-        })
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
+        let entries = self.read();
+        Merged::new(entries, &self.order, &self.recent)
+            .map(move |i| (entries.key(i), &entries.entry(i).1))
     }
 
     /// The keys in order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        Merged::new(&self.entries, &self.order, &self.recent).map(|i| &entry(&self.entries, i).0)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        let entries = self.read();
+        Merged::new(entries, &self.order, &self.recent).map(move |i| entries.key(i))
     }
 
     /// The values in key order.
@@ -317,23 +417,23 @@ impl<V> IdMap<V> {
     where
         V: Clone,
     {
-        self.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
     }
 }
 
-impl<V> FromIterator<(String, V)> for IdMap<V> {
-    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> IdMap<V> {
+impl<K: AsRef<str>, V> FromIterator<(K, V)> for IdMap<V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> IdMap<V> {
         let mut map = IdMap::new();
         for (id, value) in iter {
-            map.insert(id, value);
+            map.insert(id.as_ref(), value);
         }
         map
     }
 }
 
 impl<'a, V> IntoIterator for &'a IdMap<V> {
-    type Item = (&'a String, &'a V);
-    type IntoIter = Box<dyn DoubleEndedIterator<Item = (&'a String, &'a V)> + 'a>;
+    type Item = (&'a str, &'a V);
+    type IntoIter = Box<dyn DoubleEndedIterator<Item = (&'a str, &'a V)> + 'a>;
 
     fn into_iter(self) -> Self::IntoIter {
         Box::new(self.iter())
@@ -402,7 +502,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
                 // The table is empty: nothing to rehash.
                 map.table.reserve(hint, |_| 0);
                 while let Some((id, value)) = access.next_entry::<String, V>()? {
-                    map.insert(id, value);
+                    map.insert(&id, value);
                 }
                 Ok(map)
             }
@@ -435,6 +535,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// An ordered map's entries with its keys as `&str`, as an `IdMap` gives them.
+    fn as_str<V>(
+        ordered: &BTreeMap<String, V>,
+    ) -> impl DoubleEndedIterator<Item = (&str, &V)> {
+        ordered.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
     /// A change to a map.
     #[derive(Clone, Debug)]
     enum Change {
@@ -463,7 +570,7 @@ mod tests {
             for change in changes {
                 match change {
                     Change::Insert(k, v) => {
-                        prop_assert_eq!(hashed.insert(k.clone(), v), ordered.insert(k, v));
+                        prop_assert_eq!(hashed.insert(&k, v), ordered.insert(k, v));
                     }
                     Change::GetOrInsert(k, v) => {
                         prop_assert_eq!(
@@ -477,8 +584,8 @@ mod tests {
                 }
                 prop_assert_eq!(hashed.len(), ordered.len());
             }
-            prop_assert!(hashed.iter().eq(ordered.iter()));
-            prop_assert!(hashed.keys().rev().eq(ordered.keys().rev()));
+            prop_assert!(hashed.iter().eq(as_str(&ordered)));
+            prop_assert!(hashed.keys().rev().eq(ordered.keys().map(String::as_str).rev()));
             for (k, v) in &ordered {
                 prop_assert_eq!(hashed.get(k), Some(v));
                 prop_assert!(hashed.contains_key(k));
@@ -516,20 +623,62 @@ mod tests {
             if n % 7 == 3 {
                 assert_eq!(hashed.remove(&id), ordered.remove(&id));
             } else {
-                assert_eq!(hashed.insert(id.clone(), n), ordered.insert(id, n));
+                assert_eq!(hashed.insert(&id, n), ordered.insert(id, n));
             }
         }
         assert_eq!(hashed.len(), ordered.len());
-        assert!(hashed.iter().eq(ordered.iter()));
-        assert!(hashed.iter().rev().eq(ordered.iter().rev()));
+        assert!(hashed.iter().eq(as_str(&ordered)));
+        assert!(hashed.iter().rev().eq(as_str(&ordered).rev()));
         assert_eq!(hashed.keys().len(), ordered.len());
         // Both ends at once, as a double-ended iterator may be read.
         let mut both = hashed.keys();
-        let mut expected = ordered.keys();
+        let mut expected = ordered.keys().map(String::as_str);
         while let (Some(front), Some(back)) = (both.next(), both.next_back()) {
             assert_eq!(Some(front), expected.next());
             assert_eq!(Some(back), expected.next_back());
         }
+    }
+
+    #[test]
+    fn removing_most_keys_compacts_the_buffer_and_keeps_every_other_entry() {
+        let mut ordered = BTreeMap::new();
+        let mut hashed = IdMap::new();
+        for n in 0..2_000u32 {
+            let id = format!("call_{:08}", (n * 7_919) % 2_000);
+            hashed.insert(&id, n);
+            ordered.insert(id, n);
+        }
+        let full = hashed.keys.len();
+        assert_eq!(full, 2_000 * "call_00000000".len());
+        // Remove three in four, a few at a time between lookups and inserts of others.
+        for n in 0..2_000u32 {
+            if n % 4 != 0 {
+                let id = format!("call_{n:08}");
+                assert_eq!(hashed.remove(&id), ordered.remove(&id));
+                assert!(!hashed.contains_key(&id));
+            }
+            let kept = format!("call_{:08}", n - n % 4);
+            assert_eq!(hashed.get(&kept), ordered.get(&kept));
+        }
+        // The dead bytes went past half of the buffer (and its minimum): it was compacted at
+        // least once, and holds no more than twice the live keys' bytes.
+        let live: usize = ordered.keys().map(String::len).sum();
+        assert!(hashed.keys.len() < full, "the keys were never compacted");
+        assert!(hashed.keys.len() - hashed.dead == live);
+        assert!(hashed.keys.len() <= 2 * live.max(DEAD_MIN));
+        assert!(hashed.iter().eq(as_str(&ordered)));
+        for (id, n) in &ordered {
+            assert_eq!(hashed.get(id), Some(n));
+        }
+        // New keys after a compaction go where they belong.
+        for id in ["call_00000001", "a", "zz"] {
+            assert_eq!(hashed.insert(id, 9), ordered.insert(id.to_owned(), 9));
+        }
+        assert!(hashed.iter().eq(as_str(&ordered)));
+        assert_eq!(
+            rmp_serde::to_vec(&hashed).unwrap(),
+            rmp_serde::to_vec(&ordered).unwrap()
+        );
     }
 
     #[test]
@@ -545,8 +694,8 @@ mod tests {
             *hashed.get_or_insert_with(id, || 0) = n;
         }
         assert_eq!(hashed.len(), ordered.len());
-        assert!(hashed.iter().eq(ordered.iter()));
-        assert!(hashed.keys().rev().eq(ordered.keys().rev()));
+        assert!(hashed.iter().eq(as_str(&ordered)));
+        assert!(hashed.keys().rev().eq(ordered.keys().map(String::as_str).rev()));
         assert_eq!(
             rmp_serde::to_vec(&hashed).unwrap(),
             rmp_serde::to_vec(&ordered).unwrap()
@@ -562,7 +711,7 @@ mod tests {
         let twice: IdMap<u8> = serde_json::from_str(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
         let ordered_twice: BTreeMap<String, u8> =
             serde_json::from_str(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
-        assert!(twice.iter().eq(ordered_twice.iter()));
+        assert!(twice.iter().eq(as_str(&ordered_twice)));
         assert_eq!(
             schemars::schema_for!(IdMap<usize>),
             schemars::schema_for!(BTreeMap<String, usize>)
@@ -570,12 +719,12 @@ mod tests {
         assert_eq!(hashed.remove("a"), ordered.remove("a"));
         assert!(!hashed.contains_key("a"));
         assert_eq!(hashed.get("b"), ordered.get("b"));
-        assert_eq!(hashed.insert("b".into(), 7), ordered.insert("b".into(), 7));
+        assert_eq!(hashed.insert("b", 7), ordered.insert("b".into(), 7));
         assert_eq!(
-            hashed.insert("aa".into(), 8),
+            hashed.insert("aa", 8),
             ordered.insert("aa".into(), 8)
         );
-        assert!(hashed.iter().eq(ordered.iter()));
+        assert!(hashed.iter().eq(as_str(&ordered)));
         assert!(hashed.values().rev().eq(ordered.values().rev()));
         assert_eq!(hashed.to_ordered(), ordered);
         assert_eq!(hashed.len(), ordered.len());

@@ -368,7 +368,7 @@ impl StreamState {
                         _ => "failed",
                     };
                     self.turns.insert(
-                        turn_id.clone(),
+                        turn_id,
                         TurnState {
                             turn_id: turn_id.clone(),
                             thread_id: e.thread_id.clone(),
@@ -462,7 +462,7 @@ impl StreamState {
     fn task_mut(&mut self, envelope: &Envelope) -> Option<&mut TaskState> {
         let task_id = envelope.task_id.as_ref()?;
         if !self.tasks.contains_key(task_id) {
-            self.tasks.insert(task_id.clone(), TaskState::new(task_id));
+            self.tasks.insert(task_id, TaskState::new(task_id));
         }
         self.tasks.get_mut(task_id)
     }
@@ -668,7 +668,7 @@ impl StreamState {
             _ => Lifecycle::WaitingPermission,
         };
         self.actions.insert(
-            action_id.clone(),
+            &action_id,
             ActionState {
                 action_id: action_id.clone(),
                 task_id: e.task_id.clone(),

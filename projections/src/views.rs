@@ -70,7 +70,7 @@ impl CallCounts {
             c.total += 1;
             if call.ended.is_none() {
                 c.open += 1;
-                c.open_ids.push(id.clone());
+                c.open_ids.push(id.to_owned());
             } else {
                 *c.by_status.entry(call.status.clone()).or_insert(0) += 1;
             }
