@@ -19,6 +19,8 @@ pub(crate) struct RawFrame<'a> {
     pub offset: u64,
     pub header: FrameHeader,
     pub body: &'a [u8],
+    /// The whole frame: the header's bytes, then `body`.
+    pub frame: &'a [u8],
 }
 
 fn corruption(segment: SegmentId, offset: u64, position: Position, detail: String) -> Error {
@@ -171,6 +173,7 @@ impl Cursor {
             offset: frame.offset,
             header: frame.header,
             body: frame.body,
+            frame: frame.frame,
         }))
     }
 
@@ -257,6 +260,10 @@ pub struct Record<'a> {
     pub hash: ChainHash,
     /// The stored body: the envelope as MessagePack (`docs/FORMAT.md`).
     pub body: &'a [u8],
+    /// The whole frame as the log holds it: its header's bytes, then `body`
+    /// (`docs/FORMAT.md`). A copy of it, checked again by [`Record::from_frame`], stands for
+    /// the frame, as a build's later passes read the copies its first pass made.
+    pub frame: &'a [u8],
     /// The segment holding the frame.
     pub segment: SegmentId,
     /// The frame's byte offset in that segment.
@@ -264,6 +271,51 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
+    /// The record of `frame`, the bytes of the frame at `at` (or a copy of them), which must
+    /// hold the event at `position`: checked as [`FrameReader::read`] checks a frame it reads
+    /// (its header's and body's checksums, its position and its length), not its chain link.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidInput`] when `frame` is not `at.len` bytes long, or holds another
+    ///   position or another length;
+    /// - [`Error::Corruption`] naming `at` and `position` when the header or the body does not
+    ///   match its checksum.
+    pub fn from_frame(frame: &'a [u8], at: FrameAt, position: Position) -> Result<Record<'a>> {
+        let len = frame.len();
+        let (header_bytes, body) = match frame.split_at_checked(FRAME_HEADER_LEN) {
+            Some(parts) if u64::try_from(len).ok() == Some(u64::from(at.len)) => parts,
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "{len} bytes are not the {} of the frame of position {position} \
+                     (segment {} at {})",
+                    at.len, at.segment, at.offset
+                )))
+            }
+        };
+        let header = FrameHeader::decode(header_bytes)
+            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
+        if header.meta.position != position || header.frame_len() != u64::from(at.len) {
+            return Err(Error::InvalidInput(format!(
+                "segment {} at {} holds position {} in {} bytes, not position {position} in {len}",
+                at.segment,
+                at.offset,
+                header.meta.position,
+                header.frame_len()
+            )));
+        }
+        header
+            .check_body(body)
+            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
+        Ok(RawFrame {
+            segment: at.segment,
+            offset: at.offset,
+            header,
+            body,
+            frame,
+        }
+        .record())
+    }
+
     /// Decodes the body into a stored event.
     ///
     /// # Errors
@@ -504,28 +556,7 @@ impl FrameReader {
                 at.offset
             ))
             })?;
-        let (header_bytes, body) = frame.split_at(FRAME_HEADER_LEN);
-        let header = FrameHeader::decode(header_bytes)
-            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
-        if header.meta.position != position || header.frame_len() != u64::from(at.len) {
-            return Err(Error::InvalidInput(format!(
-                "segment {} at {} holds position {} in {} bytes, not position {position} in {len}",
-                at.segment,
-                at.offset,
-                header.meta.position,
-                header.frame_len()
-            )));
-        }
-        header
-            .check_body(body)
-            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
-        Ok(RawFrame {
-            segment: at.segment,
-            offset: at.offset,
-            header,
-            body,
-        }
-        .record())
+        Record::from_frame(frame, at, position)
     }
 
     /// Fills the buffer with `len` bytes of `segment` from `offset`; on an error the buffer is
@@ -550,6 +581,7 @@ impl<'a> RawFrame<'a> {
             stream_version: self.header.meta.stream_version,
             hash: self.header.hash,
             body: self.body,
+            frame: self.frame,
             segment: self.segment,
             offset: self.offset,
         }
@@ -581,14 +613,17 @@ pub(crate) fn read_at(
         }))?;
     let header = FrameHeader::decode(&header_bytes)
         .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
-    let mut body = vec![0u8; header.body_len() as usize];
+    let mut frame = header_bytes.to_vec();
+    frame.resize(FRAME_HEADER_LEN + header.body_len() as usize, 0);
+    let (_, body) = frame.split_at_mut(FRAME_HEADER_LEN);
     seg.file
-        .read_exact_at(&mut body, offset + FRAME_HEADER_LEN as u64)
+        .read_exact_at(body, offset + FRAME_HEADER_LEN as u64)
         .map_err(Error::io_with(|| {
             format!("reading segment {segment} at {offset}")
         }))?;
+    let (_, body) = frame.split_at(FRAME_HEADER_LEN);
     header
-        .check_body(&body)
+        .check_body(body)
         .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
     if header.meta.position != position {
         return Err(Error::Index(format!(
@@ -600,7 +635,8 @@ pub(crate) fn read_at(
         segment,
         offset,
         header,
-        body: &body,
+        body,
+        frame: &frame,
     })
 }
 

@@ -102,6 +102,8 @@ pub(crate) struct Scanned<'a> {
     /// The body, checksum-checked unless the caller asked otherwise
     /// ([`FrameScanner::next_frame`]).
     pub body: &'a [u8],
+    /// The whole frame: its header's bytes, then `body`.
+    pub frame: &'a [u8],
 }
 
 /// Reads frames one after another from `offset` up to `end`.
@@ -305,7 +307,10 @@ impl FrameScanner {
         let start = usize::try_from(offset - self.buf_start).unwrap_or(usize::MAX);
         let body_start = start.saturating_add(FRAME_HEADER_LEN);
         let body_end = body_start.saturating_add(header.body_len() as usize);
-        let Some(body) = self.buf.get(body_start..body_end) else {
+        let (Some(frame), Some(body)) = (
+            self.buf.get(start..body_end),
+            self.buf.get(body_start..body_end),
+        ) else {
             return Err(Error::InvalidInput("scanner buffer out of range".into()));
         };
         if check_body {
@@ -318,6 +323,7 @@ impl FrameScanner {
             offset,
             header,
             body,
+            frame,
         }))
     }
 }

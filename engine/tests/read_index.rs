@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use journal_engine::{Appended, Filter, Journal, RecoveryAction};
-use journal_format::Position;
+use journal_format::{Position, FRAME_HEADER_LEN};
 
 fn setup(dir: &std::path::Path) -> Journal {
     let journal = Journal::open(dir, small_segments()).unwrap();
@@ -508,6 +508,83 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
         journal_engine::Error::Corruption { position, .. } => assert_eq!(position, Some(skip)),
         other => panic!("expected corruption, got {other}"),
     }
+}
+
+#[test]
+fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = setup(dir.path());
+    let mut copies = Vec::new();
+    journal
+        .scan(Position(1), None, false, |record| {
+            // The frame is the header, then the body.
+            assert_eq!(record.frame.len(), FRAME_HEADER_LEN + record.body.len());
+            assert_eq!(&record.frame[FRAME_HEADER_LEN..], record.body);
+            copies.push((
+                record.position,
+                record.location(),
+                record.hash,
+                record.stream_version,
+                record.frame.to_vec(),
+            ));
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap();
+    assert_eq!(copies.len(), 300);
+    let mut frames = journal.frame_reader();
+    for (position, at, hash, version, frame) in &copies {
+        let copy = journal_engine::Record::from_frame(frame, *at, *position).unwrap();
+        let read = frames.read(*at, *position).unwrap();
+        assert_eq!(
+            (
+                copy.position,
+                copy.location(),
+                copy.hash,
+                copy.stream_version
+            ),
+            (*position, *at, *hash, *version)
+        );
+        assert_eq!((copy.frame, copy.body), (read.frame, read.body));
+        assert_eq!(
+            copy.decode().unwrap().envelope.event_id,
+            read.decode().unwrap().envelope.event_id
+        );
+    }
+
+    let (position, at, _, _, frame) = &copies[41];
+    let refused = |bytes: &[u8], at: journal_engine::FrameAt, position: Position| {
+        journal_engine::Record::from_frame(bytes, at, position)
+            .map(|r| r.position)
+            .unwrap_err()
+            .to_string()
+    };
+    // Each byte changed, in the header or the body, fails a checksum (or the position or
+    // length check, which the header's checksum covers too).
+    for i in [
+        0,
+        5,
+        FRAME_HEADER_LEN - 1,
+        FRAME_HEADER_LEN,
+        frame.len() - 1,
+    ] {
+        let mut changed = frame.clone();
+        changed[i] ^= 0x01;
+        let error = refused(&changed, *at, *position);
+        assert!(error.contains("checksum"), "byte {i}: {error}");
+    }
+    let other = refused(frame, *at, position.next());
+    assert!(
+        other.contains(&format!("holds position {position}")),
+        "{other}"
+    );
+    let cut = refused(&frame[..frame.len() - 1], *at, *position);
+    assert!(cut.contains("are not the"), "{cut}");
+    let short = refused(
+        &frame[..10],
+        journal_engine::FrameAt { len: 10, ..*at },
+        *position,
+    );
+    assert!(short.contains("are not the"), "{short}");
 }
 
 #[test]

@@ -417,7 +417,9 @@ impl<V> IdMap<V> {
     where
         V: Clone,
     {
-        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect()
     }
 }
 
@@ -536,9 +538,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// An ordered map's entries with its keys as `&str`, as an `IdMap` gives them.
-    fn as_str<V>(
-        ordered: &BTreeMap<String, V>,
-    ) -> impl DoubleEndedIterator<Item = (&str, &V)> {
+    fn as_str<V>(ordered: &BTreeMap<String, V>) -> impl DoubleEndedIterator<Item = (&str, &V)> {
         ordered.iter().map(|(k, v)| (k.as_str(), v))
     }
 
@@ -695,7 +695,10 @@ mod tests {
         }
         assert_eq!(hashed.len(), ordered.len());
         assert!(hashed.iter().eq(as_str(&ordered)));
-        assert!(hashed.keys().rev().eq(ordered.keys().map(String::as_str).rev()));
+        assert!(hashed
+            .keys()
+            .rev()
+            .eq(ordered.keys().map(String::as_str).rev()));
         assert_eq!(
             rmp_serde::to_vec(&hashed).unwrap(),
             rmp_serde::to_vec(&ordered).unwrap()
@@ -720,10 +723,7 @@ mod tests {
         assert!(!hashed.contains_key("a"));
         assert_eq!(hashed.get("b"), ordered.get("b"));
         assert_eq!(hashed.insert("b", 7), ordered.insert("b".into(), 7));
-        assert_eq!(
-            hashed.insert("aa", 8),
-            ordered.insert("aa".into(), 8)
-        );
+        assert_eq!(hashed.insert("aa", 8), ordered.insert("aa".into(), 8));
         assert!(hashed.iter().eq(as_str(&ordered)));
         assert!(hashed.values().rev().eq(ordered.values().rev()));
         assert_eq!(hashed.to_ordered(), ordered);

@@ -9,11 +9,13 @@
 //! feeds. The first pass reads every event's stream from its body without decoding it
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
 //! they are, checked when the event is decoded in its own pass), applies partition 0's events,
-//! and notes where each other partition's frames are, in a scratch file per partition
-//! (`partition/notes.rs`); each later pass reads its own frames from there
-//! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system
-//! call for the frames of many events, not one each), instead of stepping through the whole
-//! log again. A pass takes its events in chunks of 64 (or 1 MiB of bodies): it copies their
+//! and notes each other partition's frames, with a copy of each (within a most of bytes), in a
+//! scratch file per partition (`partition/notes.rs`); each later pass reads its own frames
+//! from there, in one sequential read, and the frames not copied from the log
+//! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system call for the
+//! frames of many events, not one each), instead of stepping through the whole log again.
+//! (With its frames read from the log, a pass over one partition of many copied nearly the
+//! whole log out of the page cache through its read-ahead.) A pass takes its events in chunks of 64 (or 1 MiB of bodies): it copies their
 //! frames, decodes them one after the other, then applies the chunk to one worker after the
 //! other, so that the decoder's code and each fold's stay in the instruction cache across the
 //! chunk. Each slot of a chunk keeps its buffers for the next chunk's event there (its strings',
@@ -21,7 +23,8 @@
 //! ([`journal_engine::Record::decode_into_deferring_payload`], [`Event`]).
 //!
 //! Every frame is checked once, in the first pass (its header's and body's checksums), and
-//! again when its own pass reads it; the chain is not verified (`journal verify` does that).
+//! again when its own pass reads it, from the log or from its copy; the chain is not verified
+//! (`journal verify` does that).
 //!
 //! **Invariants:**
 //! - A key belongs to one partition (a hash of the stream key), and every event of a key is
@@ -43,9 +46,9 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use journal_engine::{Journal, Record};
-use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent};
+use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN};
 
-use notes::Notes;
+use notes::{Note, Notes};
 
 use crate::projection::{Event, Fault};
 use crate::worker::WorkerError;
@@ -57,8 +60,8 @@ use crate::worker::WorkerError;
 /// were no faster; see `docs/PERFORMANCE.md`).
 pub const PARTITION_EVENTS: u64 = 100_000;
 
-/// How many bytes a later pass reads at once when the next frame of its partition is not in
-/// what it read before. A read of each frame alone cost a system call per event; a read-ahead
+/// How many bytes a later pass reads at once when the next frame of its partition that was
+/// not copied into its notes (past their most of bytes) is not in what it read before. A read of each frame alone cost a system call per event; a read-ahead
 /// copies the other partitions' frames between them too (one frame in `partitions` is this
 /// pass's). On 1,121,660 events in 12 passes (`docs/PERFORMANCE.md`), system time was
 /// 1.31–1.51 s with none, 0.74–0.90 s with 8 KiB (three runs), 0.78–1.10 s with 16 KiB (six)
@@ -193,15 +196,19 @@ pub fn build(
         pass.faulted.resize(active.len(), false);
         let applied = match &mut notes {
             // The later passes read their own frames, where the first noted them.
-            Some(notes) if partition > 0 => notes.read(partition, |position, at| {
-                let record =
-                    frame_reader
-                        .read(at, position)
-                        .map_err(|source| WorkerError::Journal {
-                            projection: reader,
-                            source,
+            Some(notes) if partition > 0 => notes.read(partition, |note| {
+                match note {
+                    Note::Copied(record) => pass.push(&record, &mut active)?,
+                    Note::At(position, at) => {
+                        let record = frame_reader.read(at, position).map_err(|source| {
+                            WorkerError::Journal {
+                                projection: reader,
+                                source,
+                            }
                         })?;
-                pass.push(&record, &mut active)?;
+                        pass.push(&record, &mut active)?;
+                    }
+                }
                 Ok(true)
             }),
             // The first pass (and each pass without notes) reads each event's stream from its
@@ -219,7 +226,7 @@ pub fn build(
                         Some(notes) if of != partition && unnoted.is_none() => {
                             // A note that cannot be written (a full disk) leaves the later
                             // passes to step through the log, as without notes.
-                            if let Err(e) = notes.note(of, record.position, record.location()) {
+                            if let Err(e) = notes.note(of, &record) {
                                 unnoted = Some(e);
                             }
                             Ok(())
@@ -329,7 +336,7 @@ struct Chunk {
 }
 
 /// A frame copied out of the log's read buffer, to be decoded with its chunk: the fields of
-/// its [`Record`], the body in a buffer of its own.
+/// its [`Record`], the frame (header and body) in a buffer of its own.
 #[derive(Default)]
 struct Copied {
     position: Position,
@@ -338,7 +345,7 @@ struct Copied {
     hash: ChainHash,
     segment: SegmentId,
     offset: u64,
-    body: Vec<u8>,
+    frame: Vec<u8>,
 }
 
 impl Copied {
@@ -350,10 +357,10 @@ impl Copied {
         self.hash = record.hash;
         self.segment = record.segment;
         self.offset = record.offset;
-        self.body.clear();
-        self.body
-            .shrink_to(SLOT_BODY_BYTES_KEPT.max(record.body.len()));
-        self.body.extend_from_slice(record.body);
+        self.frame.clear();
+        self.frame
+            .shrink_to(SLOT_BODY_BYTES_KEPT.max(record.frame.len()));
+        self.frame.extend_from_slice(record.frame);
     }
 
     /// The copied frame as a record of the log.
@@ -363,7 +370,9 @@ impl Copied {
             recorded_at_ns: self.recorded_at_ns,
             stream_version: self.stream_version,
             hash: self.hash,
-            body: &self.body,
+            // A record's frame is its header then its body: the copy holds both.
+            body: self.frame.get(FRAME_HEADER_LEN..).unwrap_or_default(),
+            frame: &self.frame,
             segment: self.segment,
             offset: self.offset,
         }
