@@ -7,10 +7,11 @@
 //! is a cache miss per comparison, and it was the largest single cost of the folds
 //! (`docs/PERFORMANCE.md`). A hashed map finds it with one hash and one comparison.
 //!
-//! The keys' bytes sit back to back in one buffer (`keys`), and the entries in a `Vec`, each
-//! naming its key by a span of that buffer: a session's thousands of keys are a few pages read
-//! in a row, not thousands of allocations scattered through the heap, and a map is dropped
-//! with one free for all its keys. A hash table of the entries' indices finds a key, and two
+//! The keys' bytes sit back to back in one buffer (`keys`), each entry's span of it in one
+//! list and its value in another, at the same index: a session's thousands of keys are a few
+//! pages read in a row, not thousands of allocations scattered through the heap (nor strided
+//! by their values), and a map is dropped with one free for all its keys. A hash table of the
+//! entries' indices finds a key, and two
 //! lists of indices, each sorted by key, read the map whole in order, as an ordered map is
 //! read, without sorting and without a lookup per entry: a worker encodes a stream's whole
 //! state at each commit, and for a live journal that is after nearly every event. A new key's
@@ -26,11 +27,11 @@
 //! 1,121,660 events peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with this,
 //! `docs/PERFORMANCE.md`.)
 //!
-//! **Invariants:** `table` holds every index of `entries` exactly once, found by its key's
-//! hash; `order` and `recent` together hold every index exactly once, each list strictly
-//! increasing by key (keys are unique); each entry's span lies within `keys`, on character
-//! boundaries, and no two entries' spans overlap; `dead` is the bytes of `keys` outside every
-//! span. Nothing outside this module sees the entries' own order or the buffer:
+//! **Invariants:** `spans` and `values` have one element per entry; `table` holds every
+//! entry's index exactly once, found by its key's hash; `order` and `recent` together hold
+//! every index exactly once, each list strictly increasing by key (keys are unique); each span
+//! lies within `keys`, on character boundaries, and no two spans overlap; `dead` is the bytes
+//! of `keys` outside every span. Nothing outside this module sees the entries' own order or the buffer:
 //! iteration, the stored (MessagePack) and JSON forms, the JSON schema and equality are those of
 //! a `BTreeMap<String, V>` holding the same entries, so stored states, read models and their
 //! digests do not change with the container (the tests compare them, after random changes).
@@ -51,36 +52,24 @@ struct Span {
     len: usize,
 }
 
-/// The map's keys and entries, read together: an entry names its key by a [`Span`] of `keys`.
-struct Entries<'a, V> {
-    keys: &'a str,
-    entries: &'a [(Span, V)],
+/// The map's keys, read by index: entry `i`'s key is `spans[i]` of `bytes`. Spans sit in a
+/// list of their own, not beside their values: a binary search or a merge reads a key of many
+/// entries and no value, and a value (a call's record) is ten times a span's size.
+#[derive(Clone, Copy)]
+struct Keys<'a> {
+    bytes: &'a str,
+    spans: &'a [Span],
 }
 
-// Two shared references, copied whatever `V` is (a derive would ask `V: Copy`).
-impl<V> Clone for Entries<'_, V> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<V> Copy for Entries<'_, V> {}
-
-impl<'a, V> Entries<'a, V> {
-    /// Entry `i`. `table`, `order` and `recent` hold only indices of entries (the module's
-    /// invariants): another is a bug in this module.
-    fn entry(self, i: usize) -> &'a (Span, V) {
-        match self.entries.get(i) {
-            Some(entry) => entry,
-            None => unreachable!("index {i} past the map's {} entries", self.entries.len()),
-        }
-    }
-
-    /// The key of entry `i`. Each span lies within `keys`, on character boundaries (the
-    /// module's invariants).
+impl<'a> Keys<'a> {
+    /// The key of entry `i`. `table`, `order` and `recent` hold only indices of entries, and
+    /// each span lies within `bytes`, on character boundaries (the module's invariants):
+    /// another is a bug in this module.
     fn key(self, i: usize) -> &'a str {
-        let Span { start, len } = self.entry(i).0;
-        match self.keys.get(start..start + len) {
+        let Some(&Span { start, len }) = self.spans.get(i) else {
+            unreachable!("index {i} past the map's {} entries", self.spans.len())
+        };
+        match self.bytes.get(start..start + len) {
             Some(key) => key,
             None => unreachable!("entry {i}'s key at {start}+{len} is not in the keys"),
         }
@@ -96,8 +85,7 @@ impl<'a, V> Entries<'a, V> {
     /// by key. Each of `short`'s keys finds its place in what is left of `long` by binary
     /// search, and the indices between places are copied as they are:
     /// `short.len() × log₂(long.len())` comparisons, where a step-by-step merge makes one for
-    /// each index of both lists (for a session's thousands of calls, the most of the rebuild's
-    /// time spent in this map, `docs/PERFORMANCE.md`).
+    /// each index of both lists (`docs/PERFORMANCE.md`, sixteenth session).
     fn merge(self, long: &[usize], short: &[usize]) -> Vec<usize> {
         let mut merged = Vec::with_capacity(long.len() + short.len());
         let mut rest = long;
@@ -115,15 +103,15 @@ impl<'a, V> Entries<'a, V> {
 
 /// The indices of two lists sorted by key (and holding different keys), in key order: both
 /// ends, as an ordered map's iterator.
-struct Merged<'a, V> {
-    entries: Entries<'a, V>,
+struct Merged<'a> {
+    keys: Keys<'a>,
     a: &'a [usize],
     b: &'a [usize],
 }
 
-impl<'a, V> Merged<'a, V> {
-    fn new(entries: Entries<'a, V>, a: &'a [usize], b: &'a [usize]) -> Merged<'a, V> {
-        Merged { entries, a, b }
+impl<'a> Merged<'a> {
+    fn new(keys: Keys<'a>, a: &'a [usize], b: &'a [usize]) -> Merged<'a> {
+        Merged { keys, a, b }
     }
 
     /// Takes the index `from_a` says from the front (`back` false) or the back of its list.
@@ -139,12 +127,12 @@ impl<'a, V> Merged<'a, V> {
     }
 }
 
-impl<V> Iterator for Merged<'_, V> {
+impl Iterator for Merged<'_> {
     type Item = usize;
 
     fn next(&mut self) -> Option<usize> {
         let from_a = match (self.a.first(), self.b.first()) {
-            (Some(&x), Some(&y)) => self.entries.key(x) < self.entries.key(y),
+            (Some(&x), Some(&y)) => self.keys.key(x) < self.keys.key(y),
             (a, _) => a.is_some(),
         };
         self.take(from_a, false)
@@ -156,17 +144,17 @@ impl<V> Iterator for Merged<'_, V> {
     }
 }
 
-impl<V> DoubleEndedIterator for Merged<'_, V> {
+impl DoubleEndedIterator for Merged<'_> {
     fn next_back(&mut self) -> Option<usize> {
         let from_a = match (self.a.last(), self.b.last()) {
-            (Some(&x), Some(&y)) => self.entries.key(x) > self.entries.key(y),
+            (Some(&x), Some(&y)) => self.keys.key(x) > self.keys.key(y),
             (a, _) => a.is_some(),
         };
         self.take(from_a, true)
     }
 }
 
-impl<V> ExactSizeIterator for Merged<'_, V> {}
+impl ExactSizeIterator for Merged<'_> {}
 
 /// A map from ids to `V`, hashed for lookups and read in key order (see the module doc).
 #[derive(Clone)]
@@ -175,12 +163,15 @@ pub struct IdMap<V> {
     keys: String,
     /// How many bytes of `keys` no entry names.
     dead: usize,
-    /// The entries, in no particular order, each with where its key is in `keys`.
-    entries: Vec<(Span, V)>,
-    /// The index in `entries` of each key, by the key's hash.
+    /// Where each entry's key is in `keys`; entry `i` is `spans[i]` and `values[i]`, in no
+    /// particular order.
+    spans: Vec<Span>,
+    /// Each entry's value.
+    values: Vec<V>,
+    /// The index of each entry, by its key's hash.
     table: HashTable<usize>,
     hasher: RandomState,
-    /// Indices of `entries` in key order: all but the newest.
+    /// Indices of entries in key order: all but the newest.
     order: Vec<usize>,
     /// The newest indices, in key order, until they are merged into `order`.
     recent: Vec<usize>,
@@ -199,7 +190,8 @@ impl<V> Default for IdMap<V> {
         IdMap {
             keys: String::new(),
             dead: 0,
-            entries: Vec::new(),
+            spans: Vec::new(),
+            values: Vec::new(),
             table: HashTable::new(),
             hasher: RandomState::default(),
             order: Vec::new(),
@@ -215,45 +207,62 @@ impl<V> IdMap<V> {
         IdMap::default()
     }
 
-    /// The keys and entries, to read together.
-    fn read(&self) -> Entries<'_, V> {
-        Entries {
-            keys: &self.keys,
-            entries: &self.entries,
+    /// The keys, to read by index.
+    fn read(&self) -> Keys<'_> {
+        Keys {
+            bytes: &self.keys,
+            spans: &self.spans,
         }
     }
 
-    /// The index in `entries` of `id`.
+    /// Entry `i`'s value.
+    fn value(&self, i: usize) -> &V {
+        match self.values.get(i) {
+            Some(value) => value,
+            None => unreachable!("index {i} past the map's {} entries", self.values.len()),
+        }
+    }
+
+    /// Entry `i`'s value, to change.
+    fn value_mut(&mut self, i: usize) -> &mut V {
+        let len = self.values.len();
+        match self.values.get_mut(i) {
+            Some(value) => value,
+            None => unreachable!("index {i} past the map's {len} entries"),
+        }
+    }
+
+    /// The index of `id`'s entry.
     fn find(&self, id: &str) -> Option<usize> {
-        let entries = self.read();
+        let keys = self.read();
         self.table
-            .find(self.hasher.hash_one(id), |&i| entries.key(i) == id)
+            .find(self.hasher.hash_one(id), |&i| keys.key(i) == id)
             .copied()
     }
 
-    /// Adds `id`, which the map does not hold; returns its index in `entries`.
+    /// Adds `id`, which the map does not hold; returns its entry's index.
     fn push(&mut self, id: &str, value: V) -> usize {
-        let index = self.entries.len();
+        let index = self.spans.len();
         let at = match self.read().search(&self.recent, id) {
             Err(at) => at,
             Ok(_) => unreachable!("push is called only for a key the map does not hold"),
         };
-        let span = Span {
+        self.spans.push(Span {
             start: self.keys.len(),
             len: id.len(),
-        };
+        });
         self.keys.push_str(id);
-        self.entries.push((span, value));
+        self.values.push(value);
         let hash = self.hasher.hash_one(id);
-        let entries = Entries {
-            keys: &self.keys,
-            entries: &self.entries,
+        let keys = Keys {
+            bytes: &self.keys,
+            spans: &self.spans,
         };
         let hasher = &self.hasher;
         self.table
-            .insert_unique(hash, index, |&i| hasher.hash_one(entries.key(i)));
+            .insert_unique(hash, index, |&i| hasher.hash_one(keys.key(i)));
         self.recent.insert(at, index);
-        if self.recent.len() > RECENT_MAX_MIN.max(self.entries.len().isqrt()) {
+        if self.recent.len() > RECENT_MAX_MIN.max(self.spans.len().isqrt()) {
             self.order = self.read().merge(&self.order, &self.recent);
             self.recent.clear();
         }
@@ -263,13 +272,13 @@ impl<V> IdMap<V> {
     /// The value of `id`.
     #[must_use]
     pub fn get(&self, id: &str) -> Option<&V> {
-        self.find(id).map(|i| &self.read().entry(i).1)
+        self.find(id).map(|i| self.value(i))
     }
 
     /// The value of `id`, to change.
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
         let i = self.find(id)?;
-        self.entries.get_mut(i).map(|(_, value)| value)
+        Some(self.value_mut(i))
     }
 
     /// Whether `id` has a value.
@@ -281,10 +290,7 @@ impl<V> IdMap<V> {
     /// Sets `id`'s value, returning the one it replaces.
     pub fn insert(&mut self, id: &str, value: V) -> Option<V> {
         match self.find(id) {
-            Some(i) => self
-                .entries
-                .get_mut(i)
-                .map(|(_, old)| std::mem::replace(old, value)),
+            Some(i) => Some(std::mem::replace(self.value_mut(i), value)),
             None => {
                 self.push(id, value);
                 None
@@ -292,8 +298,8 @@ impl<V> IdMap<V> {
         }
     }
 
-    /// Removes `id`, returning its value. The last entry takes its place in `entries`; the
-    /// key's bytes stay in `keys` until dead bytes are more than half of it.
+    /// Removes `id`, returning its value. The last entry takes its place; the key's bytes stay
+    /// in `keys` until dead bytes are more than half of it.
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let index = self.find(id)?;
         match self
@@ -312,17 +318,18 @@ impl<V> IdMap<V> {
         } else {
             unreachable!("the lists hold every entry's index");
         }
-        let last = self.entries.len() - 1;
-        let (span, value) = self.entries.swap_remove(index);
+        let last = self.spans.len() - 1;
+        let span = self.spans.swap_remove(index);
+        let value = self.values.swap_remove(index);
         self.dead += span.len;
         if index != last {
             // The entry that was last is at `index` now: point its table slot and its place in
             // the lists there (its key, and so its place, is the same).
-            let entries = Entries {
-                keys: &self.keys,
-                entries: &self.entries,
+            let keys = Keys {
+                bytes: &self.keys,
+                spans: &self.spans,
             };
-            let moved = entries.key(index);
+            let moved = keys.key(index);
             match self
                 .table
                 .find_mut(self.hasher.hash_one(moved), |&i| i == last)
@@ -330,7 +337,7 @@ impl<V> IdMap<V> {
                 Some(slot) => *slot = index,
                 None => unreachable!("the table holds every entry's index"),
             }
-            let renamed = |&i: &usize| entries.key(if i == last { index } else { i }).cmp(moved);
+            let renamed = |&i: &usize| keys.key(if i == last { index } else { i }).cmp(moved);
             let slot = match self.order.binary_search_by(renamed) {
                 Ok(at) => self.order.get_mut(at),
                 Err(_) => self
@@ -347,8 +354,14 @@ impl<V> IdMap<V> {
         if self.dead > DEAD_MIN && self.dead > self.keys.len() / 2 {
             self.compact();
         }
-        debug_assert_eq!(self.table.len(), self.entries.len());
-        debug_assert_eq!(self.order.len() + self.recent.len(), self.entries.len());
+        debug_assert_eq!(self.table.len(), self.spans.len());
+        debug_assert_eq!(self.values.len(), self.spans.len());
+        debug_assert_eq!(self.order.len() + self.recent.len(), self.spans.len());
+        debug_assert_eq!(
+            self.keys.len() - self.dead,
+            self.spans.iter().map(|span| span.len).sum::<usize>(),
+            "dead bytes are those no span covers"
+        );
         Some(value)
     }
 
@@ -357,7 +370,7 @@ impl<V> IdMap<V> {
     fn compact(&mut self) {
         let mut keys = String::with_capacity(self.keys.len() - self.dead);
         let old = &self.keys;
-        for (span, _) in &mut self.entries {
+        for span in &mut self.spans {
             let start = keys.len();
             match old.get(span.start..span.start + span.len) {
                 Some(key) => keys.push_str(key),
@@ -375,35 +388,31 @@ impl<V> IdMap<V> {
             Some(i) => i,
             None => self.push(id, make()),
         };
-        match self.entries.get_mut(index) {
-            Some((_, value)) => value,
-            None => unreachable!("index {index} past the map's entries"),
-        }
+        self.value_mut(index)
     }
 
     /// The number of entries.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.spans.len()
     }
 
     /// Whether there are none.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
     /// The entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
-        let entries = self.read();
-        Merged::new(entries, &self.order, &self.recent)
-            .map(move |i| (entries.key(i), &entries.entry(i).1))
+        let keys = self.read();
+        Merged::new(keys, &self.order, &self.recent).map(move |i| (keys.key(i), self.value(i)))
     }
 
     /// The keys in order.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        let entries = self.read();
-        Merged::new(entries, &self.order, &self.recent).map(move |i| entries.key(i))
+        let keys = self.read();
+        Merged::new(keys, &self.order, &self.recent).map(move |i| keys.key(i))
     }
 
     /// The values in key order.
@@ -417,9 +426,7 @@ impl<V> IdMap<V> {
     where
         V: Clone,
     {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.clone()))
-            .collect()
+        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
     }
 }
 
@@ -471,10 +478,10 @@ impl<V: Serialize> Serialize for IdMap<V> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         debug_assert_eq!(
             self.order.len() + self.recent.len(),
-            self.entries.len(),
+            self.len(),
             "the lists hold every entry"
         );
-        let mut map = serializer.serialize_map(Some(self.entries.len()))?;
+        let mut map = serializer.serialize_map(Some(self.len()))?;
         for (id, value) in self.iter() {
             map.serialize_entry(id, value)?;
         }
@@ -500,7 +507,8 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for IdMap<V> {
             ) -> Result<IdMap<V>, A::Error> {
                 let mut map = IdMap::new();
                 let hint = access.size_hint().unwrap_or(0).min(4096);
-                map.entries.reserve(hint);
+                map.spans.reserve(hint);
+                map.values.reserve(hint);
                 // The table is empty: nothing to rehash.
                 map.table.reserve(hint, |_| 0);
                 while let Some((id, value)) = access.next_entry::<String, V>()? {
