@@ -108,7 +108,7 @@ pub struct Batch {
 /// `false` when the key has no state to write. One buffer serves every key of a commit, so that
 /// a large state is not grown again from nothing for each key (`docs/PERFORMANCE.md`, twelfth
 /// session).
-pub type Encode<'a> = dyn Fn(&str, &mut Vec<u8>) -> Result<bool, String> + 'a;
+pub type Encode<'a> = dyn FnMut(&str, &mut Vec<u8>) -> Result<bool, String> + 'a;
 
 fn model_table(name: &str, version: u32) -> String {
     format!("model:{name}:v{version}")
@@ -331,7 +331,7 @@ impl Store {
         name: &str,
         version: u32,
         keys: &[String],
-        encode: &Encode<'_>,
+        encode: &mut Encode<'_>,
         aliases: &[(&'static str, String, String, u64)],
         meta: &Meta,
     ) -> Result<(), StoreError> {
@@ -413,7 +413,7 @@ impl Store {
         name: &str,
         version: u32,
         batch: &Batch,
-        encode: &Encode<'_>,
+        encode: &mut Encode<'_>,
         meta: &Meta,
         durable: bool,
     ) -> Result<u64, StoreError> {
@@ -526,7 +526,7 @@ impl Store {
         name: &str,
         version: u32,
         keys: &[String],
-        encode: &Encode<'_>,
+        encode: &mut Encode<'_>,
     ) -> Result<u64, StoreError> {
         let err = self.err(&format!("writing the states of {name} v{version}"));
         let model_name = model_table(name, version);
@@ -600,7 +600,7 @@ mod tests {
             .map(|&(kind, id, key, at)| (kind, id.to_owned(), key.to_owned(), at))
             .collect();
         store
-            .commit_partition("p", 1, &[], &|_, _| Ok(false), &aliases, &Meta::default())
+            .commit_partition("p", 1, &[], &mut |_, _| Ok(false), &aliases, &Meta::default())
             .expect("commit a partition");
     }
 
@@ -672,7 +672,7 @@ mod tests {
             aliases: vec![("task", "t1".into(), "session:s3".into(), 10)],
         };
         store
-            .commit("p", 1, &batch, &|_, _| Ok(false), &Meta::default(), false)
+            .commit("p", 1, &batch, &mut |_, _| Ok(false), &Meta::default(), false)
             .expect("commit");
         assert_eq!(
             store
@@ -694,7 +694,7 @@ mod tests {
         // A long encoding, then a short one, then a key with nothing to write: each written
         // alone, whatever the buffer held before.
         let states = [("a", vec![7u8; 5000]), ("b", vec![1, 2, 3])];
-        let encode = |key: &str, bytes: &mut Vec<u8>| {
+        let mut encode = |key: &str, bytes: &mut Vec<u8>| {
             assert!(bytes.is_empty(), "the buffer is handed over empty");
             match states.iter().find(|(k, _)| *k == key) {
                 Some((_, state)) => {
@@ -709,16 +709,16 @@ mod tests {
             aliases: Vec::new(),
         };
         let written = store
-            .commit("p", 1, &batch, &encode, &Meta::default(), false)
+            .commit("p", 1, &batch, &mut encode, &Meta::default(), false)
             .expect("commit");
         assert_eq!(written, 5003);
         for (key, state) in &states {
             assert_eq!(store.get("p", 1, key).expect("get").as_ref(), Some(state));
         }
         assert_eq!(store.get("p", 1, "c").expect("get"), None);
-        let failing = |_: &str, _: &mut Vec<u8>| Err("no".to_string());
+        let mut failing = |_: &str, _: &mut Vec<u8>| Err("no".to_string());
         let error = store
-            .commit("p", 1, &batch, &failing, &Meta::default(), false)
+            .commit("p", 1, &batch, &mut failing, &Meta::default(), false)
             .expect_err("an encoding that fails")
             .to_string();
         assert!(error.contains("encoding the state of a in p"), "{error}");

@@ -128,7 +128,7 @@ fn encode<S: serde::Serialize>(state: &S, bytes: &mut Vec<u8>) -> Result<(), Str
 /// The [`crate::store::Encode`] of the states in `cache`: a key not cached has none to write.
 fn encode_cached<S: serde::Serialize>(
     cache: &HashMap<String, S>,
-) -> impl Fn(&str, &mut Vec<u8>) -> Result<bool, String> + '_ {
+) -> impl FnMut(&str, &mut Vec<u8>) -> Result<bool, String> + '_ {
     move |key, bytes| match cache.get(key) {
         Some(state) => encode(state, bytes).map(|()| true),
         None => Ok(false),
@@ -397,7 +397,7 @@ impl<P: Projection> Worker<P> {
             self.projection.name(),
             generation.version,
             batch,
-            &encode_cached(&self.cache),
+            &mut encode_cached(&self.cache),
             meta,
             durable,
         )?;
@@ -614,15 +614,26 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         let mut keys: Vec<String> = self.cache.keys().cloned().collect();
         keys.sort_unstable();
         let aliases = build.aliases.drain_sorted();
-        self.store.commit_partition(
+        // Each state leaves the cache as it is encoded, and is freed then, while the encoding
+        // has its memory in the processor's cache: freed all together after the commit, the
+        // partition's states (tens of MB) were read back from memory for their frees alone
+        // (`docs/PERFORMANCE.md`, sixteenth session). Whatever the commit's outcome, the
+        // partition's states are not kept: a build that fails is started again.
+        let cache = &mut self.cache;
+        let mut encode_and_free = |key: &str, bytes: &mut Vec<u8>| match cache.remove(key) {
+            Some(state) => encode(&state, bytes).map(|()| true),
+            None => Ok(false),
+        };
+        let committed = self.store.commit_partition(
             self.projection.name(),
             build.generation.version,
             &keys,
-            &encode_cached(&self.cache),
+            &mut encode_and_free,
             &aliases,
             &build.meta,
-        )?;
+        );
         self.cache.clear();
+        committed?;
         Ok(())
     }
 
