@@ -426,7 +426,9 @@ impl<V> IdMap<V> {
     where
         V: Clone,
     {
-        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect()
     }
 }
 

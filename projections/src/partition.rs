@@ -9,14 +9,15 @@
 //! feeds. The first pass reads every event's stream from its body without decoding it
 //! ([`EventIds::stream_key_bytes`]: the body's leading fields only, the id's bytes hashed as
 //! they are, checked when the event is decoded in its own pass), applies partition 0's events,
-//! and notes each other partition's frames, with a copy of each (within a most of bytes), in a
+//! and notes each other partition's frames, with a copy of each (up to a limit in bytes), in a
 //! scratch file per partition (`partition/notes.rs`); each later pass reads its own frames
 //! from there, in one sequential read, and the frames not copied from the log
 //! ([`journal_engine::FrameReader`], with a read-ahead of 16 KiB: one system call for the
 //! frames of many events, not one each), instead of stepping through the whole log again.
 //! (With its frames read from the log, a pass over one partition of many copied nearly the
-//! whole log out of the page cache through its read-ahead.) A pass takes its events in chunks of 64 (or 1 MiB of bodies): it copies their
-//! frames, decodes them one after the other, then applies the chunk to one worker after the
+//! whole log out of the page cache through its read-ahead.) A pass takes its events in chunks
+//! of 64 (or 1 MiB of bodies): it copies their frames, decodes them one after the other, then
+//! applies the chunk to one worker after the
 //! other, so that the decoder's code and each fold's stay in the instruction cache across the
 //! chunk. Each slot of a chunk keeps its buffers for the next chunk's event there (its strings',
 //! its body's), and the payloads stay in their stored form until a fold asks for one
@@ -61,8 +62,9 @@ use crate::worker::WorkerError;
 pub const PARTITION_EVENTS: u64 = 100_000;
 
 /// How many bytes a later pass reads at once when the next frame of its partition that was
-/// not copied into its notes (past their most of bytes) is not in what it read before. A read of each frame alone cost a system call per event; a read-ahead
-/// copies the other partitions' frames between them too (one frame in `partitions` is this
+/// not copied into its notes (past their limit in bytes) is not in what it read before. A read
+/// of each frame alone cost a system call per event; a read-ahead copies the other
+/// partitions' frames between them too (one frame in `partitions` is this
 /// pass's). On 1,121,660 events in 12 passes (`docs/PERFORMANCE.md`), system time was
 /// 1.31–1.51 s with none, 0.74–0.90 s with 8 KiB (three runs), 0.78–1.10 s with 16 KiB (six)
 /// and 0.93–1.30 s with 64 KiB, whose larger copies also cost user time; 8 and 16 KiB were
@@ -311,9 +313,9 @@ const CHUNK_EVENTS: usize = 64;
 /// the bodies copied and their events decoded stay about this size whatever the bodies' size.
 const CHUNK_BYTES: usize = 1024 * 1024;
 
-/// A slot keeps at most this much of a body's buffer for the next chunk's event there, so that
-/// a few large bodies do not stay held through the build.
-const SLOT_BODY_BYTES_KEPT: usize = 64 * 1024;
+/// A slot keeps at most this much of a frame's buffer for the next chunk's event there, so
+/// that a few large frames do not stay held through the build.
+const SLOT_FRAME_BYTES_KEPT: usize = 64 * 1024;
 
 /// A pass's events in the order read, each in a slot whose buffers serve the next chunk's
 /// event there: the frame copied, and the event decoded into the one before it.
@@ -359,7 +361,7 @@ impl Copied {
         self.offset = record.offset;
         self.frame.clear();
         self.frame
-            .shrink_to(SLOT_BODY_BYTES_KEPT.max(record.frame.len()));
+            .shrink_to(SLOT_FRAME_BYTES_KEPT.max(record.frame.len()));
         self.frame.extend_from_slice(record.frame);
     }
 

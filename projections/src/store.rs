@@ -600,7 +600,14 @@ mod tests {
             .map(|&(kind, id, key, at)| (kind, id.to_owned(), key.to_owned(), at))
             .collect();
         store
-            .commit_partition("p", 1, &[], &mut |_, _| Ok(false), &aliases, &Meta::default())
+            .commit_partition(
+                "p",
+                1,
+                &[],
+                &mut |_, _| Ok(false),
+                &aliases,
+                &Meta::default(),
+            )
             .expect("commit a partition");
     }
 
@@ -672,7 +679,14 @@ mod tests {
             aliases: vec![("task", "t1".into(), "session:s3".into(), 10)],
         };
         store
-            .commit("p", 1, &batch, &mut |_, _| Ok(false), &Meta::default(), false)
+            .commit(
+                "p",
+                1,
+                &batch,
+                &mut |_, _| Ok(false),
+                &Meta::default(),
+                false,
+            )
             .expect("commit");
         assert_eq!(
             store

@@ -72,7 +72,7 @@ pub struct Notes {
     files: Vec<Option<BufWriter<File>>>,
     /// The frames' bytes copied so far, all partitions together.
     copied: u64,
-    /// The most of them ([`COPY_BYTES_MAX`]; less in tests).
+    /// The limit on them ([`COPY_BYTES_MAX`]; less in tests).
     copy_max: u64,
 }
 
@@ -99,7 +99,7 @@ impl Notes {
     }
 
     /// Notes that `record`'s event belongs to `partition`, with a copy of its frame while the
-    /// copies stay within their most.
+    /// copies stay within their limit.
     ///
     /// # Errors
     /// [`WorkerError::Scratch`] when the write fails or `partition` has no file (0, out of
