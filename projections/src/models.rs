@@ -221,6 +221,9 @@ pub struct ReadModels {
     activity: Arc<Mutex<Worker<ActivityProjection>>>,
     /// Events per pass of a build from the start ([`crate::partition`]).
     partition_events: u64,
+    /// The most bytes of frames such a build copies into its scratch files
+    /// ([`crate::partition::Scratch`]).
+    copy_bytes_max: u64,
     /// Set when a build by partition failed reading the log: this process builds with the
     /// workers' ordinary catch-up from then on, rather than reading the log again by partition
     /// at every catch-up. Set from the start by [`ReadModels::without_partitions`].
@@ -279,6 +282,7 @@ impl ReadModels {
             activity: Arc::new(Mutex::new(activity)),
             store,
             partition_events: PARTITION_EVENTS,
+            copy_bytes_max: partition::COPY_BYTES_MAX,
             ordinary_only: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -288,6 +292,7 @@ impl ReadModels {
     pub fn with_batch_events(self, n: u64) -> ReadModels {
         ReadModels {
             partition_events: self.partition_events,
+            copy_bytes_max: self.copy_bytes_max,
             ordinary_only: self.ordinary_only,
             ..ReadModels::with_workers(self.journal, self.store, Some(n))
         }
@@ -309,6 +314,15 @@ impl ReadModels {
     #[must_use]
     pub fn with_partition_events(mut self, n: u64) -> ReadModels {
         self.partition_events = n.max(1);
+        self
+    }
+
+    /// Makes a build from the start copy at most `bytes` of frames into its scratch files
+    /// beside the store (the default is [`partition::COPY_BYTES_MAX`]; 0 copies none, and each
+    /// later pass reads its frames from the log), for a disk with little room to spare.
+    #[must_use]
+    pub fn with_copy_bytes_max(mut self, bytes: u64) -> ReadModels {
+        self.copy_bytes_max = bytes;
         self
     }
 
@@ -336,7 +350,10 @@ impl ReadModels {
                 &self.journal,
                 &mut [&mut *state, &mut *activity],
                 self.partition_events,
-                scratch_dir(self.store.path()),
+                partition::Scratch {
+                    dir: scratch_dir(self.store.path()),
+                    copy_bytes_max: self.copy_bytes_max,
+                },
                 progress,
             )?;
             if !built {

@@ -72,6 +72,33 @@ pub const PARTITION_EVENTS: u64 = 100_000;
 /// frames dense (2 passes: 2,395 reads for 112,438 events), for a copy the page cache serves.
 const READ_AHEAD_BYTES: usize = 16 * 1024;
 
+/// The most bytes of frames a build copies into its scratch files by default, all partitions
+/// together (see [`Scratch`]).
+pub const COPY_BYTES_MAX: u64 = 4 << 30;
+
+/// Where a build keeps its scratch files (its notes of each later partition's frames, unnamed,
+/// gone when it ends), and how many bytes of frames it may copy there.
+#[derive(Debug, Clone, Copy)]
+pub struct Scratch<'a> {
+    /// The directory for the files.
+    pub dir: &'a Path,
+    /// The most bytes of frames the first pass copies, all partitions together: the scratch
+    /// space a build takes, beyond 29 bytes per event. Past it, frames are noted by their place
+    /// and read from the log again; 0 copies none.
+    pub copy_bytes_max: u64,
+}
+
+impl<'a> Scratch<'a> {
+    /// Scratch files in `dir`, with copies up to [`COPY_BYTES_MAX`].
+    #[must_use]
+    pub fn new(dir: &'a Path) -> Scratch<'a> {
+        Scratch {
+            dir,
+            copy_bytes_max: COPY_BYTES_MAX,
+        }
+    }
+}
+
 /// A worker's side of a partitioned build (implemented by [`crate::worker::Worker`]).
 pub trait Build {
     /// The projection's name.
@@ -150,7 +177,7 @@ pub fn build(
     journal: &Journal,
     workers: &mut [&mut dyn Build],
     partition_events: u64,
-    scratch: &Path,
+    scratch: Scratch<'_>,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<bool, WorkerError> {
     let head = journal.head().position.0;
@@ -174,7 +201,7 @@ pub fn build(
         "building read models from the start, by partition"
     );
     let mut notes = if partitions <= notes::NOTED_PARTITIONS_MAX {
-        Notes::create(scratch, partitions)
+        Notes::create(scratch.dir, partitions, scratch.copy_bytes_max)
             .inspect_err(|error| {
                 tracing::warn!(%error, "stepping through the whole log in each pass instead");
             })

@@ -130,19 +130,31 @@ fn a_build_reading_noted_frames_across_segments_or_stepping_through_the_log_equa
         .unwrap()
         .without_partitions();
     one_pass.catch_up(&mut |_, _, _| {}).unwrap();
-    // Six passes, the later five reading the frames the first noted, segment after segment;
-    // then more passes than the build notes (one file each), each stepping through the log.
-    for (partition_events, file) in [(n / 6 + 1, "noted.redb"), (n / 300 + 1, "stepped.redb")] {
+    let log_bytes: u64 = std::fs::read_dir(dir.path().join("segments"))
+        .unwrap()
+        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .sum();
+    // Six passes, the later five reading the frames the first noted, segment after segment:
+    // copied into the notes, noted by their place and read from the log, or the first half
+    // copied and the rest read from the log; then more passes than the build notes (one file
+    // each), each stepping through the log.
+    for (partition_events, copy_bytes_max, file) in [
+        (n / 6 + 1, u64::MAX, "copied.redb"),
+        (n / 6 + 1, 0, "placed.redb"),
+        (n / 6 + 1, log_bytes / 2, "half-copied.redb"),
+        (n / 300 + 1, u64::MAX, "stepped.redb"),
+    ] {
         assert_eq!(
             (
                 partition_events > n / 256,
                 n.div_ceil(partition_events) > 256
             ),
-            (file == "noted.redb", file == "stepped.redb")
+            (file != "stepped.redb", file == "stepped.redb")
         );
         let models = ReadModels::open_at(&journal, &dir.path().join(file))
             .unwrap()
-            .with_partition_events(partition_events);
+            .with_partition_events(partition_events)
+            .with_copy_bytes_max(copy_bytes_max);
         let mut passes = 0;
         models
             .catch_up(&mut |name, _, _| passes += u64::from(name == "state"))
@@ -354,7 +366,7 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
         &journal,
         &mut [&mut worker, &mut sequences],
         10,
-        dir.path(),
+        partition::Scratch::new(dir.path()),
         &mut |_, _, _| {},
     )
     .unwrap();
@@ -413,7 +425,7 @@ fn a_fault_stops_its_own_worker_only_across_chunks_and_passes() {
         &journal,
         &mut [&mut strict, &mut sequences],
         200,
-        dir.path(),
+        partition::Scratch::new(dir.path()),
         &mut |name, _, _| passes += u32::from(name == "sequence"),
     )
     .unwrap();
@@ -452,7 +464,7 @@ fn a_log_in_one_partition_is_built_in_one_pass_to_the_ordinary_catch_ups_states(
         &journal,
         &mut [&mut worker],
         u64::MAX,
-        dir.path(),
+        partition::Scratch::new(dir.path()),
         &mut |_, _, _| passes += 1,
     )
     .unwrap();
@@ -497,7 +509,7 @@ fn a_build_whose_scratch_files_cannot_be_made_steps_through_the_log_to_the_same_
             &journal,
             &mut [&mut activity, &mut state],
             700,
-            scratch,
+            partition::Scratch::new(scratch),
             &mut |_, _, _| {},
         )
         .unwrap();

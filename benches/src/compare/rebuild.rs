@@ -75,9 +75,13 @@ pub fn phase_child(args: &[String]) -> Res<Value> {
                 // The build before partitions: every stream's state held at once.
                 models = models.without_partitions();
             } else if let Some(n) = args.get(2) {
-                // For measuring the passes' trade of speed for memory:
-                // `compare --child rebuild-phase rebuild DIR EVENTS_PER_PARTITION`.
+                // For measuring the passes' trade of speed for memory, and the copies' of speed
+                // for scratch space:
+                // `compare --child rebuild-phase rebuild DIR EVENTS_PER_PARTITION [COPY_BYTES_MAX]`.
                 models = models.with_partition_events(n.parse()?);
+                if let Some(bytes) = args.get(3) {
+                    models = models.with_copy_bytes_max(bytes.parse()?);
+                }
             }
             models.catch_up(&mut |_, _, _| {})?;
             let at = models.freshness("state")?.position;

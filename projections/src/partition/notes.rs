@@ -1,6 +1,6 @@
 //! Where each partition's frames are in the log, noted by a build's first pass in scratch files
 //! (one per later partition), with a copy of each frame while the copies stay within
-//! [`COPY_BYTES_MAX`], so that each later pass reads its own frames alone, in one sequential
+//! [`super::Scratch::copy_bytes_max`], so that each later pass reads its own frames alone, in one sequential
 //! read of its file, instead of stepping through every frame of the log again.
 //!
 //! A note is [`NOTE_BYTES`] bytes: the event's position, its frame's segment and offset (`u64`
@@ -37,11 +37,6 @@ const _: () = assert!(NOTE_BYTES == 8 + 8 + 8 + 4 + 1);
 /// first pass); a build with more steps through the log in each pass instead.
 pub const NOTED_PARTITIONS_MAX: u64 = 256;
 
-/// The most bytes of frames a build copies into its notes, all partitions together: the scratch
-/// space a build takes beyond its notes' [`NOTE_BYTES`] per event. Past it, frames are noted by
-/// their place only and read back from the log.
-pub const COPY_BYTES_MAX: u64 = 4 << 30;
-
 /// The write buffers of all partitions' files together: each file's is its share, within
 /// [`BUFFER_BYTES_MIN`] and [`BUFFER_BYTES_MAX`], so that they take a few MiB whatever the
 /// number of partitions.
@@ -72,16 +67,17 @@ pub struct Notes {
     files: Vec<Option<BufWriter<File>>>,
     /// The frames' bytes copied so far, all partitions together.
     copied: u64,
-    /// The limit on them ([`COPY_BYTES_MAX`]; less in tests).
+    /// The limit on them ([`super::Scratch::copy_bytes_max`]).
     copy_max: u64,
 }
 
 impl Notes {
-    /// Empty notes for partitions `1..partitions`, their files in `dir`.
+    /// Empty notes for partitions `1..partitions`, their files in `dir`, copying frames up to
+    /// `copy_max` bytes in all.
     ///
     /// # Errors
     /// [`WorkerError::Scratch`] when a file cannot be created.
-    pub fn create(dir: &Path, partitions: u64) -> Result<Notes, WorkerError> {
+    pub fn create(dir: &Path, partitions: u64, copy_max: u64) -> Result<Notes, WorkerError> {
         let mut files = Vec::new();
         let share = usize::try_from(partitions.saturating_sub(1))
             .map_or(0, |files| BUFFERS_BYTES / files.max(1));
@@ -94,7 +90,7 @@ impl Notes {
             dir: dir.to_path_buf(),
             files,
             copied: 0,
-            copy_max: COPY_BYTES_MAX,
+            copy_max,
         })
     }
 
@@ -334,7 +330,7 @@ mod tests {
     #[test]
     fn each_partition_reads_back_its_own_notes_and_frames_in_order_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut notes = Notes::create(dir.path(), 4).unwrap();
+        let mut notes = Notes::create(dir.path(), 4, u64::MAX).unwrap();
         for i in 1..=5000u64 {
             let partition = i % 4;
             if partition > 0 {
@@ -364,7 +360,7 @@ mod tests {
     #[test]
     fn past_the_most_bytes_to_copy_frames_are_noted_by_their_place_only() {
         let dir = tempfile::tempdir().unwrap();
-        let mut notes = Notes::create(dir.path(), 3).unwrap();
+        let mut notes = Notes::create(dir.path(), 3, u64::MAX).unwrap();
         // Room for the frames of events 1 to 10 (and part of 11's), all partitions together.
         let room: u64 = (1..=10).map(|i| frame(i).len() as u64).sum();
         notes.copy_max = room + 5;
@@ -384,7 +380,7 @@ mod tests {
     #[test]
     fn a_copy_that_fails_its_check_is_refused_naming_its_position() {
         let dir = tempfile::tempdir().unwrap();
-        let mut notes = Notes::create(dir.path(), 2).unwrap();
+        let mut notes = Notes::create(dir.path(), 2, u64::MAX).unwrap();
         for i in 1..=3 {
             note(&mut notes, 1, i).unwrap();
         }
@@ -417,7 +413,7 @@ mod tests {
     #[test]
     fn a_reader_that_stops_early_stops_and_notes_that_end_inside_one_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut notes = Notes::create(dir.path(), 4).unwrap();
+        let mut notes = Notes::create(dir.path(), 4, u64::MAX).unwrap();
         for i in 1..=10 {
             note(&mut notes, 1, i).unwrap();
             note(&mut notes, 2, i).unwrap();
