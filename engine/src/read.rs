@@ -271,49 +271,25 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// The record of `frame`, the bytes of the frame at `at` (or a copy of them), which must
-    /// hold the event at `position`: checked as [`FrameReader::read`] checks a frame it reads
-    /// (its header's and body's checksums, its position and its length), not its chain link.
+    /// The record of `frame`, a copy of the bytes of the frame at `at` (as [`Record::frame`]
+    /// gives them), which must hold the event at `position`: checked as
+    /// [`FrameReader::read`] checks a frame it reads (its length, its header's and body's
+    /// checksums and its position), not its chain link. The bytes are the caller's, not the
+    /// log's: any failure is the copy's, and the log is not said to be corrupt.
     ///
     /// # Errors
-    /// - [`Error::InvalidInput`] when `frame` is not `at.len` bytes long, or holds another
-    ///   position or another length;
-    /// - [`Error::Corruption`] naming `at` and `position` when the header or the body does not
-    ///   match its checksum.
+    /// [`Error::InvalidInput`] naming `position` and `at` and what does not match.
     pub fn from_frame(frame: &'a [u8], at: FrameAt, position: Position) -> Result<Record<'a>> {
-        let len = frame.len();
-        let (header_bytes, body) = match frame.split_at_checked(FRAME_HEADER_LEN) {
-            Some(parts) if u64::try_from(len).ok() == Some(u64::from(at.len)) => parts,
-            _ => {
-                return Err(Error::InvalidInput(format!(
-                    "{len} bytes are not the {} of the frame of position {position} \
-                     (segment {} at {})",
-                    at.len, at.segment, at.offset
-                )))
-            }
-        };
-        let header = FrameHeader::decode(header_bytes)
-            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
-        if header.meta.position != position || header.frame_len() != u64::from(at.len) {
-            return Err(Error::InvalidInput(format!(
-                "segment {} at {} holds position {} in {} bytes, not position {position} in {len}",
-                at.segment,
-                at.offset,
-                header.meta.position,
-                header.frame_len()
-            )));
-        }
-        header
-            .check_body(body)
-            .map_err(|e| corruption(at.segment, at.offset, position, e.to_string()))?;
-        Ok(RawFrame {
-            segment: at.segment,
-            offset: at.offset,
-            header,
-            body,
-            frame,
-        }
-        .record())
+        check_frame(frame, at, position)
+            .map(|raw| raw.record())
+            .map_err(|mismatch| {
+                Error::InvalidInput(format!(
+                    "the copy of the frame of position {position} (segment {} at {}) {}",
+                    at.segment,
+                    at.offset,
+                    mismatch.what(frame.len(), at, position)
+                ))
+            })
     }
 
     /// Decodes the body into a stored event.
@@ -556,7 +532,19 @@ impl FrameReader {
                 at.offset
             ))
             })?;
-        Record::from_frame(frame, at, position)
+        match check_frame(frame, at, position) {
+            Ok(raw) => Ok(raw.record()),
+            // The bytes are the log's: a checksum that fails is the log's corruption.
+            Err(Mismatch::Header(e) | Mismatch::Body(e)) => {
+                Err(corruption(at.segment, at.offset, position, e.to_string()))
+            }
+            Err(mismatch) => Err(Error::InvalidInput(format!(
+                "segment {} at {} {}",
+                at.segment,
+                at.offset,
+                mismatch.what(frame.len(), at, position)
+            ))),
+        }
     }
 
     /// Fills the buffer with `len` bytes of `segment` from `offset`; on an error the buffer is
@@ -570,6 +558,63 @@ impl FrameReader {
         }
         read
     }
+}
+
+/// How a frame's bytes fail [`check_frame`].
+enum Mismatch {
+    /// Shorter than a header, or not the length the location gives.
+    Length,
+    /// The header does not decode (its checksum, first).
+    Header(journal_format::FormatError),
+    /// The frame holds another position, or says it has another length.
+    Holds { position: Position, len: u64 },
+    /// The body does not match its checksum.
+    Body(journal_format::FormatError),
+}
+
+impl Mismatch {
+    /// What failed, for a frame of `len` bytes expected at `at`, holding `expected`.
+    fn what(&self, len: usize, at: FrameAt, expected: Position) -> String {
+        match self {
+            Mismatch::Length if len < FRAME_HEADER_LEN => {
+                format!("is {len} bytes, shorter than a frame's header ({FRAME_HEADER_LEN} bytes)")
+            }
+            Mismatch::Length => format!("is {len} bytes, not the frame's {} bytes", at.len),
+            Mismatch::Header(e) | Mismatch::Body(e) => format!("fails its check: {e}"),
+            Mismatch::Holds { position, len } => format!(
+                "holds position {position} in {len} bytes, not position {expected} in {}",
+                at.len
+            ),
+        }
+    }
+}
+
+/// Checks that `frame` is the whole frame at `at` and holds the event at `position`: its
+/// length, its header's checksum, its position and length, its body's checksum.
+fn check_frame(
+    frame: &[u8],
+    at: FrameAt,
+    position: Position,
+) -> std::result::Result<RawFrame<'_>, Mismatch> {
+    let (header_bytes, body) = match frame.split_at_checked(FRAME_HEADER_LEN) {
+        Some(parts) if u64::try_from(frame.len()).ok() == Some(u64::from(at.len)) => parts,
+        _ => return Err(Mismatch::Length),
+    };
+    let header = FrameHeader::decode(header_bytes).map_err(Mismatch::Header)?;
+    if header.meta.position != position || header.frame_len() != u64::from(at.len) {
+        return Err(Mismatch::Holds {
+            position: header.meta.position,
+            len: header.frame_len(),
+        });
+    }
+    header.check_body(body).map_err(Mismatch::Body)?;
+    Ok(RawFrame {
+        segment: at.segment,
+        offset: at.offset,
+        header,
+        body,
+        frame,
+    })
 }
 
 impl<'a> RawFrame<'a> {
@@ -613,7 +658,8 @@ pub(crate) fn read_at(
         }))?;
     let header = FrameHeader::decode(&header_bytes)
         .map_err(|e| corruption(segment, offset, position, e.to_string()))?;
-    let mut frame = header_bytes.to_vec();
+    let mut frame = Vec::with_capacity(FRAME_HEADER_LEN + header.body_len() as usize);
+    frame.extend_from_slice(&header_bytes);
     frame.resize(FRAME_HEADER_LEN + header.body_len() as usize, 0);
     let (_, body) = frame.split_at_mut(FRAME_HEADER_LEN);
     seg.file

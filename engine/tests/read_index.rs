@@ -578,13 +578,32 @@ fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
         "{other}"
     );
     let cut = refused(&frame[..frame.len() - 1], *at, *position);
-    assert!(cut.contains("are not the"), "{cut}");
+    assert!(
+        cut.contains(&format!(
+            "the copy of the frame of position {position} (segment {} at {}) is {} bytes, not the frame's {} bytes",
+            at.segment,
+            at.offset,
+            frame.len() - 1,
+            at.len
+        )),
+        "{cut}"
+    );
     let short = refused(
         &frame[..10],
         journal_engine::FrameAt { len: 10, ..*at },
         *position,
     );
-    assert!(short.contains("are not the"), "{short}");
+    assert!(
+        short.contains("is 10 bytes, shorter than a frame's header"),
+        "{short}"
+    );
+    // A copy's failure is not the log's corruption.
+    let mut changed = frame.clone();
+    changed[FRAME_HEADER_LEN] ^= 0x01;
+    let error = journal_engine::Record::from_frame(&changed, *at, *position)
+        .map(|r| r.position)
+        .unwrap_err();
+    assert!(!error.is_corruption(), "{error}");
 }
 
 #[test]

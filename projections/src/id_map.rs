@@ -21,11 +21,13 @@
 //! indices and compares O(log n) keys, whatever order the ids come in, where inserting into
 //! one sorted list would move O(n) (quadratic for a session's random call ids). A removal
 //! shifts the list that holds its index and leaves its key's bytes in the buffer, which is
-//! compacted when such dead bytes are more than half of it: removals are rare (a pending action
-//! resolved, an artifact replaced). (The map before kept each key twice, in a hashed map and in
-//! an ordered set, and looked every key up again to read the map whole: the rebuild of
-//! 1,121,660 events peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with this,
-//! `docs/PERFORMANCE.md`.)
+//! compacted when such dead bytes are more than half of it and more than `DEAD_MIN`, and
+//! emptied with the map's last entry: removals are rare (a pending action resolved, an
+//! artifact replaced). (The map before kept each key twice, in a hashed map and in an ordered
+//! set, and looked every key up again to read the map whole: the rebuild of 1,121,660 events
+//! peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with the first form of this one, which
+//! kept each key in a `String` of its own; 55.2–56.6 MiB in the sixteenth session, with the
+//! keys in one buffer and each state freed as it is written, `docs/PERFORMANCE.md`.)
 //!
 //! **Invariants:** `spans` and `values` have one element per entry; `table` holds every
 //! entry's index exactly once, found by its key's hash; `order` and `recent` together hold
@@ -181,9 +183,9 @@ pub struct IdMap<V> {
 /// larger: its square root).
 const RECENT_MAX_MIN: usize = 32;
 
-/// The fewest dead bytes in `keys` that make a removal compact it (when they are also more
-/// than half of it).
-const DEAD_MIN: usize = 4096;
+/// A removal compacts `keys` when its dead bytes are more than this (and more than half of
+/// it): a small map does not copy its few keys at every other removal.
+const DEAD_MIN: usize = 256;
 
 impl<V> Default for IdMap<V> {
     fn default() -> IdMap<V> {
@@ -299,7 +301,8 @@ impl<V> IdMap<V> {
     }
 
     /// Removes `id`, returning its value. The last entry takes its place; the key's bytes stay
-    /// in `keys` until dead bytes are more than half of it.
+    /// in `keys` until dead bytes are more than half of it and more than [`DEAD_MIN`], or the
+    /// map is empty.
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let index = self.find(id)?;
         match self
@@ -351,7 +354,10 @@ impl<V> IdMap<V> {
                 None => unreachable!("the lists hold every entry's index"),
             }
         }
-        if self.dead > DEAD_MIN && self.dead > self.keys.len() / 2 {
+        if self.spans.is_empty() {
+            self.keys.clear();
+            self.dead = 0;
+        } else if self.dead > DEAD_MIN && self.dead > self.keys.len() / 2 {
             self.compact();
         }
         debug_assert_eq!(self.table.len(), self.spans.len());
@@ -689,6 +695,12 @@ mod tests {
             rmp_serde::to_vec(&hashed).unwrap(),
             rmp_serde::to_vec(&ordered).unwrap()
         );
+        // The last removal empties the buffer, whatever it held dead.
+        for id in ordered.keys() {
+            assert!(hashed.remove(id).is_some());
+        }
+        assert!(hashed.is_empty());
+        assert_eq!((hashed.keys.len(), hashed.dead), (0, 0));
     }
 
     #[test]

@@ -83,9 +83,33 @@ pub struct Scratch<'a> {
     /// The directory for the files.
     pub dir: &'a Path,
     /// The most bytes of frames the first pass copies, all partitions together: the scratch
-    /// space a build takes, beyond 29 bytes per event. Past it, frames are noted by their place
-    /// and read from the log again; 0 copies none.
+    /// space a build takes, beyond 29 bytes per event. Never more than half the space free in
+    /// `dir` when the build begins (none when that cannot be told): the store on the same disk
+    /// grows too. Past it, frames are noted by their place and read from the log again; 0
+    /// copies none.
     pub copy_bytes_max: u64,
+}
+
+/// The copies' limit of a build with `scratch`: its own, and at most half the space free in its
+/// directory now ([`Scratch::copy_bytes_max`]).
+fn copy_limit(scratch: Scratch<'_>) -> u64 {
+    let free = free_bytes(scratch.dir).unwrap_or(0);
+    let limit = scratch.copy_bytes_max.min(free / 2);
+    tracing::debug!(free, limit, "the build's copies of frames");
+    limit
+}
+
+/// The bytes free for this process in the file system holding `dir`, when it can be told.
+#[cfg(unix)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// The bytes free in the file system holding `dir`: not told on this platform.
+#[cfg(not(unix))]
+fn free_bytes(_dir: &Path) -> Option<u64> {
+    None
 }
 
 impl<'a> Scratch<'a> {
@@ -160,10 +184,10 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 /// event once for all the workers and writing each state once (a worker's ordinary catch-up
 /// decodes the log for itself and rewrites its states at every commit: 0.57–0.73 × the speed
 /// on 56,488 and 112,438 events); an empty log is left alone. The workers' ordinary catch-up
-/// goes on from where this leaves them. The first pass notes where the other partitions'
-/// frames are in scratch files in `scratch` (see `partition/notes.rs`); without them (more
-/// than 256 partitions, or files that cannot be created or written there), each later pass
-/// steps through the whole log.
+/// goes on from where this leaves them. The first pass notes the other partitions' frames in
+/// scratch files in `scratch.dir`, with copies of them up to the copies' limit ([`Scratch`],
+/// `partition/notes.rs`); without the files (more than 256 partitions, or files that cannot
+/// be created or written there), each later pass steps through the whole log.
 ///
 /// Returns `false` when reading the log or the scratch files failed (or a worker refused an
 /// event for a reason that is not a fault): every worker has then left the build, as if it had
@@ -201,7 +225,7 @@ pub fn build(
         "building read models from the start, by partition"
     );
     let mut notes = if partitions <= notes::NOTED_PARTITIONS_MAX {
-        Notes::create(scratch.dir, partitions, scratch.copy_bytes_max)
+        Notes::create(scratch.dir, partitions, copy_limit(scratch))
             .inspect_err(|error| {
                 tracing::warn!(%error, "stepping through the whole log in each pass instead");
             })
@@ -521,5 +545,31 @@ mod tests {
         );
         assert_eq!(partition_of("anything", 1), 0);
         assert_eq!(partition_of("anything", 0), 0);
+    }
+
+    #[test]
+    fn copies_take_at_most_half_the_free_space_and_none_where_it_cannot_be_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = free_bytes(dir.path()).unwrap();
+        assert!(free > 2_000, "{free} bytes free");
+        let limit = |copy_bytes_max| {
+            copy_limit(Scratch {
+                dir: dir.path(),
+                copy_bytes_max,
+            })
+        };
+        assert_eq!(limit(1_000), 1_000);
+        assert_eq!(limit(0), 0);
+        // Half the free space, give or take what others wrote meanwhile.
+        let most = limit(u64::MAX);
+        assert!(most <= free && most > free / 4, "{most} of {free}");
+        let gone = dir.path().join("gone");
+        assert_eq!(
+            copy_limit(Scratch {
+                dir: &gone,
+                copy_bytes_max: 1_000
+            }),
+            0
+        );
     }
 }

@@ -107,7 +107,9 @@ pub struct Batch {
 /// Encodes the state of a key for [`Store::commit`] into the buffer given, which it finds empty:
 /// `false` when the key has no state to write. One buffer serves every key of a commit, so that
 /// a large state is not grown again from nothing for each key (`docs/PERFORMANCE.md`, twelfth
-/// session).
+/// session). A commit calls it once for each of its keys, in their order, and never twice for
+/// one key: an encoder may hand its state over as it encodes it (a build by partition frees
+/// each state then).
 pub type Encode<'a> = dyn FnMut(&str, &mut Vec<u8>) -> Result<bool, String> + 'a;
 
 fn model_table(name: &str, version: u32) -> String {
@@ -534,6 +536,12 @@ impl Store {
         let mut table = txn.open_table(definition).map_err(|e| err(e.into()))?;
         let mut written = 0u64;
         let mut bytes = Vec::new();
+        // Each key once, so that each is encoded once ([`Encode`]): the callers give them
+        // sorted.
+        debug_assert!(
+            keys.windows(2).all(|pair| matches!(pair, [a, b] if a < b)),
+            "a commit's keys are sorted and each given once"
+        );
         for key in keys {
             bytes.clear();
             let encoded = encode(key, &mut bytes).map_err(|message| StoreError {

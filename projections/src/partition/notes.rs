@@ -104,6 +104,11 @@ impl Notes {
         let at = record.location();
         let frame = Some(record.frame)
             .filter(|frame| self.copied.saturating_add(frame.len() as u64) <= self.copy_max);
+        if frame.is_none() {
+            // The first frame past the limit ends the copies: the frames after it, smaller
+            // ones too, are noted by their place.
+            self.copy_max = self.copied;
+        }
         let Some(Some(file)) = slot(&mut self.files, partition) else {
             return Err(missing(&self.dir, partition));
         };
@@ -179,6 +184,12 @@ impl Notes {
                 .read_exact(&mut note)
                 .map_err(scratch(dir, "reading a note (the notes end inside one?)"))?;
             let (position, at, copied) = parse(&note);
+            let Some(copied) = copied else {
+                return Err(invalid(
+                    dir,
+                    format!("the note of position {position} says neither copied nor not"),
+                ));
+            };
             let more = if copied {
                 let len = at.len as usize;
                 if len < FRAME_HEADER_LEN || at.len > FRAME_HEADER_LEN as u32 + FRAME_BODY_LEN_MAX {
@@ -192,20 +203,10 @@ impl Notes {
                     dir,
                     "reading a copied frame (the notes end inside one?)",
                 ))?;
-                let record = Record::from_frame(&frame, at, position).map_err(|e| {
-                    // The copy is not the log: what failed, without the log's place again.
-                    let e = match e {
-                        journal_engine::Error::Corruption { detail, .. } => detail,
-                        other => other.to_string(),
-                    };
-                    invalid(
-                        dir,
-                        format!(
-                            "the copy of the frame of position {position} (segment {} at {}) \
-                             fails its check: {e}",
-                            at.segment, at.offset
-                        ),
-                    )
+                let record = Record::from_frame(&frame, at, position).map_err(|e| match e {
+                    // What failed, naming the copy (`from_frame` never blames the log).
+                    journal_engine::Error::InvalidInput(what) => invalid(dir, what),
+                    other => invalid(dir, other.to_string()),
                 })?;
                 f(Note::Copied(record))?
             } else {
@@ -219,8 +220,8 @@ impl Notes {
 }
 
 /// A note's fields: position, segment, offset (`u64` each), length (`u32`), little-endian, and
-/// whether the frame follows (any byte but 0 says it does).
-fn parse(note: &[u8; NOTE_BYTES]) -> (Position, FrameAt, bool) {
+/// whether the frame follows (1, or 0; `None` for any other byte).
+fn parse(note: &[u8; NOTE_BYTES]) -> (Position, FrameAt, Option<bool>) {
     let [p0, p1, p2, p3, p4, p5, p6, p7, s0, s1, s2, s3, s4, s5, s6, s7, o0, o1, o2, o3, o4, o5, o6, o7, l0, l1, l2, l3, copied] =
         *note;
     let position = Position(u64::from_le_bytes([p0, p1, p2, p3, p4, p5, p6, p7]));
@@ -229,7 +230,12 @@ fn parse(note: &[u8; NOTE_BYTES]) -> (Position, FrameAt, bool) {
         offset: u64::from_le_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
         len: u32::from_le_bytes([l0, l1, l2, l3]),
     };
-    (position, at, copied != 0)
+    let copied = match copied {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    };
+    (position, at, copied)
 }
 
 /// Partition `partition`'s file, while it is being written.
@@ -361,20 +367,53 @@ mod tests {
     fn past_the_most_bytes_to_copy_frames_are_noted_by_their_place_only() {
         let dir = tempfile::tempdir().unwrap();
         let mut notes = Notes::create(dir.path(), 3, u64::MAX).unwrap();
-        // Room for the frames of events 1 to 10 (and part of 11's), all partitions together.
+        // Room for the frames of events 1 to 10, all partitions together, and for event 91's,
+        // smaller than 11's: the first frame that does not fit ends the copies, so 91's is not
+        // copied either.
         let room: u64 = (1..=10).map(|i| frame(i).len() as u64).sum();
-        notes.copy_max = room + 5;
-        for i in 1..=30u64 {
+        assert!(frame(91).len() < frame(11).len());
+        notes.copy_max = room + frame(91).len() as u64;
+        let events: Vec<u64> = (1..=30).chain([91]).collect();
+        for &i in &events {
             note(&mut notes, 1 + i % 2, i).unwrap();
         }
         assert_eq!(notes.copied, room);
         for partition in [1, 2] {
-            let expected: Vec<_> = (1..=30u64)
-                .filter(|i| 1 + i % 2 == partition)
-                .map(|i| expected(i, i <= 10))
+            let expected: Vec<_> = events
+                .iter()
+                .filter(|&&i| 1 + i % 2 == partition)
+                .map(|&i| expected(i, i <= 10))
                 .collect();
             assert_eq!(read_all(&mut notes, partition).unwrap(), expected);
         }
+    }
+
+    #[test]
+    fn a_note_whose_copied_byte_is_neither_0_nor_1_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut notes = Notes::create(dir.path(), 2, 0).unwrap();
+        for i in 1..=3 {
+            note(&mut notes, 1, i).unwrap();
+        }
+        // The second note's last byte says whether a frame follows.
+        if let Some(Some(file)) = slot(&mut notes.files, 1) {
+            file.flush().unwrap();
+            let at = u64::try_from(2 * NOTE_BYTES - 1).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(file.get_ref(), &[2], at).unwrap();
+        }
+        let mut seen = 0;
+        let error = notes
+            .read(1, |_| {
+                seen += 1;
+                Ok(true)
+            })
+            .unwrap_err()
+            .to_string();
+        assert_eq!(seen, 1);
+        assert!(
+            error.contains("the note of position 2 says neither copied nor not"),
+            "{error}"
+        );
     }
 
     #[test]
