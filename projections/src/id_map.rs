@@ -301,7 +301,7 @@ impl<V> IdMap<V> {
     }
 
     /// Removes `id`, returning its value. The last entry takes its place; the key's bytes stay
-    /// in `keys` until dead bytes are more than half of it and more than [`DEAD_MIN`], or the
+    /// in `keys` until dead bytes are more than half of it and more than `DEAD_MIN`, or the
     /// map is empty.
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let index = self.find(id)?;
