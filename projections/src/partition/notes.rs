@@ -333,6 +333,28 @@ mod tests {
         Ok(read)
     }
 
+    /// Partition `partition`'s file, its buffer written out, to damage in place.
+    fn flushed(notes: &mut Notes, partition: u64) -> &File {
+        let Some(Some(file)) = slot(&mut notes.files, partition) else {
+            panic!("partition {partition} has no file");
+        };
+        file.flush().unwrap();
+        file.get_ref()
+    }
+
+    /// How many notes `partition` gives before its read fails, and the error.
+    fn read_failing(notes: &mut Notes, partition: u64) -> (usize, String) {
+        let mut seen = 0;
+        let error = notes
+            .read(partition, |_| {
+                seen += 1;
+                Ok(true)
+            })
+            .unwrap_err()
+            .to_string();
+        (seen, error)
+    }
+
     #[test]
     fn each_partition_reads_back_its_own_notes_and_frames_in_order_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -396,19 +418,9 @@ mod tests {
             note(&mut notes, 1, i).unwrap();
         }
         // The second note's last byte says whether a frame follows.
-        if let Some(Some(file)) = slot(&mut notes.files, 1) {
-            file.flush().unwrap();
-            let at = u64::try_from(2 * NOTE_BYTES - 1).unwrap();
-            std::os::unix::fs::FileExt::write_all_at(file.get_ref(), &[2], at).unwrap();
-        }
-        let mut seen = 0;
-        let error = notes
-            .read(1, |_| {
-                seen += 1;
-                Ok(true)
-            })
-            .unwrap_err()
-            .to_string();
+        let at = u64::try_from(2 * NOTE_BYTES - 1).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(flushed(&mut notes, 1), &[2], at).unwrap();
+        let (seen, error) = read_failing(&mut notes, 1);
         assert_eq!(seen, 1);
         assert!(
             error.contains("the note of position 2 says neither copied nor not"),
@@ -424,14 +436,12 @@ mod tests {
             note(&mut notes, 1, i).unwrap();
         }
         // The last byte of the file is the last byte of event 3's body.
-        if let Some(Some(file)) = slot(&mut notes.files, 1) {
-            file.flush().unwrap();
-            let end = file.get_ref().metadata().unwrap().len();
-            let mut bytes = [0u8; 1];
-            std::os::unix::fs::FileExt::read_exact_at(file.get_ref(), &mut bytes, end - 1).unwrap();
-            bytes[0] ^= 0x40;
-            std::os::unix::fs::FileExt::write_all_at(file.get_ref(), &bytes, end - 1).unwrap();
-        }
+        let file = flushed(&mut notes, 1);
+        let end = file.metadata().unwrap().len();
+        let mut bytes = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut bytes, end - 1).unwrap();
+        bytes[0] ^= 0x40;
+        std::os::unix::fs::FileExt::write_all_at(file, &bytes, end - 1).unwrap();
         let mut seen = Vec::new();
         let error = notes
             .read(1, |note| {
@@ -472,21 +482,12 @@ mod tests {
         // Partition 2's file loses the end of its last copied frame, partition 3's the end of
         // its last note.
         for (partition, cut) in [(2, 5), (3, 5)] {
-            if let Some(Some(file)) = slot(&mut notes.files, partition) {
-                file.flush().unwrap();
-                let len = file.get_ref().metadata().unwrap().len();
-                file.get_ref().set_len(len - cut).unwrap();
-            }
+            let file = flushed(&mut notes, partition);
+            let len = file.metadata().unwrap().len();
+            file.set_len(len - cut).unwrap();
         }
         for (partition, what) in [(2, "reading a copied frame"), (3, "reading a note")] {
-            let mut seen = 0;
-            let error = notes
-                .read(partition, |_| {
-                    seen += 1;
-                    Ok(true)
-                })
-                .unwrap_err()
-                .to_string();
+            let (seen, error) = read_failing(&mut notes, partition);
             assert_eq!(seen, 9);
             assert!(
                 error.contains(what) && error.contains("end inside one"),
