@@ -32,14 +32,35 @@ pub enum FormatError {
         /// The checksum of the body as read.
         computed: u32,
     },
-    /// The stored chain hash is not the hash of the previous link and this frame.
+    /// The link a run's frames store is not the hash of the previous link and the run.
     #[error("chain link mismatch: stored {stored}, computed {computed}")]
     ChainMismatch {
-        /// The hash stored in the frame.
+        /// The link stored in the run's frames.
         stored: String,
-        /// The hash computed from the previous link and the frame bytes.
+        /// The link computed from the previous link and the run's bytes.
         computed: String,
     },
+    /// A frame stores another chain link than the frames of its run before it.
+    #[error("a frame of a run stores link {frame} after {frames_before} frames storing {run}")]
+    RunLinksDiffer {
+        /// The link the run's first frame stores.
+        run: String,
+        /// The link this frame stores.
+        frame: String,
+        /// How many frames of the run came before it.
+        frames_before: u64,
+    },
+    /// A run of linked frames goes on past the length at which the writer ends one.
+    #[error("a run of linked frames goes on after {frames} frames holding {bytes} bytes (a run ends once it reaches {max})", max = crate::frame::RUN_BYTES)]
+    RunTooLong {
+        /// The bytes of the run before the frame that should not be in it.
+        bytes: u64,
+        /// The frames of the run before it.
+        frames: u64,
+    },
+    /// A frame ends its batch but not its run: a batch's last frame always ends a run.
+    #[error("frame flags {0:#06x} end the batch inside a run of linked frames")]
+    BatchEndsInsideRun(u16),
     /// The magic number is not the one this structure starts (or ends) with.
     #[error("bad magic number {found:02x?}")]
     BadMagic {

@@ -2,9 +2,15 @@
 //! journal-assigned fields and its link in the hash chain. Layout: `docs/FORMAT.md`, "Frame".
 //!
 //! Two CRC-32 checksums protect a frame: the header checksum covers every other header byte
-//! (so a damaged length is caught before it is trusted), the body checksum covers the body. The
-//! chain link is `BLAKE3(previous link ‖ header bytes 4..40 ‖ body)`, so editing, deleting or
-//! reordering any frame changes every later link.
+//! (so a damaged length is caught before it is trusted), the body checksum covers the body.
+//!
+//! The hash chain links runs of frames, not single frames: a run is a few consecutive frames
+//! of one batch (at most about [`RUN_BYTES`]), the last flagged [`FrameFlags::LINK_END`]. Its
+//! link is BLAKE3, keyed with the previous run's link, of the run's bytes with each header's
+//! checksum and link read as zero; every frame of the run stores it. Editing, deleting or
+//! reordering any frame changes its run's link and every later one. A run is hashed as one
+//! input, which BLAKE3 spreads over SIMD lanes: a link per frame cost the writer about five
+//! times as much (`docs/PERFORMANCE.md`).
 
 use crate::error::FormatError;
 use crate::types::{ChainHash, Position};
@@ -37,6 +43,12 @@ const _: () = assert!(POSITION_OFFSET.is_multiple_of(8) && HASH_OFFSET.is_multip
 /// (default 1 MiB) must not exceed it.
 pub const FRAME_BODY_LEN_MAX: u32 = 16 * 1024 * 1024;
 
+/// How long a run of linked frames grows: the writer ends a run at the first frame that brings
+/// it to this many bytes or more (and at the end of every batch), so the frames of a run before
+/// its last always hold fewer. A reader refuses a run that breaks this: it bounds what a
+/// verifying reader holds before it can check a run.
+pub const RUN_BYTES: u64 = 64 * 1024;
+
 /// Flag bits of a frame.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct FrameFlags(u16);
@@ -49,7 +61,10 @@ impl FrameFlags {
     /// The frame is the first of one write (one group commit). Recovery uses it to tell a
     /// torn final write (damage with no later write after it) from damage to synced data.
     pub const FIRST_IN_WRITE: FrameFlags = FrameFlags(2);
-    const KNOWN: u16 = 3;
+    /// The frame is the last of its run: the frames its chain link covers. A frame that ends
+    /// its batch always ends its run.
+    pub const LINK_END: FrameFlags = FrameFlags(4);
+    const KNOWN: u16 = 7;
 
     /// Both sets of bits.
     #[must_use]
@@ -67,6 +82,12 @@ impl FrameFlags {
     #[must_use]
     pub fn is_end_of_batch(self) -> bool {
         self.0 & Self::END_OF_BATCH.0 != 0
+    }
+
+    /// Whether this frame closes its run of linked frames.
+    #[must_use]
+    pub fn is_link_end(self) -> bool {
+        self.0 & Self::LINK_END.0 != 0
     }
 
     /// The raw bits.
@@ -100,7 +121,7 @@ pub struct FrameHeader {
     body_crc: u32,
     /// The journal-assigned fields.
     pub meta: FrameMeta,
-    /// The frame's link in the hash chain.
+    /// The frame's link in the hash chain: its run's link, which every frame of the run stores.
     pub hash: ChainHash,
 }
 
@@ -163,6 +184,10 @@ impl FrameHeader {
         if flags & !FrameFlags::KNOWN != 0 {
             return Err(FormatError::UnknownFlags(flags));
         }
+        let flags = FrameFlags(flags);
+        if flags.is_end_of_batch() && !flags.is_link_end() {
+            return Err(FormatError::BatchEndsInsideRun(flags.0));
+        }
         let body_len = read_u32(h, BODY_LEN_OFFSET);
         if body_len > FRAME_BODY_LEN_MAX {
             return Err(FormatError::LengthTooLarge {
@@ -179,7 +204,7 @@ impl FrameHeader {
                 position: Position(read_u64(h, POSITION_OFFSET)),
                 recorded_at_ns: i64::from_le_bytes(read_u64(h, RECORDED_AT_OFFSET).to_le_bytes()),
                 stream_version: read_u64(h, STREAM_VERSION_OFFSET),
-                flags: FrameFlags(flags),
+                flags,
             },
             hash: ChainHash(hash),
         })
@@ -206,28 +231,6 @@ impl FrameHeader {
         }
         Ok(())
     }
-
-    /// Checks that the stored link is `BLAKE3(prev ‖ header bytes 4..40 ‖ body)`.
-    ///
-    /// # Errors
-    /// `ChainMismatch` naming both hashes.
-    pub fn check_link(&self, prev: &ChainHash, body: &[u8]) -> Result<(), FormatError> {
-        let computed = link(prev, &self.linked_header_bytes(), body);
-        if computed != self.hash {
-            return Err(FormatError::ChainMismatch {
-                stored: self.hash.to_hex(),
-                computed: computed.to_hex(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The header bytes the chain link covers (offsets 4..40), re-created from the fields.
-    fn linked_header_bytes(&self) -> [u8; HASH_OFFSET - BODY_LEN_OFFSET] {
-        let mut out = [0u8; HASH_OFFSET - BODY_LEN_OFFSET];
-        write_linked_fields(&mut out, self.body_len, self.body_crc, &self.meta);
-        out
-    }
 }
 
 /// Writes header bytes `BODY_LEN_OFFSET..HASH_OFFSET` into `out` (which starts at offset 4).
@@ -247,16 +250,95 @@ fn write_linked_fields(out: &mut [u8], body_len: u32, body_crc: u32, meta: &Fram
     put(STREAM_VERSION_OFFSET, &meta.stream_version.to_le_bytes());
 }
 
-/// One link of the chain: `BLAKE3(prev ‖ linked header bytes ‖ body)`.
-fn link(prev: &ChainHash, linked_header: &[u8], body: &[u8]) -> ChainHash {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&prev.0);
-    hasher.update(linked_header);
-    hasher.update(body);
-    ChainHash(*hasher.finalize().as_bytes())
+/// The link of a run whose bytes (`zeroed`) hold zeros in place of each header's checksum and
+/// link: BLAKE3 keyed with the previous run's link.
+fn run_link(prev: &ChainHash, zeroed: &[u8]) -> ChainHash {
+    ChainHash(*blake3::keyed_hash(&prev.0, zeroed).as_bytes())
 }
 
-/// Appends one frame holding `body` to `out` and returns its chain link.
+/// Zeroes the header checksum and the link of the frame header at the start of `header`: the
+/// bytes a run's link covers hold zeros there.
+fn zero_unlinked_fields(header: &mut [u8]) {
+    for range in [HEADER_CRC_OFFSET..BODY_LEN_OFFSET, HASH_OFFSET..FRAME_HEADER_LEN] {
+        if let Some(field) = header.get_mut(range) {
+            field.fill(0);
+        }
+    }
+}
+
+/// Appends one frame holding `body` to `out`, with its header checksum and chain link zero:
+/// [`link_run`] fills both once the frame's run is complete.
+///
+/// # Errors
+/// `LengthTooLarge` when the body is longer than [`FRAME_BODY_LEN_MAX`]; nothing is appended.
+pub fn encode_unlinked(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(), FormatError> {
+    let body_len = u32::try_from(body.len())
+        .ok()
+        .filter(|len| *len <= FRAME_BODY_LEN_MAX)
+        .ok_or(FormatError::LengthTooLarge {
+            len: body.len() as u64,
+            max: u64::from(FRAME_BODY_LEN_MAX),
+        })?;
+    let mut header = [0u8; FRAME_HEADER_LEN];
+    if let Some(linked) = header.get_mut(BODY_LEN_OFFSET..HASH_OFFSET) {
+        write_linked_fields(linked, body_len, crc32fast::hash(body), meta);
+    }
+    out.reserve(FRAME_HEADER_LEN + body.len());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(body);
+    Ok(())
+}
+
+/// Links a run: `run` holds the whole frames of one run as [`encode_unlinked`] wrote them (the
+/// last flagged [`FrameFlags::LINK_END`], no other). Computes the run's link from `prev`, the
+/// link of the run before, and writes it and the header checksum into every frame. Returns the
+/// link.
+///
+/// # Errors
+/// `Truncated` when `run` does not end at the end of a frame; its frames are then left as they
+/// were.
+pub fn link_run(run: &mut [u8], prev: &ChainHash) -> Result<ChainHash, FormatError> {
+    // The frames' starts, checked to tile `run` before anything is written.
+    let mut starts = Vec::new();
+    let mut at = 0usize;
+    while at < run.len() {
+        let Some(header) = run.get(at..at.saturating_add(FRAME_HEADER_LEN)) else {
+            return Err(FormatError::Truncated {
+                needed: (at + FRAME_HEADER_LEN) as u64,
+                available: run.len() as u64,
+            });
+        };
+        debug_assert!(
+            header.get(..BODY_LEN_OFFSET).is_some_and(is_zeroed)
+                && header.get(HASH_OFFSET..).is_some_and(is_zeroed),
+            "a frame to link must hold zeros in place of its checksum and link"
+        );
+        starts.push(at);
+        at = at
+            .saturating_add(FRAME_HEADER_LEN)
+            .saturating_add(read_u32(header, BODY_LEN_OFFSET) as usize);
+    }
+    if at != run.len() {
+        return Err(FormatError::Truncated {
+            needed: at as u64,
+            available: run.len() as u64,
+        });
+    }
+    let link = run_link(prev, run);
+    for start in starts {
+        if let Some(header) = run.get_mut(start..start + FRAME_HEADER_LEN) {
+            let (crc_slot, rest) = header.split_at_mut(BODY_LEN_OFFSET);
+            if let Some(hash_slot) = rest.get_mut(HASH_OFFSET - BODY_LEN_OFFSET..) {
+                hash_slot.copy_from_slice(&link.0);
+            }
+            crc_slot.copy_from_slice(&crc32fast::hash(rest).to_le_bytes());
+        }
+    }
+    Ok(link)
+}
+
+/// Appends one frame holding `body` to `out` as a run of its own (flagged
+/// [`FrameFlags::LINK_END`] whatever `meta` says) following `prev`, and returns its link.
 ///
 /// # Errors
 /// `LengthTooLarge` when the body is longer than [`FRAME_BODY_LEN_MAX`]; nothing is appended.
@@ -266,39 +348,32 @@ pub fn encode_frame(
     meta: &FrameMeta,
     body: &[u8],
 ) -> Result<ChainHash, FormatError> {
-    let body_len = u32::try_from(body.len())
-        .ok()
-        .filter(|len| *len <= FRAME_BODY_LEN_MAX)
-        .ok_or(FormatError::LengthTooLarge {
-            len: body.len() as u64,
-            max: u64::from(FRAME_BODY_LEN_MAX),
-        })?;
-    let body_crc = crc32fast::hash(body);
-    let mut header = [0u8; FRAME_HEADER_LEN];
-    let (crc_slot, rest) = header.split_at_mut(BODY_LEN_OFFSET);
-    let (linked, hash_slot) = rest.split_at_mut(HASH_OFFSET - BODY_LEN_OFFSET);
-    write_linked_fields(linked, body_len, body_crc, meta);
-    let hash = link(prev, linked, body);
-    hash_slot.copy_from_slice(&hash.0);
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(linked);
-    crc.update(hash_slot);
-    let header_crc = crc.finalize();
-    crc_slot.copy_from_slice(&header_crc.to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(body);
-    Ok(hash)
+    let start = out.len();
+    let meta = FrameMeta {
+        flags: meta.flags.with(FrameFlags::LINK_END),
+        ..*meta
+    };
+    encode_unlinked(out, &meta, body)?;
+    let linked = out.get_mut(start..).map(|run| link_run(run, prev));
+    match linked {
+        Some(Ok(link)) => Ok(link),
+        Some(Err(e)) => {
+            out.truncate(start);
+            Err(e)
+        }
+        None => Err(FormatError::Truncated {
+            needed: start as u64,
+            available: out.len() as u64,
+        }),
+    }
 }
 
-/// Decodes a whole frame at the start of `bytes` and checks both checksums; with `prev`, checks
-/// the chain link too. Returns the header and the body.
+/// Decodes a whole frame at the start of `bytes` and checks both checksums. Returns the header
+/// and the body. The chain link is checked over the frame's whole run ([`RunCheck`]).
 ///
 /// # Errors
-/// As [`FrameHeader::decode`], [`FrameHeader::check_body`] and [`FrameHeader::check_link`].
-pub fn decode_frame<'a>(
-    bytes: &'a [u8],
-    prev: Option<&ChainHash>,
-) -> Result<(FrameHeader, &'a [u8]), FormatError> {
+/// As [`FrameHeader::decode`] and [`FrameHeader::check_body`].
+pub fn decode_frame(bytes: &[u8]) -> Result<(FrameHeader, &[u8]), FormatError> {
     let header = FrameHeader::decode(bytes)?;
     let end = FRAME_HEADER_LEN + header.body_len as usize;
     let body = bytes
@@ -308,10 +383,107 @@ pub fn decode_frame<'a>(
             available: bytes.len() as u64,
         })?;
     header.check_body(body)?;
-    if let Some(prev) = prev {
-        header.check_link(prev, body)?;
-    }
     Ok((header, body))
+}
+
+/// Checks the chain link over frames read in order, a run at a time: each frame is added as it
+/// is read ([`RunCheck::push`]), and the run is hashed when its last frame comes. Holds the
+/// run's bytes so far (with each header's checksum and link zeroed), at most [`RUN_BYTES`] and
+/// one frame. Body checksums are the caller's to check.
+#[derive(Debug, Default)]
+pub struct RunCheck {
+    /// The run's frames so far, as the link covers them.
+    bytes: Vec<u8>,
+    /// The link the run's first frame stores; every frame of the run must store the same.
+    link: Option<ChainHash>,
+    /// How many frames the run holds so far.
+    frames: u64,
+}
+
+impl RunCheck {
+    /// Adds `frame` (its whole bytes, `header` decoded from them) to the run, which continues
+    /// `prev`. Returns the run's link once `frame` ends the run and the link holds; `None`
+    /// while the run goes on. After an error, or a run's end, the next frame starts a new run.
+    ///
+    /// # Errors
+    /// `Truncated` when `frame` is not `header`'s whole frame; `RunLinksDiffer` when the frame
+    /// stores another link than the run's first; `RunTooLong` when the run already holds
+    /// [`RUN_BYTES`] or more before this frame; `ChainMismatch` when the run's link is not the
+    /// one its frames store.
+    pub fn push(
+        &mut self,
+        prev: &ChainHash,
+        header: &FrameHeader,
+        frame: &[u8],
+    ) -> Result<Option<ChainHash>, FormatError> {
+        let result = self.add(prev, header, frame);
+        if !matches!(result, Ok(None)) {
+            self.clear();
+        }
+        result
+    }
+
+    fn add(
+        &mut self,
+        prev: &ChainHash,
+        header: &FrameHeader,
+        frame: &[u8],
+    ) -> Result<Option<ChainHash>, FormatError> {
+        if frame.len() as u64 != header.frame_len() {
+            return Err(FormatError::Truncated {
+                needed: header.frame_len(),
+                available: frame.len() as u64,
+            });
+        }
+        let link = *self.link.get_or_insert(header.hash);
+        if link != header.hash {
+            return Err(FormatError::RunLinksDiffer {
+                run: link.to_hex(),
+                frame: header.hash.to_hex(),
+                frames_before: self.frames,
+            });
+        }
+        if self.bytes.len() as u64 >= RUN_BYTES {
+            return Err(FormatError::RunTooLong {
+                bytes: self.bytes.len() as u64,
+                frames: self.frames,
+            });
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(frame);
+        if let Some(added) = self.bytes.get_mut(start..) {
+            zero_unlinked_fields(added);
+        }
+        self.frames += 1;
+        if !header.meta.flags.is_link_end() {
+            return Ok(None);
+        }
+        let computed = run_link(prev, &self.bytes);
+        if computed != link {
+            return Err(FormatError::ChainMismatch {
+                stored: link.to_hex(),
+                computed: computed.to_hex(),
+            });
+        }
+        Ok(Some(link))
+    }
+
+    /// Forgets the run so far: the next frame pushed starts a run.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        if self.bytes.capacity() > 4 * RUN_BYTES as usize {
+            // A run with a large frame: do not keep its memory for the runs after it.
+            self.bytes.shrink_to(2 * RUN_BYTES as usize);
+        }
+        self.link = None;
+        self.frames = 0;
+    }
+
+    /// Whether no frame of a run is held: the next frame pushed starts a run.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
 }
 
 /// Whether every byte is zero: unwritten (preallocated or sparse) space, not a frame.
@@ -342,11 +514,60 @@ pub(crate) mod tests {
             recorded_at_ns: 1_778_493_600_000_000_000,
             stream_version: position,
             flags: if end {
-                FrameFlags::END_OF_BATCH.with(FrameFlags::FIRST_IN_WRITE)
+                FrameFlags::END_OF_BATCH
+                    .with(FrameFlags::FIRST_IN_WRITE)
+                    .with(FrameFlags::LINK_END)
             } else {
-                FrameFlags::NONE
+                FrameFlags::LINK_END
             },
         }
+    }
+
+    /// Checks `frame` as a run of its own following `prev`.
+    fn check_alone(frame: &[u8], prev: &ChainHash) -> Result<ChainHash, FormatError> {
+        let (header, _) = decode_frame(frame)?;
+        let frame = &frame[..header.frame_len() as usize];
+        RunCheck::default()
+            .push(prev, &header, frame)?
+            .ok_or(FormatError::Truncated {
+                needed: 0,
+                available: 0,
+            })
+    }
+
+    /// A run of `bodies` in one buffer following `prev`, ending its batch: the run's bytes and
+    /// link.
+    fn run_of(prev: &ChainHash, first: u64, bodies: &[&[u8]]) -> (Vec<u8>, ChainHash) {
+        let mut out = Vec::new();
+        for (i, body) in bodies.iter().enumerate() {
+            let last = i + 1 == bodies.len();
+            let flags = if last {
+                FrameFlags::END_OF_BATCH.with(FrameFlags::LINK_END)
+            } else {
+                FrameFlags::NONE
+            };
+            let meta = FrameMeta {
+                flags,
+                ..meta(first + i as u64, false)
+            };
+            encode_unlinked(&mut out, &meta, body).unwrap();
+        }
+        let link = link_run(&mut out, prev).unwrap();
+        (out, link)
+    }
+
+    /// Pushes every frame of `run` into a fresh check; the link, or the first error.
+    fn check_run(run: &[u8], prev: &ChainHash) -> Result<Option<ChainHash>, FormatError> {
+        let mut check = RunCheck::default();
+        let mut at = 0;
+        let mut last = None;
+        while at < run.len() {
+            let (header, _) = decode_frame(&run[at..])?;
+            let len = header.frame_len() as usize;
+            last = check.push(prev, &header, &run[at..at + len])?;
+            at += len;
+        }
+        Ok(last)
     }
 
     /// The example of `docs/FORMAT.md`, "Golden bytes": encoded exactly as the document shows.
@@ -424,7 +645,7 @@ pub(crate) mod tests {
         for bit in 0..frame.len() * 8 {
             let mut damaged = frame.clone();
             damaged[bit / 8] ^= 1 << (bit % 8);
-            let result = decode_frame(&damaged, Some(&ChainHash::GENESIS));
+            let result = check_alone(&damaged, &ChainHash::GENESIS);
             assert!(result.is_err(), "flip of bit {bit} went undetected");
         }
     }
@@ -433,7 +654,7 @@ pub(crate) mod tests {
     fn every_truncation_is_detected_as_truncated() {
         let frame = golden_frame();
         for len in 0..frame.len() {
-            let result = decode_frame(&frame[..len], Some(&ChainHash::GENESIS));
+            let result = decode_frame(&frame[..len]);
             assert!(
                 matches!(result, Err(FormatError::Truncated { .. })),
                 "truncation to {len} bytes gave {result:?}"
@@ -442,7 +663,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn chain_detects_reordering_and_deletion() {
+    fn chain_detects_reordering_and_deletion_of_runs() {
         let mut prev = ChainHash::GENESIS;
         let mut frames = Vec::new();
         for p in 1..=3 {
@@ -457,13 +678,103 @@ pub(crate) mod tests {
             frames.push(out);
         }
         // Frame 3 after frame 1 (frame 2 deleted): its link does not follow from frame 1's.
-        let (h1, _) = decode_frame(&frames[0], Some(&ChainHash::GENESIS)).unwrap();
+        let h1 = check_alone(&frames[0], &ChainHash::GENESIS).unwrap();
         assert!(matches!(
-            decode_frame(&frames[2], Some(&h1.hash)),
+            check_alone(&frames[2], &h1),
             Err(FormatError::ChainMismatch { .. })
         ));
-        let (h2, _) = decode_frame(&frames[1], Some(&h1.hash)).unwrap();
-        assert!(decode_frame(&frames[2], Some(&h2.hash)).is_ok());
+        let h2 = check_alone(&frames[1], &h1).unwrap();
+        assert_eq!(check_alone(&frames[2], &h2).unwrap(), prev);
+    }
+
+    #[test]
+    fn a_run_links_all_its_frames_with_one_link_that_covers_each_byte() {
+        let bodies: Vec<Vec<u8>> = (0..5).map(|i| vec![i as u8; 100 + i]).collect();
+        let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+        let prev = ChainHash([9; 32]);
+        let (run, link) = run_of(&prev, 10, &refs);
+        assert_eq!(check_run(&run, &prev), Ok(Some(link)));
+        // Every frame stores the run's link and decodes with its checksums.
+        let mut at = 0;
+        while at < run.len() {
+            let (header, _) = decode_frame(&run[at..]).unwrap();
+            assert_eq!(header.hash, link);
+            at += header.frame_len() as usize;
+        }
+        // Another previous link, or any byte of the run changed (and its checksums made to
+        // agree), gives another link.
+        assert!(matches!(
+            check_run(&run, &ChainHash::GENESIS),
+            Err(FormatError::ChainMismatch { .. })
+        ));
+        let mut edited = refs.clone();
+        let changed = [3u8; 102];
+        edited[2] = &changed;
+        let (_, other) = run_of(&prev, 10, &edited);
+        assert_ne!(other, link);
+        // A frame of the run dropped: the run's link no longer holds.
+        let first_len = decode_frame(&run).unwrap().0.frame_len() as usize;
+        assert!(matches!(
+            check_run(&run[first_len..], &prev),
+            Err(FormatError::ChainMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_frame_storing_another_link_than_its_run_is_refused() {
+        let prev = ChainHash::GENESIS;
+        let (run, _) = run_of(&prev, 1, &[b"a", b"b"]);
+        let (other, _) = run_of(&ChainHash([1; 32]), 2, &[b"b"]);
+        let first_len = decode_frame(&run).unwrap().0.frame_len() as usize;
+        let mut mixed = run[..first_len].to_vec();
+        mixed.extend_from_slice(&other);
+        assert!(matches!(
+            check_run(&mixed, &prev),
+            Err(FormatError::RunLinksDiffer {
+                frames_before: 1,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_run_that_goes_on_past_run_bytes_is_refused() {
+        let body = vec![7u8; 1000];
+        let count = RUN_BYTES as usize / (FRAME_HEADER_LEN + body.len()) + 2;
+        let bodies: Vec<&[u8]> = vec![&body; count];
+        let (run, _) = run_of(&ChainHash::GENESIS, 1, &bodies);
+        assert!(matches!(
+            check_run(&run, &ChainHash::GENESIS),
+            Err(FormatError::RunTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn a_batch_end_inside_a_run_is_refused() {
+        let mut out = Vec::new();
+        let meta = FrameMeta {
+            flags: FrameFlags::END_OF_BATCH,
+            ..meta(1, false)
+        };
+        encode_unlinked(&mut out, &meta, b"x").unwrap();
+        link_run(&mut out, &ChainHash::GENESIS).unwrap();
+        assert_eq!(
+            decode_frame(&out).map(|_| ()),
+            Err(FormatError::BatchEndsInsideRun(1))
+        );
+    }
+
+    #[test]
+    fn link_run_refuses_bytes_that_do_not_end_at_a_frame_end() {
+        let mut run = Vec::new();
+        encode_unlinked(&mut run, &meta(1, true), b"abc").unwrap();
+        run.pop();
+        let before = run.clone();
+        assert!(matches!(
+            link_run(&mut run, &ChainHash::GENESIS),
+            Err(FormatError::Truncated { .. })
+        ));
+        assert_eq!(run, before);
     }
 
     #[test]
@@ -487,15 +798,17 @@ pub(crate) mod tests {
         fn frames_round_trip(body in prop::collection::vec(any::<u8>(), 0..2048), p in 1u64..u64::MAX, end: bool) {
             let mut out = Vec::new();
             let hash = encode_frame(&mut out, &ChainHash([7; 32]), &meta(p, end), &body).unwrap();
-            let (header, decoded) = decode_frame(&out, Some(&ChainHash([7; 32]))).unwrap();
+            let (header, decoded) = decode_frame(&out).unwrap();
             prop_assert_eq!(decoded, &body[..]);
+            prop_assert_eq!(check_alone(&out, &ChainHash([7; 32])).unwrap(), hash);
             prop_assert_eq!(header.hash, hash);
             prop_assert_eq!(header.meta, meta(p, end));
         }
 
         #[test]
         fn arbitrary_bytes_never_panic_the_frame_decoder(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-            let _ = decode_frame(&bytes, Some(&ChainHash::GENESIS));
+            let _ = decode_frame(&bytes);
+            let _ = check_alone(&bytes, &ChainHash::GENESIS);
         }
     }
 }

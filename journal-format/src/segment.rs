@@ -9,8 +9,9 @@ use crate::types::{ByteOffset, ChainHash, Position, SegmentId};
 pub const SEGMENT_MAGIC: [u8; 8] = *b"AJRNLSEG";
 /// The magic number a sealed segment's trailer starts with.
 pub const FOOTER_MAGIC: [u8; 8] = *b"AJRNLEND";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes and reads. Version 1 linked every frame on its own;
+/// version 2 links runs of frames (`docs/FORMAT.md`, "Frame").
+pub const FORMAT_VERSION: u16 = 2;
 
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -358,12 +359,15 @@ mod tests {
             prev_hash: ChainHash::GENESIS,
         }
         .encode();
-        bytes[VERSION_OFFSET] = 2;
-        let crc = header_crc(&bytes);
-        bytes[HEADER_CRC_OFFSET..SEGMENT_ID_OFFSET].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(
-            SegmentHeader::decode(&bytes),
-            Err(FormatError::UnsupportedVersion(2))
-        );
+        // Version 1 (a chain link per frame) and a version from the future.
+        for version in [1, FORMAT_VERSION + 1] {
+            bytes[VERSION_OFFSET..HEADER_RESERVED_OFFSET].copy_from_slice(&version.to_le_bytes());
+            let crc = header_crc(&bytes);
+            bytes[HEADER_CRC_OFFSET..SEGMENT_ID_OFFSET].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(
+                SegmentHeader::decode(&bytes),
+                Err(FormatError::UnsupportedVersion(version))
+            );
+        }
     }
 }
