@@ -1,4 +1,5 @@
-//! Criterion benchmarks of the journal's hot paths: frame encode/decode, chain hashing,
+//! Criterion benchmarks of the journal's hot paths: frame encode/decode, chain hashing (runs of
+//! frames against a link per frame),
 //! envelope encoding, durable appends at batch sizes 1, 100 and 1000, sequential reads verified
 //! and unverified, index lookups by event id, the projection folds (`StreamState`, `Activity`)
 //! over one generated session, and replay (building one session's narrative).
@@ -6,8 +7,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use journal_benches::workload_event;
 use journal_engine::{AppendOptions, Durability, Journal, Options};
-use journal_format::frame::{decode_frame, encode_frame};
-use journal_format::{ChainHash, Envelope, FrameFlags, FrameMeta, Position};
+use journal_format::frame::{decode_frame, encode_frame, link_run};
+use journal_format::{
+    ChainHash, Envelope, FrameFlags, FrameMeta, Position, RunCheck, FRAME_HEADER_LEN, RUN_BYTES,
+};
 use journal_projections::activity::Activity;
 use journal_projections::{workload, Event, StreamState};
 use journal_replay::{narrative, Scope};
@@ -32,17 +35,63 @@ fn frames(c: &mut Criterion) {
     let mut frame = Vec::new();
     encode_frame(&mut frame, &ChainHash::GENESIS, &meta, &body).expect("encodes");
     group.bench_function("decode_checksums", |b| {
-        b.iter(|| decode_frame(&frame, None).expect("decodes").0.hash)
+        b.iter(|| decode_frame(&frame).expect("decodes").0.hash)
     });
     group.bench_function("decode_checksums_and_chain", |b| {
+        let mut check = RunCheck::default();
         b.iter(|| {
-            decode_frame(&frame, Some(&ChainHash::GENESIS))
-                .expect("decodes")
-                .0
-                .hash
+            let (header, _) = decode_frame(&frame).expect("decodes");
+            check
+                .push(&ChainHash::GENESIS, &header, &frame)
+                .expect("links")
         })
     });
-    group.bench_function("chain_link_blake3", |b| b.iter(|| blake3::hash(&body)));
+    group.finish();
+
+    // The chain over 1,000 frames of the workload's size: linked in runs of about 64 KiB, as
+    // the writer does, against the baseline of a link per frame (format version 1).
+    let mut group = c.benchmark_group("chain_1000_frames");
+    group.throughput(Throughput::Elements(1000));
+    let unlinked: Vec<u8> = (0..1000u64)
+        .flat_map(|i| {
+            let mut out = Vec::new();
+            let meta = FrameMeta {
+                position: Position(i + 1),
+                ..meta
+            };
+            journal_format::frame::encode_unlinked(&mut out, &meta, &body).expect("encodes");
+            out
+        })
+        .collect();
+    let frame_len = FRAME_HEADER_LEN + body.len();
+    let run_frames = (RUN_BYTES as usize).div_ceil(frame_len);
+    group.bench_function("runs_of_64_kib", |b| {
+        let mut buf = unlinked.clone();
+        b.iter(|| {
+            let mut prev = ChainHash::GENESIS;
+            for run in buf.chunks_mut(run_frames * frame_len) {
+                prev = link_run(run, &prev).expect("links");
+                for header in run.chunks_mut(frame_len) {
+                    header[..4].fill(0);
+                    header[40..72].fill(0);
+                }
+            }
+            prev
+        })
+    });
+    group.bench_function("link_per_frame_baseline", |b| {
+        b.iter(|| {
+            let mut prev = ChainHash::GENESIS;
+            for frame in unlinked.chunks(frame_len) {
+                let mut hasher = blake3::Hasher::new();
+                hasher.update(&prev.0);
+                hasher.update(&frame[4..40]);
+                hasher.update(&frame[FRAME_HEADER_LEN..]);
+                prev = ChainHash(*hasher.finalize().as_bytes());
+            }
+            prev
+        })
+    });
     group.finish();
 
     let event = workload_event(7);

@@ -39,36 +39,32 @@ pub(crate) struct Cursor {
     last_position: Position,
     scanner: FrameScanner,
     expected: Position,
+    /// The link the last frame read stores (the segment's previous link before its first).
     prev: Option<ChainHash>,
+    /// Whether the next frame continues the run of the last one read: its run was checked
+    /// when it began (ahead), or began before this cursor did.
+    run_open: bool,
     verify_chain: bool,
-    /// Up to which position chain links are checked ahead, a chunk of frames at a time on
-    /// several threads (`None`: each frame's link is checked as it is read).
-    look_ahead: Option<Position>,
+    /// Up to which position runs are checked ahead, a chunk of runs at a time on several
+    /// threads.
+    look_ahead: Position,
     ahead: LinksAhead,
 }
 
 impl Cursor {
-    /// A cursor at `position` (which must exist). `prev` is the chain link of the frame before
-    /// it, when the caller knows it; otherwise the first link read is not checked.
-    pub(crate) fn open(
-        log: &Log,
-        position: Position,
-        prev: Option<ChainHash>,
-        verify_chain: bool,
-    ) -> Result<Cursor> {
+    /// A cursor at `position` (which must exist). From a segment's start, every run is checked
+    /// from the segment's previous link. From a frame inside the segment (its nearest sparse
+    /// entry), the link before is not known: the frames up to the first that ends a run are
+    /// checked only for storing one link, and every run after them fully.
+    pub(crate) fn open(log: &Log, position: Position, verify_chain: bool) -> Result<Cursor> {
         let Some(segment) = log.segment_of(position) else {
             return Err(Error::InvalidInput(format!(
                 "position {position} is not in the log"
             )));
         };
         let (start, expected, state) = segment.seek(SEGMENT_HEADER_LEN as u64, position);
-        let prev = if start == SEGMENT_HEADER_LEN as u64 {
-            Some(segment.prev_hash)
-        } else if expected == position {
-            prev
-        } else {
-            None
-        };
+        let at_start = start == SEGMENT_HEADER_LEN as u64;
+        let prev = at_start.then_some(segment.prev_hash);
         let scanner = FrameScanner::new(
             Arc::clone(&segment.file),
             segment.id,
@@ -81,17 +77,18 @@ impl Cursor {
             scanner,
             expected,
             prev,
+            run_open: !at_start,
             verify_chain,
-            look_ahead: None,
+            look_ahead: state.last_position,
             ahead: LinksAhead::default(),
         })
     }
 
-    /// Has the cursor check chain links ahead of its reads, up to position `until`, a chunk of
-    /// frames at a time on several threads ([`FrameScanner::links_ahead`]), when it verifies
-    /// the chain.
+    /// Has the cursor check no runs ahead of its reads that start past position `until`
+    /// ([`FrameScanner::links_ahead`]), when it verifies the chain: a reader of a few events
+    /// hashes no more than their runs.
     pub(crate) fn look_ahead(mut self, until: Position) -> Cursor {
-        self.look_ahead = Some(until);
+        self.look_ahead = until;
         self
     }
 
@@ -116,8 +113,9 @@ impl Cursor {
         let id = self.segment.id;
         let offset = self.scanner.offset();
         let check_body = check_body || self.verify_chain;
-        if let (true, Some(until), Some(prev)) = (self.verify_chain, self.look_ahead, self.prev) {
-            self.ahead.refill(&mut self.scanner, prev, until)?;
+        if let (true, false, Some(prev)) = (self.verify_chain, self.run_open, self.prev) {
+            self.ahead
+                .refill(&mut self.scanner, prev, self.look_ahead)?;
         }
         // A frame checked ahead has its body checked there; should `held` not vouch for it
         // below, its body is checked then.
@@ -151,22 +149,48 @@ impl Cursor {
             ));
         }
         if self.verify_chain {
-            if let Some(prev) = &self.prev {
-                if !self.ahead.held(frame.offset, *prev, frame.header.hash) {
+            if let Some(prev) = self.prev {
+                if !self.ahead.held(frame.offset, prev, frame.header.hash) {
                     if vouched {
                         frame
                             .header
                             .check_body(frame.body)
                             .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
                     }
-                    frame
-                        .header
-                        .check_link(prev, frame.body)
-                        .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+                    if !self.run_open {
+                        // A run's first frame: its run was checked ahead, and did not hold.
+                        return Err(match self.ahead.failure(frame.offset) {
+                            Some(f) => corruption(
+                                id,
+                                f.offset,
+                                f.position.unwrap_or(expected),
+                                f.detail.clone(),
+                            ),
+                            None => corruption(
+                                id,
+                                frame.offset,
+                                expected,
+                                "the run of linked frames starting here was not checked".into(),
+                            ),
+                        });
+                    }
+                    // Inside a run that began before this cursor: it stores the run's link.
+                    if frame.header.hash != prev {
+                        return Err(corruption(
+                            id,
+                            frame.offset,
+                            expected,
+                            format!(
+                                "the frame stores link {} inside a run whose frames before it store {prev}",
+                                frame.header.hash
+                            ),
+                        ));
+                    }
                 }
             }
         }
         self.prev = Some(frame.header.hash);
+        self.run_open = !frame.header.meta.flags.is_link_end();
         self.expected = expected.next();
         Ok(Some(RawFrame {
             segment: id,
@@ -175,11 +199,6 @@ impl Cursor {
             body: frame.body,
             frame: frame.frame,
         }))
-    }
-
-    /// The chain link of the last frame read.
-    pub(crate) fn prev(&self) -> Option<ChainHash> {
-        self.prev
     }
 }
 
@@ -209,10 +228,9 @@ pub(crate) fn for_each_selected_frame(
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
     let mut next = from.max(Position(1));
-    let mut prev = None;
     while next <= to {
         let opened_at = next;
-        let mut cursor = Cursor::open(log, next, prev, verify_chain)?.look_ahead(to);
+        let mut cursor = Cursor::open(log, next, verify_chain)?.look_ahead(to);
         loop {
             let expected = cursor.expected();
             let in_range = expected >= next;
@@ -239,7 +257,6 @@ pub(crate) fn for_each_selected_frame(
                 "position {next} is not in the log"
             )));
         }
-        prev = cursor.prev();
     }
     Ok(())
 }
@@ -705,7 +722,6 @@ pub struct EventIter {
     verify_chain: bool,
     cursor: Option<Cursor>,
     opened_at: Position,
-    prev: Option<ChainHash>,
     failed: bool,
 }
 
@@ -723,7 +739,6 @@ impl EventIter {
             verify_chain,
             cursor: None,
             opened_at: Position::ZERO,
-            prev: None,
             failed: false,
         }
     }
@@ -735,8 +750,7 @@ impl EventIter {
             }
             if self.cursor.is_none() {
                 self.cursor = Some(
-                    Cursor::open(&self.log, self.next, self.prev, self.verify_chain)?
-                        .look_ahead(self.to),
+                    Cursor::open(&self.log, self.next, self.verify_chain)?.look_ahead(self.to),
                 );
                 self.opened_at = self.next;
             }
@@ -751,7 +765,6 @@ impl EventIter {
                     return Ok(Some(event));
                 }
                 None => {
-                    self.prev = cursor.prev();
                     self.cursor = None;
                     if self.next == self.opened_at {
                         // The segment holding `next` has nothing at or after it: the log ends.

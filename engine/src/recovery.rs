@@ -13,8 +13,8 @@ use std::sync::{Arc, RwLock};
 use journal_format::frame::{decode_frame, is_zeroed, peek_position};
 use journal_format::segment::Trailer;
 use journal_format::{
-    FooterEntry, FormatError, FrameHeader, Position, SegmentFooter, SegmentHeader, SegmentId,
-    FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
+    FooterEntry, FormatError, FrameHeader, Position, RunCheck, SegmentFooter, SegmentHeader,
+    SegmentId, FRAME_HEADER_LEN, SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
 
@@ -414,7 +414,7 @@ fn tail_start(
     let frame_len = checkpoint.end_offset.checked_sub(checkpoint.offset)?;
     let mut bytes = vec![0u8; usize::try_from(frame_len).ok()?];
     file.read_exact_at(&mut bytes, checkpoint.offset).ok()?;
-    let (frame, _) = decode_frame(&bytes, None).ok()?;
+    let (frame, _) = decode_frame(&bytes).ok()?;
     let valid = frame.meta.position == checkpoint.position
         && frame.hash == checkpoint.hash
         && frame.frame_len() == frame_len
@@ -477,6 +477,9 @@ pub(crate) fn scan_tail(
     let mut pending_first: Option<Position> = None;
     let mut expected = committed.last_position.next();
     let mut prev = committed.last_hash;
+    // The run being read, checked at its last frame; where it starts.
+    let mut run = RunCheck::default();
+    let mut run_start = (committed.end_offset, expected);
     let stop = loop {
         let frame = match scanner.next() {
             Ok(Ok(frame)) => frame,
@@ -495,10 +498,21 @@ pub(crate) fn scan_tail(
                 ),
             ));
         }
-        if let Err(e) = frame.header.check_link(&prev, frame.body) {
-            return Err(damage(frame.offset, Some(expected), e.to_string()));
+        if run.is_empty() {
+            run_start = (frame.offset, expected);
         }
-        prev = frame.header.hash;
+        match run.push(&prev, &frame.header, frame.frame) {
+            Ok(Some(link)) => prev = link,
+            Ok(None) => {}
+            Err(e) => {
+                let (offset, position) = run_start;
+                return Err(damage(
+                    offset,
+                    Some(position),
+                    format!("the run of frames from offset {offset}: {e}"),
+                ));
+            }
+        }
         let last_sparse = pending_sparse
             .last()
             .or(committed.sparse.last())
@@ -706,7 +720,7 @@ fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, 
         if position < expected || position.0 > expected.0.saturating_add(max_frames) {
             return None;
         }
-        let (header, _) = decode_frame(candidate, None).ok()?;
+        let (header, _) = decode_frame(candidate).ok()?;
         header
             .meta
             .flags
@@ -931,7 +945,7 @@ fn readable_positions(bytes: &[u8]) -> (Option<u64>, Option<u64>, u64) {
     let mut i = 0usize;
     let (mut first, mut last, mut n) = (None, None, 0u64);
     while i + FRAME_HEADER_LEN <= bytes.len() {
-        let frame = bytes.get(i..).and_then(|b| decode_frame(b, None).ok());
+        let frame = bytes.get(i..).and_then(|b| decode_frame(b).ok());
         match frame {
             Some((header, _)) => {
                 let p = header.meta.position.0;

@@ -1,13 +1,17 @@
 //! Sequential frame scanning over one segment file, in bounded chunks. The scanner reports
 //! *what* it found where (a frame, zeroed space, damage); callers decide what that means.
-//! Readers that verify the chain have the bodies and links of the frames ahead of them
+//! Readers that verify the chain have the runs of frames ahead of them (bodies and links)
 //! checked a chunk at a time on several threads ([`LinksAhead`]).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use journal_format::frame::is_zeroed;
-use journal_format::{ChainHash, FormatError, FrameHeader, Position, SegmentId, FRAME_HEADER_LEN};
+use journal_format::{
+    ChainHash, FormatError, FrameHeader, Position, RunCheck, SegmentId, FRAME_BODY_LEN_MAX,
+    FRAME_HEADER_LEN, RUN_BYTES,
+};
 
 use crate::error::{Error, Result};
 use crate::storage::StorageFile;
@@ -15,48 +19,82 @@ use crate::storage::StorageFile;
 /// How much the scanner reads at a time (frames larger than this are read whole).
 const SCAN_CHUNK_BYTES: u64 = 256 * 1024;
 
-/// How much a scan that checks chain links ahead reads at a time: enough frames (about 1,560
-/// with 600-byte bodies) that starting the threads that hash them costs little beside the
-/// hashing. (A frame larger than this is checked by the reader itself.)
+/// How much a scan that checks chain links ahead reads at a time: about 16 runs of 64 KiB, so
+/// that starting the threads that check them costs little beside the hashing. (A run that does
+/// not fit is read whole: [`RUN_READ_MAX`].)
 const LINKS_AHEAD_BYTES: u64 = 1024 * 1024;
 
-/// The fewest frames worth hashing on more than one thread.
-const LINKS_AHEAD_PARALLEL_MIN: usize = 64;
+/// The most bytes one run can take: fewer than [`RUN_BYTES`] before its last frame, and that
+/// frame.
+const RUN_READ_MAX: u64 = RUN_BYTES + FRAME_HEADER_LEN as u64 + FRAME_BODY_LEN_MAX as u64;
 
-/// The most threads that hash chain links ahead of one scan.
+/// The fewest bytes of runs worth checking on more than one thread.
+const LINKS_AHEAD_PARALLEL_MIN: usize = 256 * 1024;
+
+/// The most threads that check runs ahead of one scan.
 const LINKS_AHEAD_THREADS_MAX: usize = 8;
 
-/// One frame whose body checksum and chain link were checked ahead of the scan that reads it
-/// ([`FrameScanner::links_ahead`]).
+/// One frame whose body checksum and run's chain link were checked ahead of the scan that
+/// reads it ([`FrameScanner::links_ahead`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LinkChecked {
     /// The frame's byte offset in the segment.
     pub offset: u64,
-    /// The link the frame was checked to continue: the stored link of the frame before it.
+    /// The link stored by the frame before it (the run before's, for a run's first frame).
     pub prev: ChainHash,
-    /// The frame's own stored link, which `BLAKE3(prev ‖ header ‖ body)` was found to equal
-    /// (its body matching its checksum).
+    /// The frame's own stored link: its run's, which was found to hold.
     pub hash: ChainHash,
 }
 
-/// The chain links checked ahead of a reader that walks frames in order: it asks for the next
-/// chunk's links before it reads a frame ([`LinksAhead::refill`]), and whether a frame's link
-/// was found to hold when it reads it ([`LinksAhead::held`]); a frame not found held is
-/// checked by the reader itself, which names what is wrong.
+/// A run found not to hold ahead of the scan: where it starts, and what is wrong where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunFailed {
+    /// The offset of the run's first frame.
+    pub run_offset: u64,
+    /// The offset of the frame at which the check failed.
+    pub offset: u64,
+    /// That frame's position, when its header could be read.
+    pub position: Option<Position>,
+    /// What is wrong.
+    pub detail: String,
+    /// Whether a scan reading the frame meets the problem itself (a checksum, a header): a
+    /// walk that reports every problem reports it there, not again at the run.
+    pub found_by_scan: bool,
+}
+
+/// What [`FrameScanner::links_ahead`] found: the frames of the runs that hold, in order, and
+/// the first run after them that does not, if one was checked.
 #[derive(Debug, Default)]
-pub(crate) struct LinksAhead(VecDeque<LinkChecked>);
+pub(crate) struct Ahead {
+    pub held: Vec<LinkChecked>,
+    pub failed: Option<RunFailed>,
+}
+
+/// The runs checked ahead of a reader that walks frames in order: it asks for the next chunk's
+/// runs when it is about to read the first frame of a run and none are left
+/// ([`LinksAhead::refill`]), and whether a frame was found to hold when it reads it
+/// ([`LinksAhead::held`]). A run's first frame not found held is corruption, which
+/// [`LinksAhead::failure`] names.
+#[derive(Debug, Default)]
+pub(crate) struct LinksAhead {
+    held: VecDeque<LinkChecked>,
+    failed: Option<Box<RunFailed>>,
+}
 
 impl LinksAhead {
-    /// Checks the links of the next chunk of frames from `scanner`'s offset, the first
-    /// continuing `prev` and none past position `until`, when none checked ahead are left.
+    /// Checks the runs of the next chunk of frames from `scanner`'s offset, which must be a
+    /// run's first frame, the first run continuing `prev` and none starting past position
+    /// `until`, when none checked ahead are left.
     pub(crate) fn refill(
         &mut self,
         scanner: &mut FrameScanner,
         prev: ChainHash,
         until: Position,
     ) -> Result<()> {
-        if self.0.is_empty() {
-            self.0 = scanner.links_ahead(prev, until)?.into();
+        if self.held.is_empty() {
+            let ahead = scanner.links_ahead(prev, until)?;
+            self.held = ahead.held.into();
+            self.failed = ahead.failed.map(Box::new);
         }
         Ok(())
     }
@@ -64,21 +102,136 @@ impl LinksAhead {
     /// Whether the next frame checked ahead starts at `offset`: its body need not be checked
     /// when it is read, if [`LinksAhead::held`] then vouches for it.
     pub(crate) fn next_at(&self, offset: u64) -> bool {
-        self.0.front().is_some_and(|c| c.offset == offset)
+        self.held.front().is_some_and(|c| c.offset == offset)
     }
 
-    /// Whether the frame at `offset`, storing link `hash`, was found ahead to continue `prev`
-    /// with a body that matches its checksum. Forgets the frames before it.
+    /// Whether the frame at `offset`, storing link `hash` after a frame storing `prev`, was
+    /// found ahead in a run that holds, with a body that matches its checksum. Forgets the
+    /// frames before it.
     pub(crate) fn held(&mut self, offset: u64, prev: ChainHash, hash: ChainHash) -> bool {
-        while self.0.front().is_some_and(|c| c.offset < offset) {
-            self.0.pop_front();
+        while self.held.front().is_some_and(|c| c.offset < offset) {
+            self.held.pop_front();
         }
-        let held = self.0.front() == Some(&LinkChecked { offset, prev, hash });
+        let held = self.held.front() == Some(&LinkChecked { offset, prev, hash });
         if held {
-            self.0.pop_front();
+            self.held.pop_front();
         }
         held
     }
+
+    /// What was found wrong with the run starting at `offset`, if it was checked ahead.
+    pub(crate) fn failure(&self, offset: u64) -> Option<&RunFailed> {
+        self.failed.as_deref().filter(|f| f.run_offset == offset)
+    }
+}
+
+/// The runs held whole in a chunk read ahead.
+#[derive(Debug, Default)]
+struct Runs {
+    /// Each frame: its offset in the chunk, its header and the range of its bytes.
+    frames: Vec<(FrameHeader, Range<usize>)>,
+    /// Each run, as a range of `frames`.
+    runs: Vec<Range<usize>>,
+    /// Whether the chunk ends inside a run (or a frame) that a longer chunk would hold.
+    cut: bool,
+    /// A header inside a run that does not decode: its offset in the chunk, the run's first
+    /// frame's, the position it should hold, and why.
+    broken: Option<(usize, usize, Position, FormatError)>,
+}
+
+impl Runs {
+    /// Splits `bytes` (starting at a run's first frame) into whole runs, none starting past
+    /// position `until`. Stops at a header that does not decode: the scan meets it itself.
+    /// A run is closed at its `LINK_END` frame, or at the frame that finds it [`RUN_BYTES`]
+    /// long already (a run the check then refuses).
+    fn split(bytes: &[u8], until: Position) -> Runs {
+        let mut found = Runs::default();
+        let (mut at, mut run_start, mut run_bytes) = (0usize, 0usize, 0u64);
+        while let Some(rest) = bytes.get(at..).filter(|rest| !rest.is_empty()) {
+            let header = match FrameHeader::decode(rest) {
+                Ok(header) => header,
+                Err(e) => {
+                    found.cut = rest.len() < FRAME_HEADER_LEN;
+                    let before = found.frames.last().filter(|_| run_bytes > 0);
+                    if let (false, Some((header, range))) = (found.cut, before) {
+                        let start = found
+                            .frames
+                            .get(run_start)
+                            .map_or(range.start, |(_, r)| r.start);
+                        found.broken = Some((at, start, header.meta.position.next(), e));
+                    }
+                    break;
+                }
+            };
+            if run_bytes == 0 && header.meta.position > until {
+                break;
+            }
+            let len = usize::try_from(header.frame_len()).unwrap_or(usize::MAX);
+            if rest.len() < len {
+                found.cut = true;
+                break;
+            }
+            let closes = header.meta.flags.is_link_end() || run_bytes >= RUN_BYTES;
+            found.frames.push((header, at..at + len));
+            run_bytes += len as u64;
+            at += len;
+            if closes {
+                found.runs.push(run_start..found.frames.len());
+                run_start = found.frames.len();
+                run_bytes = 0;
+            }
+        }
+        if run_start < found.frames.len() {
+            found.cut |= found.broken.is_none();
+            found.frames.truncate(run_start);
+        }
+        found
+    }
+}
+
+/// The frames of one run in a chunk: each one's header and the range of its bytes.
+type RunFrames<'a> = &'a [(FrameHeader, Range<usize>)];
+
+/// A run to check, with the link it must continue.
+type RunToCheck<'a> = (ChainHash, RunFrames<'a>);
+
+/// Checks one run's bodies and link, the run continuing `prev`.
+fn check_run(
+    check: &mut RunCheck,
+    prev: &ChainHash,
+    frames: RunFrames<'_>,
+    bytes: &[u8],
+    base: u64,
+) -> std::result::Result<(), RunFailed> {
+    check.clear();
+    let run_offset = frames.first().map_or(base, |(_, r)| base + r.start as u64);
+    for (header, range) in frames {
+        let failed = |error: FormatError| RunFailed {
+            run_offset,
+            offset: base + range.start as u64,
+            position: Some(header.meta.position),
+            found_by_scan: matches!(error, FormatError::BodyChecksumMismatch { .. }),
+            detail: error.to_string(),
+        };
+        let frame = bytes.get(range.clone()).unwrap_or_default();
+        let body = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
+        header.check_body(body).map_err(failed)?;
+        check.push(prev, header, frame).map_err(|e| match e {
+            // The link is the whole run's: name where the run starts.
+            FormatError::ChainMismatch { .. } => RunFailed {
+                run_offset,
+                offset: run_offset,
+                position: frames.first().map(|(h, _)| h.meta.position),
+                detail: format!(
+                    "the run of linked frames from offset {run_offset} to {}: {e}",
+                    base + range.start as u64
+                ),
+                found_by_scan: false,
+            },
+            e => failed(e),
+        })?;
+    }
+    Ok(())
 }
 
 /// Why a scan stopped before the next frame.
@@ -163,100 +316,129 @@ impl FrameScanner {
             .ok_or_else(|| Error::InvalidInput("scanner buffer out of range".into()))
     }
 
-    /// Checks the body checksums and chain links of the whole frames in the next
-    /// [`LINKS_AHEAD_BYTES`] from the scanner's offset (none past position `until`: a reader
-    /// of a few events hashes no more than those), the first continuing `prev`, on several
-    /// threads (BLAKE3 of each frame is most of what a verified scan costs, and frames' links
-    /// are independent once read: each frame stores its own). Returns the frames that hold, in
-    /// order, up to the first that does not or whose header does not decode: the scan itself
-    /// then meets that frame and names what is wrong with it. Reads ahead but does not move
-    /// the scanner; the frames it returns stay buffered until the scanner has passed them.
-    pub(crate) fn links_ahead(
-        &mut self,
-        prev: ChainHash,
-        until: Position,
-    ) -> Result<Vec<LinkChecked>> {
+    /// Checks the bodies and chain links of the whole runs in the next [`LINKS_AHEAD_BYTES`]
+    /// from the scanner's offset, which must be a run's first frame (more when the first run
+    /// is longer; none starting past position `until`: a reader of a few events hashes no more
+    /// than their runs), the first run continuing `prev`, on several threads (the runs' links
+    /// are independent once read: each frame stores its run's). Returns the frames of the runs
+    /// that hold, in order, up to the first run that does not, and what is wrong with that one;
+    /// a header that does not decode ends the runs checked, and the scan itself meets it. Reads
+    /// ahead but does not move the scanner; the frames it returns stay buffered until the
+    /// scanner has passed them.
+    pub(crate) fn links_ahead(&mut self, prev: ChainHash, until: Position) -> Result<Ahead> {
         let offset = self.offset;
-        let len = LINKS_AHEAD_BYTES.min(self.end.saturating_sub(offset));
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let bytes = self.fill(offset, len)?;
-        // The frames held whole in `bytes`, each with the link it must continue.
-        let mut frames: Vec<(u64, ChainHash, FrameHeader, &[u8])> = Vec::new();
-        let mut at = 0usize;
-        let mut link = prev;
-        while let Some(rest) = bytes.get(at..) {
-            let Ok(header) = FrameHeader::decode(rest) else {
-                break;
-            };
-            if header.meta.position > until {
-                break;
+        let available = self.end.saturating_sub(offset);
+        let mut len = LINKS_AHEAD_BYTES.min(available);
+        let longest = RUN_READ_MAX.min(available);
+        // A chunk holding at least one whole run, when the segment has one.
+        let runs = loop {
+            if len == 0 {
+                return Ok(Ahead::default());
             }
-            let body_end = FRAME_HEADER_LEN.saturating_add(header.body_len() as usize);
-            let Some(body) = rest.get(FRAME_HEADER_LEN..body_end) else {
-                break;
-            };
-            let hash = header.hash;
-            frames.push((offset + at as u64, link, header, body));
-            link = hash;
-            at += body_end;
-        }
-        let check = |frames: &[(u64, ChainHash, FrameHeader, &[u8])]| -> Vec<bool> {
-            frames
-                .iter()
-                .map(|(_, prev, header, body)| {
-                    header.check_body(body).is_ok() && header.check_link(prev, body).is_ok()
-                })
-                .collect()
+            let runs = Runs::split(self.fill(offset, len)?, until);
+            if runs.runs.is_empty() && runs.cut && len < longest {
+                len = len.saturating_mul(4).min(longest);
+                continue;
+            }
+            break runs;
         };
-        let threads = link_threads()
-            .min(frames.len() / LINKS_AHEAD_PARALLEL_MIN)
-            .max(1);
-        let held: Vec<bool> = if threads == 1 {
-            check(&frames)
+        let bytes = self.fill(offset, len)?;
+        // Each run with the link it must continue: the one its previous run's frames store.
+        let mut checks: Vec<RunToCheck<'_>> = Vec::new();
+        let mut link = prev;
+        for run in &runs.runs {
+            let frames = runs.frames.get(run.clone()).unwrap_or_default();
+            checks.push((link, frames));
+            if let Some((header, _)) = frames.first() {
+                link = header.hash;
+            }
+        }
+        let check_all = |part: &[RunToCheck<'_>]| {
+            let mut check = RunCheck::default();
+            part.iter()
+                .map(|(prev, frames)| check_run(&mut check, prev, frames, bytes, offset))
+                .collect::<Vec<_>>()
+        };
+        let run_bytes = runs.frames.last().map_or(0, |(_, r)| r.end);
+        let threads = if run_bytes >= LINKS_AHEAD_PARALLEL_MIN {
+            link_threads().min(checks.len()).max(1)
         } else {
-            let part = frames.len().div_ceil(threads);
+            1
+        };
+        let results = if threads == 1 {
+            check_all(&checks)
+        } else {
+            let part = checks.len().div_ceil(threads);
             std::thread::scope(|scope| {
-                let mut parts = frames.chunks(part);
+                let mut parts = checks.chunks(part);
                 let first = parts.next().unwrap_or_default();
                 // A part whose thread cannot be started (the system is out of threads) is
                 // checked here, after the first.
                 let others: Vec<_> = parts
                     .map(|p| {
-                        std::thread::Builder::new()
+                        let thread = std::thread::Builder::new()
                             .name("journal-links".into())
-                            .spawn_scoped(scope, move || check(p))
-                            .map_err(|_| p)
+                            .spawn_scoped(scope, move || check_all(p));
+                        (p, thread)
                     })
                     .collect();
-                let mut held = check(first);
-                let mut joined = true;
-                for other in others {
-                    // A hashing thread cannot panic short of a bug; its frames and those after
-                    // them then count as unchecked, and the scan checks them itself.
-                    let part = match other {
-                        Ok(thread) => thread.join().ok(),
-                        Err(p) => Some(check(p)),
+                let mut results = check_all(first);
+                for (p, thread) in others {
+                    // A checking thread cannot panic short of a bug; its runs are then checked
+                    // here, as are those of a thread that could not be started.
+                    let part = match thread {
+                        Ok(thread) => thread.join().unwrap_or_else(|_| check_all(p)),
+                        Err(_) => check_all(p),
                     };
-                    match part {
-                        Some(part) if joined => held.extend(part),
-                        _ => joined = false,
-                    }
+                    results.extend(part);
                 }
-                held
+                results
             })
         };
-        Ok(frames
-            .iter()
-            .zip(held)
-            .take_while(|(_, ok)| *ok)
-            .map(|((offset, prev, header, _), _)| LinkChecked {
-                offset: *offset,
-                prev: *prev,
-                hash: header.hash,
-            })
-            .collect())
+        // What ends the runs checked, when it is something wrong: a header inside a run that
+        // does not decode, or a run that the frames up to the scan's end leave unfinished.
+        let failed = match runs.broken {
+            Some((at, start, position, error)) => Some(RunFailed {
+                run_offset: offset + start as u64,
+                offset: offset + at as u64,
+                position: Some(position),
+                detail: format!("in a run of linked frames: {error}"),
+                found_by_scan: true,
+            }),
+            None if runs.cut && len == longest => {
+                let start = runs.frames.last().map_or(0, |(_, r)| r.end);
+                Some(RunFailed {
+                    run_offset: offset + start as u64,
+                    offset: offset + start as u64,
+                    position: None,
+                    detail: String::from(
+                        "a run of linked frames does not end before the segment's last frame",
+                    ),
+                    found_by_scan: false,
+                })
+            }
+            None => None,
+        };
+        let mut ahead = Ahead {
+            held: Vec::with_capacity(runs.frames.len()),
+            failed,
+        };
+        for ((prev, frames), result) in checks.iter().zip(results) {
+            if let Err(failed) = result {
+                ahead.failed = Some(failed);
+                break;
+            }
+            let mut before = *prev;
+            for (header, range) in frames.iter() {
+                ahead.held.push(LinkChecked {
+                    offset: offset + range.start as u64,
+                    prev: before,
+                    hash: header.hash,
+                });
+                before = header.hash;
+            }
+        }
+        Ok(ahead)
     }
 
     /// The next frame, or why there is none. I/O errors are `Err`; what the bytes hold is
@@ -343,31 +525,67 @@ fn link_threads() -> usize {
 mod tests {
     use std::path::Path;
 
-    use journal_format::frame::encode_frame;
+    use journal_format::frame::{encode_unlinked, link_run};
     use journal_format::{FrameFlags, FrameMeta};
 
     use super::*;
     use crate::sim_disk::{Faults, SimDisk};
     use crate::storage::{OpenMode, Storage};
 
-    /// `n` frames of about 600 bytes from offset 0, and each frame's offset and link.
-    fn frames(n: u64) -> (Vec<u8>, Vec<(u64, ChainHash)>) {
-        let mut bytes = Vec::new();
-        let mut links = Vec::new();
+    /// Frames as the writer links them: runs ended at the first frame that brings them to
+    /// [`RUN_BYTES`].
+    struct Log {
+        bytes: Vec<u8>,
+        /// Each frame's offset and link.
+        frames: Vec<(u64, ChainHash)>,
+        /// Each run's first frame (an index into `frames`).
+        runs: Vec<usize>,
+    }
+
+    /// Frames of `body_len`-byte bodies from offset 0, one each of `bodies`.
+    fn log_of(bodies: &[usize]) -> Log {
+        let mut log = Log {
+            bytes: Vec::new(),
+            frames: Vec::new(),
+            runs: Vec::new(),
+        };
         let mut prev = ChainHash::GENESIS;
-        for i in 1..=n {
+        let mut run_start = 0usize;
+        for (i, len) in bodies.iter().enumerate() {
+            if log.bytes.len() == run_start {
+                log.runs.push(i);
+            }
+            let frame_len = FRAME_HEADER_LEN + len;
+            let ends = i + 1 == bodies.len()
+                || (log.bytes.len() - run_start + frame_len) as u64 >= RUN_BYTES;
             let meta = FrameMeta {
-                position: Position(i),
+                position: Position(i as u64 + 1),
                 recorded_at_ns: 1,
-                stream_version: i,
-                flags: FrameFlags::NONE,
+                stream_version: i as u64 + 1,
+                flags: if ends {
+                    FrameFlags::LINK_END
+                } else {
+                    FrameFlags::NONE
+                },
             };
-            let offset = bytes.len() as u64;
-            let body = vec![u8::try_from(i % 251).unwrap_or(0); 600];
-            prev = encode_frame(&mut bytes, &prev, &meta, &body).unwrap();
-            links.push((offset, prev));
+            log.frames
+                .push((log.bytes.len() as u64, ChainHash::GENESIS));
+            let body = vec![u8::try_from(i % 251).unwrap_or(0); *len];
+            encode_unlinked(&mut log.bytes, &meta, &body).unwrap();
+            if ends {
+                prev = link_run(&mut log.bytes[run_start..], &prev).unwrap();
+                for frame in &mut log.frames[*log.runs.last().unwrap()..] {
+                    frame.1 = prev;
+                }
+                run_start = log.bytes.len();
+            }
         }
-        (bytes, links)
+        log
+    }
+
+    /// `n` frames of 600-byte bodies (672 bytes each: runs of 98 frames).
+    fn frames(n: usize) -> Log {
+        log_of(&vec![600; n])
     }
 
     /// A scanner over `bytes`, held by a file on the simulated disk.
@@ -379,60 +597,158 @@ mod tests {
         FrameScanner::new(file, SegmentId(1), 0, bytes.len() as u64)
     }
 
-    #[test]
-    fn links_ahead_are_every_whole_frame_of_the_chunk_up_to_the_first_that_does_not_hold() {
-        let (bytes, links) = frames(2_000);
-        let chunk = LINKS_AHEAD_BYTES / 672;
-        let checked = scanner(bytes.clone())
-            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
-            .unwrap();
-        assert_eq!(checked.len() as u64, chunk, "the whole frames in one chunk");
-        for (i, c) in checked.iter().enumerate() {
-            let prev = if i == 0 {
-                ChainHash::GENESIS
-            } else {
-                links[i - 1].1
-            };
-            assert_eq!((c.offset, c.prev, c.hash), (links[i].0, prev, links[i].1));
-        }
-
-        // A body byte changed deep in the chunk (hashed by another thread than the first):
-        // the frames before it are given, and nothing from it on.
-        let mut forged = bytes.clone();
-        let at = usize::try_from(links[1_200].0).unwrap() + FRAME_HEADER_LEN + 7;
-        forged[at] ^= 1;
-        let checked = scanner(forged)
-            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
-            .unwrap();
-        assert_eq!(checked.len(), 1_200);
-
-        // None past the position asked for.
-        let checked = scanner(bytes.clone())
-            .links_ahead(ChainHash::GENESIS, Position(10))
-            .unwrap();
-        assert_eq!(checked.len(), 10);
-
-        // The wrong link to continue: nothing holds.
-        let checked = scanner(bytes)
-            .links_ahead(links[5].1, Position(u64::MAX))
-            .unwrap();
-        assert!(checked.is_empty());
+    fn offsets(ahead: &Ahead) -> Vec<u64> {
+        ahead.held.iter().map(|c| c.offset).collect()
     }
 
     #[test]
-    fn a_reader_checks_itself_the_frames_not_found_to_hold() {
-        let (bytes, links) = frames(300);
-        let mut scanner = scanner(bytes);
+    fn links_ahead_are_every_frame_of_the_whole_runs_of_the_chunk_up_to_the_first_that_does_not_hold(
+    ) {
+        let log = frames(2_000);
+        assert_eq!(log.runs[1], 98, "runs of 98 frames of 672 bytes");
+        let whole_runs = (LINKS_AHEAD_BYTES / (98 * 672)) as usize;
+        let ahead = scanner(log.bytes.clone())
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
+        assert_eq!(
+            ahead.held.len(),
+            whole_runs * 98,
+            "the whole runs in one chunk"
+        );
+        assert_eq!(ahead.failed, None);
+        for (i, c) in ahead.held.iter().enumerate() {
+            let prev = if i == 0 {
+                ChainHash::GENESIS
+            } else {
+                log.frames[i - 1].1
+            };
+            assert_eq!(
+                (c.offset, c.prev, c.hash),
+                (log.frames[i].0, prev, log.frames[i].1)
+            );
+        }
+
+        // A body byte changed deep in the chunk (checked by another thread than the first):
+        // the runs before its run are given, and what is wrong with it is named.
+        let mut forged = log.bytes.clone();
+        let at = usize::try_from(log.frames[1_200].0).unwrap() + FRAME_HEADER_LEN + 7;
+        forged[at] ^= 1;
+        let ahead = scanner(forged)
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
+        assert_eq!(ahead.held.len(), 1_200 / 98 * 98);
+        let failed = ahead.failed.unwrap();
+        assert_eq!(
+            (
+                failed.run_offset,
+                failed.offset,
+                failed.position,
+                failed.found_by_scan
+            ),
+            (
+                log.frames[1_176].0,
+                log.frames[1_200].0,
+                Some(Position(1_201)),
+                true
+            )
+        );
+        assert!(failed.detail.contains("body checksum"), "{}", failed.detail);
+
+        // A run linked again from another link, its checksums made to agree: its link no
+        // longer continues the chain, which the run is named for.
+        let mut relinked = log.bytes.clone();
+        let (start, end) = (log.frames[490].0 as usize, log.frames[588].0 as usize);
+        for frame in log.frames[490..588].iter() {
+            let header = frame.0 as usize;
+            relinked[header..header + 4].fill(0);
+            relinked[header + 40..header + 72].fill(0);
+        }
+        link_run(&mut relinked[start..end], &ChainHash([5; 32])).unwrap();
+        let ahead = scanner(relinked)
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
+        assert_eq!(ahead.held.len(), 490);
+        let failed = ahead.failed.unwrap();
+        assert_eq!(
+            (failed.offset, failed.position, failed.found_by_scan),
+            (start as u64, Some(Position(491)), false)
+        );
+        assert!(
+            failed.detail.contains("chain link mismatch"),
+            "{}",
+            failed.detail
+        );
+
+        // No run starting past the position asked for; the run holding it whole.
+        let ahead = scanner(log.bytes.clone())
+            .links_ahead(ChainHash::GENESIS, Position(10))
+            .unwrap();
+        assert_eq!(ahead.held.len(), 98);
+
+        // The wrong link to continue: nothing holds.
+        let ahead = scanner(log.bytes)
+            .links_ahead(log.frames[5].1, Position(u64::MAX))
+            .unwrap();
+        assert!(ahead.held.is_empty());
+        assert_eq!(ahead.failed.map(|f| f.offset), Some(0));
+    }
+
+    #[test]
+    fn a_run_longer_than_the_chunk_is_read_whole() {
+        // Small frames, then one of 3 MiB ending the run; then a run of its own.
+        let mut bodies = vec![600; 20];
+        bodies.push(3 << 20);
+        bodies.push(600);
+        let log = log_of(&bodies);
+        assert_eq!(log.runs, vec![0, 21]);
+        let ahead = scanner(log.bytes)
+            .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
+            .unwrap();
+        // The chunk grown to hold the first run (to 4 MiB) holds the second too.
+        assert_eq!(
+            offsets(&ahead),
+            log.frames.iter().map(|f| f.0).collect::<Vec<_>>()
+        );
+        assert_eq!(ahead.failed, None);
+    }
+
+    #[test]
+    fn a_run_the_frames_leave_unfinished_is_named() {
+        let log = frames(150);
+        // The scan ends inside the second run (frames 98..150).
+        let end = log.frames[120].0;
+        let file = SimDisk::new(0, Faults::default())
+            .open(Path::new("segment"), OpenMode::CreateNew)
+            .unwrap();
+        file.write_all_at(&log.bytes, 0).unwrap();
+        let mut scanner = FrameScanner::new(file, SegmentId(1), log.frames[98].0, end);
+        let ahead = scanner
+            .links_ahead(log.frames[97].1, Position(u64::MAX))
+            .unwrap();
+        assert!(ahead.held.is_empty());
+        let failed = ahead.failed.unwrap();
+        assert_eq!(failed.offset, log.frames[98].0);
+        assert!(failed.detail.contains("does not end"), "{}", failed.detail);
+    }
+
+    #[test]
+    fn a_reader_is_vouched_for_only_the_frames_found_to_hold() {
+        let log = frames(300);
+        let f = &log.frames;
+        let mut scanner = scanner(log.bytes.clone());
         let mut ahead = LinksAhead::default();
         ahead
             .refill(&mut scanner, ChainHash::GENESIS, Position(u64::MAX))
             .unwrap();
-        assert!(ahead.held(links[0].0, ChainHash::GENESIS, links[0].1));
+        assert!(ahead.held(f[0].0, ChainHash::GENESIS, f[0].1));
         // Frame 3 read after frame 1 (frame 2 stepped over): found, frame 2 forgotten.
-        assert!(ahead.held(links[2].0, links[1].1, links[2].1));
+        assert!(ahead.held(f[2].0, f[1].1, f[2].1));
+        // The second run's first frame continues the first run's link.
+        assert!(ahead.held(f[98].0, f[97].1, f[98].1));
         // A frame asked for with another link than it was checked against, or another stored
         // link, is not vouched for.
-        assert!(!ahead.held(links[3].0, links[0].1, links[3].1));
-        assert!(!ahead.held(links[4].0, links[3].1, links[0].1));
+        assert!(!ahead.held(f[99].0, ChainHash::GENESIS, f[99].1));
+        assert!(!ahead.held(f[150].0, f[149].1, f[0].1));
+        assert_eq!(ahead.failure(0), None);
     }
 }

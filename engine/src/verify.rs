@@ -240,9 +240,13 @@ impl Journal {
                 state.end_offset.min(file_len),
             );
             let mut ahead = LinksAhead::default();
+            // Whether the next frame continues the run of the last one: a run is checked whole
+            // when its first frame comes (ahead); one that began where the link before was not
+            // known (after damage) is checked only for storing one link.
+            let mut run_open = prev.is_none();
             loop {
                 let offset = scanner.offset();
-                if let Some(p) = prev {
+                if let (Some(p), false) = (prev, run_open) {
                     ahead.refill(&mut scanner, p, Position(u64::MAX))?;
                 }
                 let frame = match scanner.next()? {
@@ -269,18 +273,42 @@ impl Journal {
                     );
                 }
                 let held = prev.is_some_and(|p| ahead.held(frame.offset, p, frame.header.hash));
-                if let (Some(p), false) = (&prev, held) {
-                    if let Err(e) = frame.header.check_link(p, frame.body) {
+                if let (Some(p), false) = (prev, held) {
+                    if !run_open {
+                        // A run's first frame, whose run did not hold. What a scan of its
+                        // frames meets itself (a body's checksum) is reported there.
+                        match ahead.failure(frame.offset) {
+                            Some(f) if f.found_by_scan => {}
+                            Some(f) => walk.problem(
+                                "chain",
+                                Some(id),
+                                Some(f.offset),
+                                Some(f.position.unwrap_or(position)),
+                                f.detail.clone(),
+                            ),
+                            None => walk.problem(
+                                "chain",
+                                Some(id),
+                                Some(frame.offset),
+                                Some(position),
+                                "the run of linked frames starting here was not checked".into(),
+                            ),
+                        }
+                    } else if frame.header.hash != p {
                         walk.problem(
                             "chain",
                             Some(id),
                             Some(frame.offset),
                             Some(position),
-                            e.to_string(),
+                            format!(
+                                "the frame stores link {} inside a run whose frames before it store {p}",
+                                frame.header.hash
+                            ),
                         );
                     }
                 }
                 prev = Some(frame.header.hash);
+                run_open = !frame.header.meta.flags.is_link_end();
                 last_hash = prev;
                 if let Some(p) = entries.get(&frame.offset) {
                     entries_seen += 1;

@@ -27,7 +27,7 @@ use std::time::Duration;
 // these maps several times per event, on the commit path, where SipHash took about 2,600
 // instructions per event. Its seed is random per process, as std's is.
 use foldhash::{HashMap, HashMapExt};
-use journal_format::frame::encode_frame;
+use journal_format::frame::{encode_unlinked, link_run};
 use journal_format::{
     ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
     SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -814,6 +814,11 @@ impl Writer {
         // At most every id of the request (duplicates' too): its keys and ids, and its event ids.
         let id_bytes = ids.len() + events.iter().map(|e| e.event_id.len()).sum::<usize>();
         staged.entries.reserve(new.len(), id_bytes);
+        // The run being framed: where its first frame starts in `staged.buf`, and its events
+        // (by their index in the request), answered once the run is linked. The request's last
+        // framed event ends its run, so no run is left open past the request.
+        let mut run_start = staged.buf.len();
+        let mut run: Vec<(usize, Committed)> = Vec::new();
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
@@ -831,8 +836,15 @@ impl Writer {
             if staged.buf.is_empty() {
                 flags = flags.with(FrameFlags::FIRST_IN_WRITE);
             }
-            if Some(*i) == last_new {
+            let frame_len = FRAME_HEADER_LEN + event.body.len();
+            let ends_batch = Some(*i) == last_new;
+            let ends_run = ends_batch
+                || (staged.buf.len() - run_start + frame_len) as u64 >= journal_format::RUN_BYTES;
+            if ends_batch {
                 flags = flags.with(FrameFlags::END_OF_BATCH);
+            }
+            if ends_run {
+                flags = flags.with(FrameFlags::LINK_END);
             }
             let position = staged.next_position;
             let offset = base_offset + staged.buf.len() as u64;
@@ -850,16 +862,13 @@ impl Writer {
                     bodies.len()
                 ))
             });
-            let hash = match body.and_then(|body| {
-                encode_frame(&mut staged.buf, &staged.prev_hash, &meta, body)
+            if let Err(e) = body.and_then(|body| {
+                encode_unlinked(&mut staged.buf, &meta, body)
                     .map_err(|e| Error::InvalidInput(e.to_string()))
             }) {
-                Ok(hash) => hash,
-                Err(e) => {
-                    unstage(staged, rollback);
-                    return Err(e);
-                }
-            };
+                unstage(staged, rollback);
+                return Err(e);
+            }
             let last_sparse = staged
                 .sparse
                 .last()
@@ -871,18 +880,17 @@ impl Writer {
                     offset: ByteOffset(offset),
                 });
             }
-            staged.prev_hash = hash;
             staged.next_position = position.next();
-            let committed = Committed {
-                position,
-                hash,
-                stream_version: version,
-                recorded_at_ns: now,
-            };
-            staged.ids.insert(Arc::clone(&event.event_id), committed);
-            if let Some(slot) = answers.get_mut(*i) {
-                *slot = Some(committed.answer(&event.event_id, false));
-            }
+            run.push((
+                *i,
+                Committed {
+                    position,
+                    // The run's link, once the run is linked below.
+                    hash: ChainHash::GENESIS,
+                    stream_version: version,
+                    recorded_at_ns: now,
+                },
+            ));
             staged.entries.push(&IndexEntry {
                 position,
                 event_id: &event.event_id,
@@ -894,7 +902,38 @@ impl Writer {
                 offset,
                 end_offset: offset + FRAME_HEADER_LEN as u64 + event.body.len() as u64,
             });
+            if ends_run {
+                let linked = staged
+                    .buf
+                    .get_mut(run_start..)
+                    .ok_or(journal_format::FormatError::Truncated {
+                        needed: run_start as u64,
+                        available: 0,
+                    })
+                    .and_then(|frames| link_run(frames, &staged.prev_hash));
+                let link = match linked {
+                    Ok(link) => link,
+                    Err(e) => {
+                        debug_assert!(false, "a run framed here does not link: {e}");
+                        unstage(staged, rollback);
+                        return Err(Error::InvalidInput(format!("cannot link a run: {e}")));
+                    }
+                };
+                staged.prev_hash = link;
+                for (j, mut committed) in run.drain(..) {
+                    committed.hash = link;
+                    if let Some(event) = events.get(j) {
+                        staged.ids.insert(Arc::clone(&event.event_id), committed);
+                        if let Some(slot) = answers.get_mut(j) {
+                            *slot = Some(committed.answer(&event.event_id, false));
+                        }
+                    }
+                }
+                run_start = staged.buf.len();
+            }
         }
+        // The request's last framed event ended its run.
+        debug_assert!(run.is_empty(), "a request left a run unlinked");
         for (i, repeat) in &new {
             if let Some(first) = repeat {
                 let original = answers.get(*first).cloned().flatten();

@@ -76,21 +76,9 @@ fn one_edited_payload_byte_is_found_with_its_place() {
 #[test]
 fn an_edit_with_recomputed_checksums_breaks_the_chain() {
     let report = tamper_live(10, |file, f| {
-        // Re-encode frame 5 with a different body but valid CRCs (a careful forger).
+        // Frame 5 with a different body but valid checksums (a careful forger).
         let mut bytes = std::fs::read(file).unwrap();
-        let (offset, header) = f[4];
-        let body_start = offset as usize + 72;
-        let mut body = bytes[body_start..body_start + header.body_len() as usize].to_vec();
-        let at = body.iter().position(|b| *b == b'b').unwrap();
-        body[at] = b'z';
-        let mut frame = Vec::new();
-        encode_frame(&mut frame, &f[3].1.hash, &header.meta, &body).unwrap();
-        // Keep the stored hash so later links still "continue" from it: the forged frame's own
-        // link no longer matches its bytes.
-        frame[40..72].copy_from_slice(&header.hash.0);
-        let crc = crc32fast::hash(&frame[4..72]);
-        frame[0..4].copy_from_slice(&crc.to_le_bytes());
-        bytes[offset as usize..offset as usize + frame.len()].copy_from_slice(&frame);
+        forge(&mut bytes, f, 4);
         std::fs::write(file, bytes).unwrap();
     });
     assert!(
@@ -241,20 +229,19 @@ fn blobs_are_checked_against_their_hashes() {
     );
 }
 
-/// Re-encodes frame `i` with one body byte changed and valid checksums, keeping its stored link
-/// so that the frames after it still continue from it: only the frame's own link shows the edit.
+/// Changes one body byte of frame `i` and recomputes its checksums (a careful forger), keeping
+/// its flags and stored link so that the frames after it still continue from it: only the link
+/// of the frame's run shows the edit.
 fn forge(bytes: &mut [u8], f: &[(u64, journal_format::FrameHeader)], i: usize) {
     let (offset, header) = f[i];
-    let body_start = offset as usize + 72;
-    let mut body = bytes[body_start..body_start + header.body_len() as usize].to_vec();
+    let offset = offset as usize;
+    let body = &mut bytes[offset + 72..offset + 72 + header.body_len() as usize];
     let at = body.iter().position(|b| *b == b'b').unwrap();
     body[at] = b'z';
-    let mut frame = Vec::new();
-    encode_frame(&mut frame, &f[i - 1].1.hash, &header.meta, &body).unwrap();
-    frame[40..72].copy_from_slice(&header.hash.0);
-    let crc = crc32fast::hash(&frame[4..72]);
-    frame[0..4].copy_from_slice(&crc.to_le_bytes());
-    bytes[offset as usize..offset as usize + frame.len()].copy_from_slice(&frame);
+    let body_crc = crc32fast::hash(body);
+    bytes[offset + 8..offset + 12].copy_from_slice(&body_crc.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[offset + 4..offset + 72]);
+    bytes[offset..offset + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Verified scans and `verify` check the links of a chunk of frames at a time on several
@@ -361,4 +348,61 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
         .unwrap_err();
     assert_eq!(count, 1700, "{error}");
     journal.close();
+}
+
+/// The chain links runs of frames: a forged frame in the middle of a run makes its whole run
+/// fail, and a verified reader hands out no frame of a run before the run is checked.
+#[test]
+fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, (1..=10).map(|k| event(k, "s1")).collect());
+    append(&journal, (11..=60).map(|k| event(k, "s1")).collect());
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    // One run per batch: the second batch's frames all store one link, and only its last
+    // frame ends the run.
+    assert!(f[10..60].iter().all(|(_, h)| h.hash == f[10].1.hash));
+    assert!(f[10..59].iter().all(|(_, h)| !h.meta.flags.is_link_end()));
+    assert!(f[59].1.meta.flags.is_link_end());
+    let mut bytes = std::fs::read(&file).unwrap();
+    forge(&mut bytes, &f, 35);
+    std::fs::write(&file, bytes).unwrap();
+
+    let mut last = 0;
+    let error = journal
+        .scan(Position(1), None, true, |record| {
+            last = record.position.0;
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap_err();
+    assert_eq!(
+        last, 10,
+        "the first run is given, nothing of the forged one"
+    );
+    match error {
+        journal_engine::Error::Corruption {
+            position, offset, ..
+        } => assert_eq!((position, offset), (Some(Position(11)), f[10].0)),
+        other => panic!("expected corruption, got {other}"),
+    }
+    // Unverified, every frame is read: their checksums hold.
+    let mut count = 0;
+    journal
+        .scan(Position(1), None, false, |_| {
+            count += 1;
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .unwrap();
+    assert_eq!(count, 60);
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap();
+    let chain: Vec<_> = report
+        .problems
+        .iter()
+        .filter(|p| p.kind == "chain")
+        .map(|p| (p.position, p.offset))
+        .collect();
+    assert_eq!(chain, [(Some(11), Some(f[10].0))], "{:?}", report.problems);
 }

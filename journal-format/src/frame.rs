@@ -259,7 +259,10 @@ fn run_link(prev: &ChainHash, zeroed: &[u8]) -> ChainHash {
 /// Zeroes the header checksum and the link of the frame header at the start of `header`: the
 /// bytes a run's link covers hold zeros there.
 fn zero_unlinked_fields(header: &mut [u8]) {
-    for range in [HEADER_CRC_OFFSET..BODY_LEN_OFFSET, HASH_OFFSET..FRAME_HEADER_LEN] {
+    for range in [
+        HEADER_CRC_OFFSET..BODY_LEN_OFFSET,
+        HASH_OFFSET..FRAME_HEADER_LEN,
+    ] {
         if let Some(field) = header.get_mut(range) {
             field.fill(0);
         }
@@ -271,7 +274,11 @@ fn zero_unlinked_fields(header: &mut [u8]) {
 ///
 /// # Errors
 /// `LengthTooLarge` when the body is longer than [`FRAME_BODY_LEN_MAX`]; nothing is appended.
-pub fn encode_unlinked(out: &mut Vec<u8>, meta: &FrameMeta, body: &[u8]) -> Result<(), FormatError> {
+pub fn encode_unlinked(
+    out: &mut Vec<u8>,
+    meta: &FrameMeta,
+    body: &[u8],
+) -> Result<(), FormatError> {
     let body_len = u32::try_from(body.len())
         .ok()
         .filter(|len| *len <= FRAME_BODY_LEN_MAX)
