@@ -278,6 +278,7 @@ impl Journal {
             streams: Default::default(),
             recent: Default::default(),
             recent_order: Default::default(),
+            greatest_id: String::new(),
             view: None,
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,

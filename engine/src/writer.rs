@@ -224,6 +224,11 @@ pub(crate) struct Writer {
     /// order for pruning.
     pub recent: HashMap<Arc<str>, Committed>,
     pub recent_order: VecDeque<(Position, Arc<str>)>,
+    /// At least the greatest event id (in byte order) this writer has staged since open, or
+    /// empty before the first. Every id in `recent` or staged is at most this: an id after it
+    /// is looked up in neither (with ids that grow, as UUID v7 and counters do, no new id is),
+    /// which spares a lookup in a map of up to 50,000 ids, a cache miss each.
+    pub greatest_id: String,
     /// A read view of the index, renewed when the indexer has moved on.
     pub view: Option<IndexReader>,
     pub last_recorded_ns: i64,
@@ -687,7 +692,12 @@ impl Writer {
                 continue;
             }
             let id = &*event.event_id;
-            if let Some(committed) = staged.ids.get(id).or_else(|| self.recent.get(id)) {
+            let written = if id > self.greatest_id.as_str() {
+                None
+            } else {
+                staged.ids.get(id).or_else(|| self.recent.get(id))
+            };
+            if let Some(committed) = written {
                 out.push(Some(committed.answer(id, true)));
                 continue;
             }
@@ -881,6 +891,11 @@ impl Writer {
                 });
             }
             staged.next_position = position.next();
+            if *event.event_id > *self.greatest_id {
+                // Left as it is should the request fail: an upper bound stays one.
+                self.greatest_id.clear();
+                self.greatest_id.push_str(&event.event_id);
+            }
             run.push((
                 *i,
                 Committed {

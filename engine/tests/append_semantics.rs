@@ -87,6 +87,31 @@ fn duplicate_event_ids_are_stored_once_and_answered_with_the_original() {
     assert_eq!(all_events(&journal).len(), 3);
 }
 
+/// The writer skips its lookup of recent ids for an id past the greatest it has written: ids
+/// that do not grow are still found, right after their commit (before the index has them).
+#[test]
+fn duplicates_are_found_whatever_the_order_of_the_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let with_id = |id: &str| {
+        let mut e = event(1, "s1");
+        e.event_id = id.into();
+        e
+    };
+    let answers: Vec<_> = ["m", "c", "m", "c", "z", "a", "z", "m"]
+        .iter()
+        .map(|id| append(&journal, vec![with_id(id)]).remove(0))
+        .collect();
+    let positions: Vec<u64> = answers.iter().map(|a| a.position.0).collect();
+    let duplicates: Vec<bool> = answers.iter().map(|a| a.duplicate).collect();
+    assert_eq!(positions, [1, 2, 1, 2, 3, 4, 3, 1]);
+    assert_eq!(
+        duplicates,
+        [false, false, true, true, false, false, true, true]
+    );
+    assert_eq!(all_events(&journal).len(), 4);
+}
+
 #[test]
 fn expected_stream_version_conflict_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -406,3 +406,55 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
         .collect();
     assert_eq!(chain, [(Some(11), Some(f[10].0))], "{:?}", report.problems);
 }
+
+/// A verified read that starts inside a run (its sparse entry is in the middle of one, the link
+/// before unknown) hands out that run's frames, and checks every run after it whole.
+#[test]
+fn a_verified_read_from_inside_a_run_checks_every_run_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, (1..=2000).map(|k| event(k, "s1")).collect());
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    // The runs: each ends at its first frame that brings it to 64 KiB, the last at the batch's
+    // end.
+    let ends: Vec<usize> = (0..f.len())
+        .filter(|&i| f[i].1.meta.flags.is_link_end())
+        .collect();
+    assert!(ends.len() >= 5, "{} runs", ends.len());
+    let mut start = 0;
+    for &end in &ends {
+        let before_last = f[end].0 - f[start].0;
+        assert!(before_last < journal_format::RUN_BYTES);
+        assert!(f[start..=end].iter().all(|(_, h)| h.hash == f[end].1.hash));
+        start = end + 1;
+    }
+    assert_eq!(start, f.len());
+    let run3 = ends[1] + 1;
+    let run4 = ends[2] + 1;
+    let from = f[run3].1.meta.position.0 + 5;
+    let scan = |from: u64| {
+        let mut got = Vec::new();
+        let result = journal.scan(Position(from), None, true, |record| {
+            got.push(record.position.0);
+            Ok(std::ops::ControlFlow::Continue(()))
+        });
+        (got, result)
+    };
+    let (got, result) = scan(from);
+    result.unwrap();
+    assert_eq!(got, (from..=2000).collect::<Vec<_>>());
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    forge(&mut bytes, &f, run4 + 10);
+    std::fs::write(&file, bytes).unwrap();
+    let (got, result) = scan(from);
+    let run4_first = f[run4].1.meta.position.0;
+    assert_eq!(got, (from..run4_first).collect::<Vec<_>>());
+    match result.unwrap_err() {
+        journal_engine::Error::Corruption {
+            position, offset, ..
+        } => assert_eq!((position, offset), (Some(Position(run4_first)), f[run4].0)),
+        other => panic!("expected corruption, got {other}"),
+    }
+}
