@@ -589,17 +589,25 @@ pub struct HandoffPayload {
 }
 
 /// The typed payload shape of an event type, if it has one: its name (for schemas) and the
-/// check. `required` is whether the event needs a payload at all.
+/// check. `required` is whether the event needs a payload at all. `any` names the shape's
+/// fields of type `Option<Value>`, which take any JSON (a test holds the list to the schema).
 struct Shape {
     name: &'static str,
     required: bool,
-    check: fn(&Value) -> Result<(), (String, String)>,
+    check: fn(&Value, &[&str]) -> Result<(), (String, String)>,
+    any: &'static [&'static str],
 }
 
-fn checker<T: DeserializeOwned>(value: &Value) -> Result<(), (String, String)> {
+fn checker<T: DeserializeOwned>(value: &Value, any: &[&str]) -> Result<(), (String, String)> {
     // Every append checks its payloads: the common case, a payload of the right shape, goes
     // without the path tracking, which is worked out only to name the field of one that fails.
-    if T::deserialize(value).is_ok() {
+    // It also steps over the fields that take any JSON: deserializing one would copy it whole
+    // (a tool's arguments, a snapshot's body: often the bulk of the event) to learn nothing.
+    let holds = match value {
+        Value::Object(map) if !any.is_empty() => T::deserialize(Without { map, any }).is_ok(),
+        _ => T::deserialize(value).is_ok(),
+    };
+    if holds {
         return Ok(());
     }
     serde_path_to_error::deserialize::<_, T>(value)
@@ -609,12 +617,80 @@ fn checker<T: DeserializeOwned>(value: &Value) -> Result<(), (String, String)> {
 
 macro_rules! shape {
     ($ty:ty, $required:expr) => {
+        shape!($ty, $required, [])
+    };
+    ($ty:ty, $required:expr, [$($any:literal),*]) => {
         Shape {
             name: stringify!($ty),
             required: $required,
             check: checker::<$ty>,
+            any: &[$($any),*],
         }
     };
+}
+
+/// A payload object seen without some of its fields, for the typed check: a field of type
+/// `Option<Value>` takes any JSON, so leaving it out changes no verdict (it reads as absent).
+struct Without<'a> {
+    map: &'a serde_json::Map<String, Value>,
+    any: &'a [&'a str],
+}
+
+impl<'de> serde::Deserializer<'de> for Without<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_map(WithoutAccess {
+            entries: self.map.iter(),
+            any: self.any,
+            value: None,
+        })
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+/// The entries of a [`Without`], the left-out fields skipped.
+struct WithoutAccess<'de> {
+    entries: serde_json::map::Iter<'de>,
+    any: &'de [&'de str],
+    value: Option<&'de Value>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for WithoutAccess<'de> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        for (key, value) in self.entries.by_ref() {
+            if self.any.contains(&key.as_str()) {
+                continue;
+            }
+            self.value = Some(value);
+            let key = serde::de::value::BorrowedStrDeserializer::<serde_json::Error>::new(key);
+            return seed.deserialize(key).map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.value.take() {
+            Some(value) => seed.deserialize(value),
+            None => Err(serde::de::Error::custom("a payload value asked for before its key")),
+        }
+    }
 }
 
 fn shape_of(event_type: &str) -> Option<Shape> {
@@ -638,15 +714,17 @@ fn shape_of(event_type: &str) -> Option<Shape> {
         | "task.failed"
         | "task.lost"
         | "task.completed"
-        | "task.archived" => shape!(TaskPayload, false),
+        | "task.archived" => shape!(TaskPayload, false, ["priority"]),
         "action.required" => shape!(ActionRequiredPayload, false),
-        "action.resolved" => shape!(ActionResolvedPayload, false),
-        "tool.started" | "tool.args" | "tool.progress" => shape!(ToolCallPayload, false),
+        "action.resolved" => shape!(ActionResolvedPayload, false, ["response"]),
+        "tool.started" | "tool.args" | "tool.progress" => {
+            shape!(ToolCallPayload, false, ["arguments"])
+        }
         "tool.result" | "tool.failed" => shape!(ToolResultPayload, false),
         "checklist.created" | "checklist.updated" | "checklist.verification_nudged" => {
             shape!(ChecklistPayload, true)
         }
-        "snapshot.written" => shape!(SnapshotPayload, true),
+        "snapshot.written" => shape!(SnapshotPayload, true, ["body"]),
         "checkpoint.captured" => shape!(CheckpointPayload, true),
         "dispatch.requested" => shape!(DispatchContext, true),
         "handoff.requested" | "handoff.accepted" => shape!(HandoffPayload, false),
@@ -690,7 +768,7 @@ pub fn check(event_type: &str, payload: Option<&Value>) -> Result<(), EnvelopeEr
             format!("a `{event_type}` event needs a {} payload", shape.name),
         )),
         None | Some(Value::Null) => Ok(()),
-        Some(value) => (shape.check)(value).map_err(|(path, message)| {
+        Some(value) => (shape.check)(value, shape.any).map_err(|(path, message)| {
             let field = if path == "." {
                 "payload".to_string()
             } else {
@@ -836,6 +914,91 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("statusAtCapture"), "{err}");
+    }
+
+    /// The fields each check steps over are exactly the shape's optional fields that take any
+    /// JSON, as its schema says: a field added, retyped or renamed fails here.
+    #[test]
+    fn the_fields_a_check_steps_over_are_those_that_take_any_json() {
+        let schemas = schemas();
+        let types = crate::vocabulary::AGENT_RUNTIME_TYPES
+            .iter()
+            .chain(crate::vocabulary::JOURNAL_TYPES.iter().map(|(t, _)| t));
+        let mut seen = 0;
+        for t in types {
+            let Some(shape) = shape_of(t) else { continue };
+            let (_, schema) = schemas.iter().find(|(n, _)| *n == shape.name).unwrap();
+            let schema = schema.as_value();
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut any: Vec<&str> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(name, property)| {
+                    // `true` or a schema with no constraint but its description.
+                    let unconstrained = property.as_bool() == Some(true)
+                        || property
+                            .as_object()
+                            .is_some_and(|o| o.keys().all(|k| k == "description"));
+                    unconstrained && !required.contains(&name.as_str())
+                })
+                .map(|(name, _)| name.as_str())
+                .collect();
+            any.sort_unstable();
+            let mut listed = shape.any.to_vec();
+            listed.sort_unstable();
+            assert_eq!(listed, any, "{t} ({})", shape.name);
+            seen += usize::from(!listed.is_empty());
+        }
+        assert!(seen >= 4, "types with fields that take any JSON: {seen}");
+    }
+
+    /// Stepping over the fields that take any JSON changes no verdict and no error.
+    #[test]
+    fn a_check_that_steps_over_any_json_gives_the_verdicts_of_a_full_one() {
+        let full = |t: &str, payload: &Value| {
+            let shape = shape_of(t).unwrap();
+            (shape.check)(payload, &[])
+        };
+        let stepped = |t: &str, payload: &Value| {
+            let shape = shape_of(t).unwrap();
+            assert!(!shape.any.is_empty());
+            (shape.check)(payload, shape.any)
+        };
+        let anything = [
+            json!(null),
+            json!(1),
+            json!("x"),
+            json!([1, {"a": [null]}]),
+            json!({"deep": {"er": [1, 2.5, "s", true]}}),
+        ];
+        for value in &anything {
+            for payload in [
+                json!({"toolName": "bash", "arguments": value}),
+                json!({"toolName": 7, "arguments": value}),
+                json!({"arguments": value, "toolCallId": ["not", "a", "string"]}),
+            ] {
+                assert_eq!(full("tool.started", &payload), stepped("tool.started", &payload));
+            }
+            for payload in [
+                json!({"snapshotId": "s1", "body": value}),
+                json!({"body": value}),
+            ] {
+                assert_eq!(
+                    full("snapshot.written", &payload),
+                    stepped("snapshot.written", &payload)
+                );
+            }
+            let task = json!({"priority": value, "status": "nonsense"});
+            assert_eq!(full("task.created", &task), stepped("task.created", &task));
+            let task = json!({"priority": value, "title": "t"});
+            assert_eq!(full("task.created", &task), stepped("task.created", &task));
+        }
+        assert!(stepped("tool.started", &json!({"toolName": 7, "arguments": 1})).is_err());
+        assert!(stepped("tool.started", &json!({"toolName": "b", "arguments": [1]})).is_ok());
     }
 
     #[test]
