@@ -24,7 +24,12 @@ use crate::error::EnvelopeError;
 /// Appends the stored body of `envelope` to `out`. On an error, `out` may hold part of it: the
 /// caller truncates.
 pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), EnvelopeError> {
-    map_len(out, entries(envelope))?;
+    // The map's length is counted as its entries are written, into a one-byte fixmap header
+    // written first and widened in place in the rare map of 16 entries or more: a count of the
+    // thirty-odd optional fields beforehand cost as much as writing the header's map.
+    let start = out.len();
+    out.push(0x80);
+    let mut len = 3;
     entry(out, "type", &envelope.event_type, 1)?;
     entry(out, "eventId", &envelope.event_id, 1)?;
     entry(out, "timestamp", &envelope.timestamp, 1)?;
@@ -33,6 +38,7 @@ pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), Envelo
             $(
                 if let Some(value) = &envelope.$field {
                     entry(out, $name, value, 1)?;
+                    len += 1;
                 }
             )*
         };
@@ -40,6 +46,16 @@ pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), Envelo
     optional_fields!(encode);
     for (key, value) in &envelope.extra {
         entry(out, key, value, 1)?;
+    }
+    len += envelope.extra.len();
+    debug_assert_eq!(len, entries(envelope), "the map's length is its entries'");
+    match (u8::try_from(len), out.get_mut(start)) {
+        (Ok(small @ 0..16), Some(first)) => *first = 0x80 | small,
+        _ => {
+            let mut header = Vec::with_capacity(5);
+            map_len(&mut header, len)?;
+            out.splice(start..=start, header);
+        }
     }
     Ok(())
 }
