@@ -688,7 +688,9 @@ impl<'de> serde::de::MapAccess<'de> for WithoutAccess<'de> {
     ) -> Result<V::Value, Self::Error> {
         match self.value.take() {
             Some(value) => seed.deserialize(value),
-            None => Err(serde::de::Error::custom("a payload value asked for before its key")),
+            None => Err(serde::de::Error::custom(
+                "a payload value asked for before its key",
+            )),
         }
     }
 }
@@ -981,7 +983,10 @@ mod tests {
                 json!({"toolName": 7, "arguments": value}),
                 json!({"arguments": value, "toolCallId": ["not", "a", "string"]}),
             ] {
-                assert_eq!(full("tool.started", &payload), stepped("tool.started", &payload));
+                assert_eq!(
+                    full("tool.started", &payload),
+                    stepped("tool.started", &payload)
+                );
             }
             for payload in [
                 json!({"snapshotId": "s1", "body": value}),
