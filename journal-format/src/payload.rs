@@ -594,9 +594,13 @@ pub struct HandoffPayload {
 struct Shape {
     name: &'static str,
     required: bool,
-    check: fn(&Value, &[&str]) -> Result<(), (String, String)>,
+    check: Check,
     any: &'static [&'static str],
 }
+
+/// A shape's check of a payload, given the fields to step over; on failure the field's path
+/// and what is wrong with it.
+type Check = fn(&Value, &[&str]) -> Result<(), (String, String)>;
 
 fn checker<T: DeserializeOwned>(value: &Value, any: &[&str]) -> Result<(), (String, String)> {
     // Every append checks its payloads: the common case, a payload of the right shape, goes
