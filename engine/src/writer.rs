@@ -51,8 +51,9 @@ use crate::strings::{Span, Strings};
 pub struct Appended {
     /// The event's position (the original one for a duplicate).
     pub position: Position,
-    /// The event id.
-    pub event_id: String,
+    /// The event id (shared with the journal's own copy: answering a batch allocates nothing
+    /// per event).
+    pub event_id: Arc<str>,
     /// Its chain link.
     #[serde(serialize_with = "hex")]
     pub hash: ChainHash,
@@ -79,10 +80,10 @@ pub(crate) struct Committed {
 impl Committed {
     /// The answer to an append of `event_id`: the one that stored it, or (`duplicate`) one
     /// after it.
-    fn answer(self, event_id: &str, duplicate: bool) -> Appended {
+    fn answer(self, event_id: &Arc<str>, duplicate: bool) -> Appended {
         Appended {
             position: self.position,
-            event_id: event_id.to_owned(),
+            event_id: Arc::clone(event_id),
             hash: self.hash,
             stream_version: self.stream_version,
             recorded_at_ns: self.recorded_at_ns,
@@ -698,7 +699,7 @@ impl Writer {
                 staged.ids.get(id).or_else(|| self.recent.get(id))
             };
             if let Some(committed) = written {
-                out.push(Some(committed.answer(id, true)));
+                out.push(Some(committed.answer(&event.event_id, true)));
                 continue;
             }
             let found = match &self.view {
@@ -714,7 +715,7 @@ impl Writer {
                         stream_version: stored.stream_version,
                         recorded_at_ns: stored.recorded_at_ns,
                     };
-                    out.push(Some(committed.answer(id, true)));
+                    out.push(Some(committed.answer(&event.event_id, true)));
                 }
                 None => out.push(None),
             }
@@ -733,28 +734,43 @@ impl Writer {
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
         let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
-        // Sized for the request up front: each growth of a large table copies it, and with the
-        // system's allocator it also consolidates every small block freed since.
-        let mut within: HashMap<&str, usize> = HashMap::with_capacity(events.len());
-        let mut new = Vec::with_capacity(events.len());
+        // The request's new ids, to find one repeated inside it. While they come in increasing
+        // order (as UUID v7 and counters do) none can repeat an earlier one, and the map is
+        // built only when one does not. Sized for the request when built: each growth of a
+        // large table copies it, and with the system's allocator it also consolidates every
+        // small block freed since.
+        let mut within: Option<HashMap<&str, usize>> = None;
+        let mut greatest: Option<&str> = None;
+        let mut new: Vec<(usize, Option<usize>)> = Vec::with_capacity(events.len());
         let originals = self.originals(events, staged)?;
         for ((i, event), original) in events.iter().enumerate().zip(originals) {
-            match original {
-                Some(mut a) => {
-                    a.duplicate = true;
-                    answers.push(Some(a));
-                }
-                None => {
-                    if let Some(first) = within.get(&*event.event_id) {
-                        // A repeated id inside one batch: stored once, answered like a duplicate.
-                        answers.push(None);
-                        new.push((i, Some(*first)));
-                    } else {
-                        within.insert(&event.event_id, i);
-                        answers.push(None);
-                        new.push((i, None));
+            if let Some(mut a) = original {
+                a.duplicate = true;
+                answers.push(Some(a));
+                continue;
+            }
+            answers.push(None);
+            let id = &*event.event_id;
+            if within.is_none() && greatest.is_none_or(|g| id > g) {
+                greatest = Some(id);
+                new.push((i, None));
+                continue;
+            }
+            let within = within.get_or_insert_with(|| {
+                let mut map = HashMap::with_capacity(events.len());
+                for (j, _) in &new {
+                    if let Some(earlier) = events.get(*j) {
+                        map.insert(&*earlier.event_id, *j);
                     }
                 }
+                map
+            });
+            if let Some(first) = within.get(id) {
+                // A repeated id inside one batch: stored once, answered like a duplicate.
+                new.push((i, Some(*first)));
+            } else {
+                within.insert(id, i);
+                new.push((i, None));
             }
         }
         if let (Some(expected), Some((first, _))) = (expected, new.first()) {

@@ -110,6 +110,20 @@ fn duplicates_are_found_whatever_the_order_of_the_ids() {
         [false, false, true, true, false, false, true, true]
     );
     assert_eq!(all_events(&journal).len(), 4);
+    // Inside one batch: ids in order, then one out of order, then repeats of both kinds.
+    let batch: Vec<_> = ["p", "q", "r", "n", "q", "s", "n", "p"]
+        .iter()
+        .map(|id| with_id(id))
+        .collect();
+    let answers = append(&journal, batch);
+    let positions: Vec<u64> = answers.iter().map(|a| a.position.0).collect();
+    let duplicates: Vec<bool> = answers.iter().map(|a| a.duplicate).collect();
+    assert_eq!(positions, [5, 6, 7, 8, 6, 9, 8, 5]);
+    assert_eq!(
+        duplicates,
+        [false, false, false, false, true, false, true, true]
+    );
+    assert_eq!(all_events(&journal).len(), 9);
 }
 
 #[test]
@@ -239,7 +253,7 @@ fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
         .unwrap();
     assert_eq!(batch[0].event_id, "", "the caller's envelope keeps no id");
     let stored = lent.get(&answers[0].event_id).unwrap().expect("stored");
-    assert_eq!(stored.envelope.event_id, answers[0].event_id);
+    assert_eq!(stored.envelope.event_id, &*answers[0].event_id);
     assert_eq!(stored.position, Position(4));
     assert!(!answers[0].duplicate);
     assert!(answers[1].duplicate, "{:?}", answers[1]);

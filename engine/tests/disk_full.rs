@@ -111,7 +111,7 @@ fn a_full_disk_fails_appends_clearly_and_loses_nothing_acknowledged() {
         let e = &stored[a.position.0 as usize - 1];
         assert_eq!(
             (e.envelope.event_id.as_str(), e.hash),
-            (a.event_id.as_str(), a.hash)
+            (&*a.event_id, a.hash)
         );
     }
     verify_ok(&journal);

@@ -303,7 +303,7 @@ impl Sim {
             self.acked.insert(
                 a.position.0,
                 Acked {
-                    event_id: a.event_id.clone(),
+                    event_id: a.event_id.to_string(),
                     hash: a.hash,
                     envelope: e.clone(),
                 },

@@ -648,7 +648,7 @@ impl Commands {
                         .into_iter()
                         .zip(appended)
                         .map(|(mut envelope, a)| {
-                            envelope.event_id = a.event_id;
+                            envelope.event_id = a.event_id.to_string();
                             StoredEvent {
                                 position: a.position,
                                 recorded_at_ns: a.recorded_at_ns,
