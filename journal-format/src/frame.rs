@@ -9,8 +9,8 @@
 //! link is BLAKE3, keyed with the previous run's link, of the run's bytes with each header's
 //! checksum and link read as zero; every frame of the run stores it. Editing, deleting or
 //! reordering any frame changes its run's link and every later one. A run is hashed as one
-//! input, which BLAKE3 spreads over SIMD lanes: a link per frame cost the writer about five
-//! times as much (`docs/PERFORMANCE.md`).
+//! input, which BLAKE3 spreads over SIMD lanes: a link per frame cost about ten times as much
+//! (`docs/PERFORMANCE.md`).
 
 use crate::error::FormatError;
 use crate::types::{ChainHash, Position};
