@@ -128,7 +128,7 @@ impl LinksAhead {
 /// The runs held whole in a chunk read ahead.
 #[derive(Debug, Default)]
 struct Runs {
-    /// Each frame: its offset in the chunk, its header and the range of its bytes.
+    /// Each frame: its header and the range of its bytes in the chunk.
     frames: Vec<(FrameHeader, Range<usize>)>,
     /// Each run, as a range of `frames`.
     runs: Vec<Range<usize>>,
