@@ -148,45 +148,29 @@ impl Cursor {
                 format!("frame holds position {}", frame.header.meta.position),
             ));
         }
-        if self.verify_chain {
-            if let Some(prev) = self.prev {
-                if !self.ahead.held(frame.offset, prev, frame.header.hash) {
-                    if vouched {
-                        frame
-                            .header
-                            .check_body(frame.body)
-                            .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
-                    }
-                    if !self.run_open {
-                        // A run's first frame: its run was checked ahead, and did not hold.
-                        return Err(match self.ahead.failure(frame.offset) {
-                            Some(f) => corruption(
-                                id,
-                                f.offset,
-                                f.position.unwrap_or(expected),
-                                f.detail.clone(),
-                            ),
-                            None => corruption(
-                                id,
-                                frame.offset,
-                                expected,
-                                "the run of linked frames starting here was not checked".into(),
-                            ),
-                        });
-                    }
-                    // Inside a run that began before this cursor: it stores the run's link.
-                    if frame.header.hash != prev {
-                        return Err(corruption(
-                            id,
-                            frame.offset,
-                            expected,
-                            format!(
-                                "the frame stores link {} inside a run whose frames before it store {prev}",
-                                frame.header.hash
-                            ),
-                        ));
-                    }
-                }
+        if let (true, Some(prev)) = (self.verify_chain, self.prev) {
+            let judged = self.ahead.judge(
+                frame.offset,
+                expected,
+                prev,
+                frame.header.hash,
+                self.run_open,
+            );
+            // A frame not found to hold ahead has its body checked here, before anything else
+            // is said of it.
+            if vouched && judged != Ok(true) {
+                frame
+                    .header
+                    .check_body(frame.body)
+                    .map_err(|e| corruption(id, frame.offset, expected, e.to_string()))?;
+            }
+            if let Err(f) = judged {
+                return Err(corruption(
+                    id,
+                    f.offset,
+                    f.position.unwrap_or(expected),
+                    f.detail,
+                ));
             }
         }
         self.prev = Some(frame.header.hash);

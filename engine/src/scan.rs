@@ -123,6 +123,44 @@ impl LinksAhead {
     pub(crate) fn failure(&self, offset: u64) -> Option<&RunFailed> {
         self.failed.as_deref().filter(|f| f.run_offset == offset)
     }
+
+    /// Judges the chain at the frame just read at `offset` (holding `position`, storing link
+    /// `hash`, after a frame storing `prev`): `Ok(true)` when its run was found ahead to hold
+    /// (its body checked there too), `Ok(false)` when it continues a run that began before the
+    /// walk (`run_open`) storing the same link, the failure otherwise. A run's first frame not
+    /// found to hold is the run's failure, as checked ahead.
+    pub(crate) fn judge(
+        &mut self,
+        offset: u64,
+        position: Position,
+        prev: ChainHash,
+        hash: ChainHash,
+        run_open: bool,
+    ) -> std::result::Result<bool, RunFailed> {
+        if self.held(offset, prev, hash) {
+            return Ok(true);
+        }
+        if run_open && hash == prev {
+            return Ok(false);
+        }
+        let here = |detail: String| RunFailed {
+            run_offset: offset,
+            offset,
+            position: Some(position),
+            detail,
+            found_by_scan: false,
+        };
+        Err(if run_open {
+            here(format!(
+                "the frame stores link {hash} inside a run whose frames before it store {prev}"
+            ))
+        } else {
+            match self.failure(offset) {
+                Some(failed) => failed.clone(),
+                None => here("the run of linked frames starting here was not checked".into()),
+            }
+        })
+    }
 }
 
 /// The runs held whole in a chunk read ahead.

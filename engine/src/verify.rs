@@ -272,38 +272,18 @@ impl Journal {
                         format!("frame holds position {position}"),
                     );
                 }
-                let held = prev.is_some_and(|p| ahead.held(frame.offset, p, frame.header.hash));
-                if let (Some(p), false) = (prev, held) {
-                    if !run_open {
-                        // A run's first frame, whose run did not hold. What a scan of its
-                        // frames meets itself (a body's checksum) is reported there.
-                        match ahead.failure(frame.offset) {
-                            Some(f) if f.found_by_scan => {}
-                            Some(f) => walk.problem(
-                                "chain",
-                                Some(id),
-                                Some(f.offset),
-                                Some(f.position.unwrap_or(position)),
-                                f.detail.clone(),
-                            ),
-                            None => walk.problem(
-                                "chain",
-                                Some(id),
-                                Some(frame.offset),
-                                Some(position),
-                                "the run of linked frames starting here was not checked".into(),
-                            ),
-                        }
-                    } else if frame.header.hash != p {
+                // What a scan of a run's frames meets itself (a body's checksum) is reported
+                // where it meets it.
+                let judged = prev
+                    .map(|p| ahead.judge(frame.offset, position, p, frame.header.hash, run_open));
+                if let Some(Err(f)) = judged {
+                    if !f.found_by_scan {
                         walk.problem(
                             "chain",
                             Some(id),
-                            Some(frame.offset),
-                            Some(position),
-                            format!(
-                                "the frame stores link {} inside a run whose frames before it store {p}",
-                                frame.header.hash
-                            ),
+                            Some(f.offset),
+                            Some(f.position.unwrap_or(position)),
+                            f.detail,
                         );
                     }
                 }

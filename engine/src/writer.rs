@@ -841,10 +841,11 @@ impl Writer {
         let id_bytes = ids.len() + events.iter().map(|e| e.event_id.len()).sum::<usize>();
         staged.entries.reserve(new.len(), id_bytes);
         // The run being framed: where its first frame starts in `staged.buf`, and its events
-        // (by their index in the request), answered once the run is linked. The request's last
-        // framed event ends its run, so no run is left open past the request.
+        // (by their index in the request, with their positions and stream versions), answered
+        // once the run is linked. The request's last framed event ends its run, so no run is
+        // left open past the request.
         let mut run_start = staged.buf.len();
-        let mut run: Vec<(usize, Committed)> = Vec::new();
+        let mut run: Vec<(usize, Position, u64)> = Vec::new();
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
@@ -912,16 +913,7 @@ impl Writer {
                 self.greatest_id.clear();
                 self.greatest_id.push_str(&event.event_id);
             }
-            run.push((
-                *i,
-                Committed {
-                    position,
-                    // The run's link, once the run is linked below.
-                    hash: ChainHash::GENESIS,
-                    stream_version: version,
-                    recorded_at_ns: now,
-                },
-            ));
+            run.push((*i, position, version));
             staged.entries.push(&IndexEntry {
                 position,
                 event_id: &event.event_id,
@@ -951,8 +943,13 @@ impl Writer {
                     }
                 };
                 staged.prev_hash = link;
-                for (j, mut committed) in run.drain(..) {
-                    committed.hash = link;
+                for (j, position, stream_version) in run.drain(..) {
+                    let committed = Committed {
+                        position,
+                        hash: link,
+                        stream_version,
+                        recorded_at_ns: now,
+                    };
                     if let Some(event) = events.get(j) {
                         staged.ids.insert(Arc::clone(&event.event_id), committed);
                         if let Some(slot) = answers.get_mut(j) {

@@ -98,12 +98,15 @@ fn duplicates_are_found_whatever_the_order_of_the_ids() {
         e.event_id = id.into();
         e
     };
+    // Each answer's position and whether it was a duplicate.
+    let answered = |answers: &[journal_engine::Appended]| -> (Vec<u64>, Vec<bool>) {
+        answers.iter().map(|a| (a.position.0, a.duplicate)).unzip()
+    };
     let answers: Vec<_> = ["m", "c", "m", "c", "z", "a", "z", "m"]
         .iter()
         .map(|id| append(&journal, vec![with_id(id)]).remove(0))
         .collect();
-    let positions: Vec<u64> = answers.iter().map(|a| a.position.0).collect();
-    let duplicates: Vec<bool> = answers.iter().map(|a| a.duplicate).collect();
+    let (positions, duplicates) = answered(&answers);
     assert_eq!(positions, [1, 2, 1, 2, 3, 4, 3, 1]);
     assert_eq!(
         duplicates,
@@ -115,9 +118,7 @@ fn duplicates_are_found_whatever_the_order_of_the_ids() {
         .iter()
         .map(|id| with_id(id))
         .collect();
-    let answers = append(&journal, batch);
-    let positions: Vec<u64> = answers.iter().map(|a| a.position.0).collect();
-    let duplicates: Vec<bool> = answers.iter().map(|a| a.duplicate).collect();
+    let (positions, duplicates) = answered(&append(&journal, batch));
     assert_eq!(positions, [5, 6, 7, 8, 6, 9, 8, 5]);
     assert_eq!(
         duplicates,

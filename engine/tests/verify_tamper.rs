@@ -244,6 +244,39 @@ fn forge(bytes: &mut [u8], f: &[(u64, journal_format::FrameHeader)], i: usize) {
     bytes[offset..offset + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// The positions a verified scan from `from` hands out, and how it ends.
+fn verified_scan(journal: &Journal, from: u64) -> (Vec<u64>, journal_engine::Result<()>) {
+    let mut got = Vec::new();
+    let result = journal.scan(Position(from), None, true, |record| {
+        got.push(record.position.0);
+        Ok(std::ops::ControlFlow::Continue(()))
+    });
+    (got, result)
+}
+
+/// Where a corruption error places the damage: its position, offset and detail.
+fn corruption_at(error: journal_engine::Error) -> (Option<u64>, u64, String) {
+    match error {
+        journal_engine::Error::Corruption {
+            position,
+            offset,
+            detail,
+            ..
+        } => (position.map(|p| p.0), offset, detail),
+        other => panic!("expected corruption, got {other}"),
+    }
+}
+
+/// A report's chain problems, by position and offset.
+fn chain_problems(report: &VerifyReport) -> Vec<(Option<u64>, Option<u64>)> {
+    report
+        .problems
+        .iter()
+        .filter(|p| p.kind == "chain")
+        .map(|p| (p.position, p.offset))
+        .collect()
+}
+
 /// Verified scans and `verify` check the links of a chunk of frames at a time on several
 /// threads: a forged frame deep in a large segment (hashed by a thread other than the reader's)
 /// is still named exactly, the frames before it are given, and the frames after it are
@@ -272,14 +305,8 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     let report = journal
         .verify(&VerifyOptions::default(), &mut |_, _| {})
         .unwrap();
-    let chain: Vec<_> = report
-        .problems
-        .iter()
-        .filter(|p| p.kind == "chain")
-        .map(|p| (p.position, p.offset))
-        .collect();
     assert_eq!(
-        chain,
+        chain_problems(&report),
         [(Some(701), Some(f[700].0)), (Some(1301), Some(f[1300].0))],
         "{:?}",
         report.problems
@@ -294,22 +321,9 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     );
 
     let scan_until_error = |from: u64| {
-        let mut last = 0;
-        let error = journal
-            .scan(Position(from), None, true, |record| {
-                last = record.position.0;
-                Ok(std::ops::ControlFlow::Continue(()))
-            })
-            .unwrap_err();
-        match error {
-            journal_engine::Error::Corruption {
-                position,
-                offset,
-                detail,
-                ..
-            } => (last, position.map(|p| p.0), offset, detail),
-            other => panic!("expected corruption, got {other}"),
-        }
+        let (got, result) = verified_scan(&journal, from);
+        let (position, offset, detail) = corruption_at(result.unwrap_err());
+        (got.last().copied().unwrap_or(0), position, offset, detail)
     };
     let (last, position, offset, detail) = scan_until_error(1);
     assert_eq!((last, position, offset), (700, Some(701), f[700].0));
@@ -369,23 +383,14 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     forge(&mut bytes, &f, 35);
     std::fs::write(&file, bytes).unwrap();
 
-    let mut last = 0;
-    let error = journal
-        .scan(Position(1), None, true, |record| {
-            last = record.position.0;
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-        .unwrap_err();
+    let (got, result) = verified_scan(&journal, 1);
     assert_eq!(
-        last, 10,
+        got.last().copied().unwrap_or(0),
+        10,
         "the first run is given, nothing of the forged one"
     );
-    match error {
-        journal_engine::Error::Corruption {
-            position, offset, ..
-        } => assert_eq!((position, offset), (Some(Position(11)), f[10].0)),
-        other => panic!("expected corruption, got {other}"),
-    }
+    let (position, offset, _) = corruption_at(result.unwrap_err());
+    assert_eq!((position, offset), (Some(11), f[10].0));
     // Unverified, every frame is read: their checksums hold.
     let mut count = 0;
     journal
@@ -398,13 +403,12 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     let report = journal
         .verify(&VerifyOptions::default(), &mut |_, _| {})
         .unwrap();
-    let chain: Vec<_> = report
-        .problems
-        .iter()
-        .filter(|p| p.kind == "chain")
-        .map(|p| (p.position, p.offset))
-        .collect();
-    assert_eq!(chain, [(Some(11), Some(f[10].0))], "{:?}", report.problems);
+    assert_eq!(
+        chain_problems(&report),
+        [(Some(11), Some(f[10].0))],
+        "{:?}",
+        report.problems
+    );
 }
 
 /// A verified read that starts inside a run (its sparse entry is in the middle of one, the link
@@ -433,28 +437,16 @@ fn a_verified_read_from_inside_a_run_checks_every_run_after_it() {
     let run3 = ends[1] + 1;
     let run4 = ends[2] + 1;
     let from = f[run3].1.meta.position.0 + 5;
-    let scan = |from: u64| {
-        let mut got = Vec::new();
-        let result = journal.scan(Position(from), None, true, |record| {
-            got.push(record.position.0);
-            Ok(std::ops::ControlFlow::Continue(()))
-        });
-        (got, result)
-    };
-    let (got, result) = scan(from);
+    let (got, result) = verified_scan(&journal, from);
     result.unwrap();
     assert_eq!(got, (from..=2000).collect::<Vec<_>>());
 
     let mut bytes = std::fs::read(&file).unwrap();
     forge(&mut bytes, &f, run4 + 10);
     std::fs::write(&file, bytes).unwrap();
-    let (got, result) = scan(from);
+    let (got, result) = verified_scan(&journal, from);
     let run4_first = f[run4].1.meta.position.0;
     assert_eq!(got, (from..run4_first).collect::<Vec<_>>());
-    match result.unwrap_err() {
-        journal_engine::Error::Corruption {
-            position, offset, ..
-        } => assert_eq!((position, offset), (Some(Position(run4_first)), f[run4].0)),
-        other => panic!("expected corruption, got {other}"),
-    }
+    let (position, offset, _) = corruption_at(result.unwrap_err());
+    assert_eq!((position, offset), (Some(run4_first), f[run4].0));
 }
