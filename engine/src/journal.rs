@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::blobs::BlobStore;
 use crate::error::{Error, Result};
+use crate::filler::Filler;
 use crate::index::{By, Index, IndexBatch, IndexEntry};
 use crate::indexer::{self, IndexProgress};
 use crate::log::{Head, Log};
@@ -262,7 +263,7 @@ impl Journal {
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
-        let writer = Writer {
+        let mut writer = Writer {
             storage: Arc::clone(&storage),
             dir: dir.clone(),
             log: Arc::clone(&log),
@@ -283,9 +284,10 @@ impl Journal {
             last_recorded_ns: last_recorded_ns(&log, head)?,
             unsynced: false,
             spare: None,
-            preallocated_end: 0,
+            filler: options.preallocate.then(Filler::start),
             closed: false,
         };
+        writer.fill_tail();
         let cell: writer::Cell = Arc::new(Mutex::new(writer));
         let writer = {
             let cell = Arc::clone(&cell);

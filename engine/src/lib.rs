@@ -26,6 +26,7 @@
 
 mod blobs;
 mod error;
+mod filler;
 mod index;
 mod indexer;
 mod journal;

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use journal_format::bit_rot::one_bit_apart;
 use journal_format::frame::{decode_frame, is_zeroed, peek_position};
 use journal_format::segment::Trailer;
 use journal_format::{
@@ -564,14 +565,19 @@ pub(crate) fn scan_tail(
             let torn_seal =
                 cut_at == at && is_partial_footer(&rest, at, &committed, header.first_position);
             // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
-            if !torn_seal && !matches!(stop, Stop::Zeroed) && !torn_evidence(&rest, at) {
+            // A frame the file holds whole whose checksum one flipped bit explains is bit rot,
+            // even where its last bytes are zeros that a torn write would also leave.
+            let rot = one_bit_rot(&stop, &rest);
+            if !torn_seal && !matches!(stop, Stop::Zeroed) && (rot || !torn_evidence(&rest, at)) {
+                let why = if rot {
+                    "one flipped bit explains it, so this is bit rot, not a torn write"
+                } else {
+                    "the frame is complete, so this is not a torn write"
+                };
                 return Err(damage(
                     at,
                     Some(expected),
-                    format!(
-                        "{} at offset {at}: the frame is complete, so this is not a torn write",
-                        describe(&stop)
-                    ),
+                    format!("{} at offset {at}: {why}", describe(&stop)),
                 ));
             }
             if torn_seal {
@@ -601,6 +607,26 @@ pub(crate) fn scan_tail(
         saved_to,
     });
     Ok(committed)
+}
+
+/// Whether the damage `stop` found in the frame at the start of `rest` (the file's bytes from
+/// there on) is one flipped bit in a frame the file holds whole: bit rot, not a torn write, whose
+/// lost bytes read as zeros and change many bits (`journal_format::bit_rot`).
+fn one_bit_rot(stop: &Stop, rest: &[u8]) -> bool {
+    match stop {
+        Stop::Damaged(FormatError::HeaderChecksumMismatch { stored, computed }) => {
+            // `header_crc` covers the header after itself.
+            rest.len() >= FRAME_HEADER_LEN
+                && one_bit_apart(*stored, *computed, (FRAME_HEADER_LEN - 4) as u64)
+        }
+        Stop::Damaged(FormatError::BodyChecksumMismatch { stored, computed }) => {
+            FrameHeader::decode(rest).is_ok_and(|header| {
+                header.frame_len() <= rest.len() as u64
+                    && one_bit_apart(*stored, *computed, u64::from(header.body_len()))
+            })
+        }
+        _ => false,
+    }
 }
 
 fn describe(stop: &Stop) -> String {

@@ -36,6 +36,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
+use crate::filler::Filler;
 use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
 use crate::indexer::{self, IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
@@ -236,27 +237,13 @@ pub(crate) struct Writer {
     pub unsynced: bool,
     /// The staging area of the last commit, emptied, for the next one to reuse.
     pub spare: Option<Staged>,
-    /// Where the zero-filled space written ahead of the tail's frames ends (0: none). Bytes
-    /// between the tail's `end_offset` and this offset are zeros the writer wrote itself.
-    pub preallocated_end: u64,
+    /// Zero-fills the tail segment ahead of its frames, off the commits' path (`None`: the
+    /// journal was opened without [`crate::Options::preallocate`]; commits then extend the
+    /// file).
+    pub filler: Option<Filler>,
     /// Set when the writer thread has finished: nothing more is appended.
     pub closed: bool,
 }
-
-/// How far ahead of its frames the writer zero-fills the tail segment (default 1 MiB). Appends
-/// into space that is already allocated and written make `fdatasync` flush data only: the file's
-/// size, and with it ext4's journal, changes once per this many bytes instead of on every
-/// commit. Recovery treats zeros after the last frame as clean (row 7 of the recovery table in
-/// `docs/FORMAT.md`) and trims them; a seal and a clean close trim them first.
-pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
-
-/// The zeros [`Writer::preallocate`] writes, allocated once per process: a `vec![0; 1 MiB]`
-/// per fill allocated and freed them each time, their fresh pages faulted in inside the
-/// `pwrite` (`docs/PERFORMANCE.md`). Not a `static` array: an all-zero constant is stored in
-/// the binary's read-only data, a mebibyte in every binary that links the engine.
-static ZEROS: std::sync::LazyLock<Box<[u8]>> = std::sync::LazyLock::new(|| {
-    vec![0; usize::try_from(PREALLOCATE_BYTES).unwrap_or(1 << 20)].into_boxed_slice()
-});
 
 /// How long the writer waits for the index thread to index the backlog open left it before it
 /// answers appends with the index's error (the backlog is at most 20,000 events: well under a
@@ -456,36 +443,36 @@ pub(crate) fn run(
 }
 
 impl Writer {
-    /// Zero-fills the tail from `end` (the end of the frames just written) to `end` +
-    /// [`PREALLOCATE_BYTES`], capped at the segment size limit, when `end` has passed the space
-    /// filled before. Best effort: the frames are already written, and a failure here (a full
-    /// disk, say) only means that the next sync also commits a size change.
-    fn preallocate(&mut self, end: u64) {
-        if end <= self.preallocated_end {
-            return;
-        }
-        let target = (end + PREALLOCATE_BYTES).min(self.limits.segment_bytes_max);
-        if target <= end {
-            return;
-        }
-        let Ok(len) = usize::try_from(target - end) else {
+    /// Has the filler zero-fill the tail segment ahead of its frames, through a handle of its
+    /// own. Best effort: without it (the handle cannot be opened), commits extend the file.
+    pub(crate) fn fill_tail(&mut self) {
+        let Some(filler) = &self.filler else {
             return;
         };
-        // `len` is at most `PREALLOCATE_BYTES`, the zeros' length.
-        debug_assert!(len <= ZEROS.len());
-        let Some(zeros) = ZEROS.get(..len) else {
-            return;
-        };
-        match self.tail.file.write_all_at(zeros, end) {
-            Ok(()) => self.preallocated_end = target,
-            Err(e) => tracing::debug!(error = %e, "cannot preallocate the tail segment"),
+        let path = self.dir.join(SEGMENTS_DIR).join(self.tail.id.file_name());
+        match self.storage.open(&path, OpenMode::ReadWrite) {
+            Ok(file) => {
+                let end = self.tail.end().end_offset;
+                let sync = self.durability == Durability::Durable;
+                filler.attach(file, end, self.limits.segment_bytes_max, sync);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, segment = %self.tail.id, "cannot open the tail segment for the filler; commits extend it");
+            }
         }
     }
 
-    /// Cuts the zero-filled space after the tail's frames, and syncs the new length.
+    /// Stops the filler on the tail segment, cuts the zero-filled space after the tail's
+    /// frames, and syncs the new length.
     fn trim_preallocated(&mut self) -> Result<()> {
+        if let Some(filler) = &self.filler {
+            filler.detach();
+        }
         let end = self.tail.end().end_offset;
-        if self.preallocated_end > end {
+        let len = self.tail.file.len().map_err(Error::io_with(|| {
+            format!("reading the length of segment {}", self.tail.id)
+        }))?;
+        if len > end {
             self.tail.file.set_len(end).map_err(Error::io_with(|| {
                 format!("trimming segment {}", self.tail.id)
             }))?;
@@ -493,7 +480,6 @@ impl Writer {
                 format!("syncing segment {}", self.tail.id)
             }))?;
         }
-        self.preallocated_end = 0;
         Ok(())
     }
 
@@ -995,6 +981,10 @@ impl Writer {
             return Ok(());
         }
         let state = self.tail.end();
+        let end = state.end_offset + staged.buf.len() as u64;
+        if let Some(filler) = &self.filler {
+            filler.before_write(end);
+        }
         let write = self
             .tail
             .file
@@ -1002,8 +992,8 @@ impl Writer {
             .map_err(Error::io_with(|| {
                 format!("writing segment {}", self.tail.id)
             }));
-        if write.is_ok() {
-            self.preallocate(state.end_offset + staged.buf.len() as u64);
+        if let (Ok(()), Some(filler)) = (&write, &self.filler) {
+            filler.after_write(end);
         }
         let result = write.and_then(|()| match self.durability {
             Durability::Durable => self.tail.file.sync_data().map_err(Error::io_with(|| {
@@ -1116,6 +1106,7 @@ impl Writer {
             .push(Arc::clone(&next));
         tracing::debug!(segment = %next.id, "rolled to a new segment");
         self.tail = next;
+        self.fill_tail();
         Ok(())
     }
 }

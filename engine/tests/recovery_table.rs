@@ -286,6 +286,46 @@ fn row12_holds_when_the_tail_is_zero_filled_ahead_as_an_open_journal_leaves_it()
 }
 
 #[test]
+fn row12_holds_for_a_last_frame_whose_body_ends_in_zeros() {
+    // The fourth event's payload ends in `"exitCode": 0`: its frame's last byte is a zero, like
+    // the zeros a torn write leaves. Found by the simulator (seeds 1281 and 2710).
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 4);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let (o4, h4) = frames(&file)[3];
+    let end = o4 + h4.frame_len();
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert_eq!(bytes[end as usize - 1], 0, "the frame ends in a zero byte");
+    bytes.extend_from_slice(&vec![0u8; 1 << 20]); // zero-filled ahead, as an open journal is
+    std::fs::write(&file, &bytes).unwrap();
+    // One flipped bit in the body (flip_byte flips one bit): bit rot, refused.
+    flip_byte(&file, o4 + 100);
+    let err = open(dir.path()).unwrap_err();
+    match &err {
+        Error::Corruption {
+            offset, position, ..
+        } => assert_eq!((*offset, *position), (o4, Some(Position(4)))),
+        other => panic!("bit rot in an acknowledged frame must be refused, got {other:?}"),
+    }
+    assert!(err.to_string().contains("one flipped bit"), "{err}");
+    // A torn write instead: the frame's last bytes never landed. Cut, as row 9 says.
+    let tear = end as usize - 8;
+    bytes[tear..end as usize].fill(0);
+    std::fs::write(&file, &bytes).unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(3));
+    assert!(
+        matches!(
+            journal.recovery_report().actions.first(),
+            Some(RecoveryAction::TornTailCut { offset, .. }) if *offset == o4
+        ),
+        "{:?}",
+        journal.recovery_report()
+    );
+    verify_ok(&journal);
+}
+
+#[test]
 fn row9b_an_unfinished_seal_is_cut_and_the_segment_sealed_again_later() {
     let dir = tempfile::tempdir().unwrap();
     multi_segment(dir.path());

@@ -13,6 +13,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod bit_rot;
 pub mod conformance;
 pub mod envelope;
 pub mod error;
