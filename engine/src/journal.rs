@@ -263,7 +263,7 @@ impl Journal {
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
-        let mut writer = Writer {
+        let writer = Writer {
             storage: Arc::clone(&storage),
             dir: dir.clone(),
             log: Arc::clone(&log),

@@ -220,7 +220,10 @@ pub(crate) struct Writer {
     /// reach before the writer may look up ids and stream versions in it. Cleared once reached.
     pub index_complete_at: Option<Position>,
     pub tail: Arc<Segment>,
-    /// Stream versions of streams written since open (the index knows the older ones).
+    /// The version of each stream written since open, counting what is staged: a request's
+    /// versions go in once it is staged whole (the index knows the streams not written since
+    /// open). A failed write or sync poisons the writer, so versions a lost write left here
+    /// are never used.
     pub streams: HashMap<String, u64>,
     /// Events committed but perhaps not yet in `view`, by event id, and their ids in position
     /// order for pruning.
@@ -268,7 +271,6 @@ pub(crate) struct Staged {
     sparse: Vec<FooterEntry>,
     replies: Vec<(Reply, Vec<Appended>)>,
     ids: HashMap<Arc<str>, Committed>,
-    streams: HashMap<String, u64>,
     next_position: Position,
     prev_hash: ChainHash,
 }
@@ -445,7 +447,7 @@ pub(crate) fn run(
 impl Writer {
     /// Has the filler zero-fill the tail segment ahead of its frames, through a handle of its
     /// own. Best effort: without it (the handle cannot be opened), commits extend the file.
-    pub(crate) fn fill_tail(&mut self) {
+    pub(crate) fn fill_tail(&self) {
         let Some(filler) = &self.filler else {
             return;
         };
@@ -456,9 +458,11 @@ impl Writer {
                 let sync = self.durability == Durability::Durable;
                 filler.attach(file, end, self.limits.segment_bytes_max, sync);
             }
-            Err(e) => {
-                tracing::warn!(error = %e, segment = %self.tail.id, "cannot open the tail segment for the filler; commits extend it");
-            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                segment = %self.tail.id,
+                "cannot open the tail segment for the filler; commits extend it"
+            ),
         }
     }
 
@@ -525,7 +529,6 @@ impl Writer {
             sparse: Vec::new(),
             replies: Vec::new(),
             ids: HashMap::new(),
-            streams: HashMap::new(),
             next_position: Position(0),
             prev_hash: ChainHash::GENESIS,
         });
@@ -541,7 +544,6 @@ impl Writer {
         staged.sparse.clear();
         staged.replies.clear();
         staged.ids.clear();
-        staged.streams.clear();
         staged.next_position = end.last_position.next();
         staged.prev_hash = end.last_hash;
     }
@@ -629,8 +631,8 @@ impl Writer {
     /// The current version of a stream, counting what is staged. A stream not written since
     /// open is read from the index, which holds everything before open once the backlog open
     /// left it is indexed (`index_complete_at`, waited for before anything is staged).
-    fn stream_version(&self, staged: &Staged, key: &str) -> Result<u64> {
-        if let Some(v) = staged.streams.get(key).or_else(|| self.streams.get(key)) {
+    fn stream_version(&self, key: &str) -> Result<u64> {
+        if let Some(v) = self.streams.get(key) {
             return Ok(*v);
         }
         match &self.view {
@@ -764,7 +766,7 @@ impl Writer {
                 .get(*first)
                 .map(|e| ids.get(e.stream_key))
                 .unwrap_or_default();
-            let actual = self.stream_version(staged, key)?;
+            let actual = self.stream_version(key)?;
             if actual != expected {
                 return Err(Error::Conflict {
                     stream: key.to_string(),
@@ -792,8 +794,10 @@ impl Writer {
         // This request's stream versions; merged into `staged` only if the request succeeds.
         // Versions are decided before anything is framed, so that a failed index read leaves
         // nothing of this request in `staged`.
-        // Its keys are copied, once per stream.
-        let mut stream_updates: HashMap<String, u64> = HashMap::new();
+        // Keyed by the request's own strings, and sized for up to 64 streams at once: a map
+        // of owned keys grown from empty cost a batch of 100 events over 64 streams about 400
+        // instructions per event in allocations and rehashing (`docs/PERFORMANCE.md`).
+        let mut stream_updates: HashMap<&str, u64> = HashMap::with_capacity(new.len().min(64));
         // Each event's stream version, by its index in the request (0 for those not framed:
         // duplicates and repeats; versions start at 1).
         let mut versions: Vec<u64> = vec![0; events.len()];
@@ -808,8 +812,8 @@ impl Writer {
                     *version
                 }
                 None => {
-                    let version = self.stream_version(staged, key)? + 1;
-                    stream_updates.insert(key.to_owned(), version);
+                    let version = self.stream_version(key)? + 1;
+                    stream_updates.insert(key, version);
                     version
                 }
             };
@@ -965,7 +969,13 @@ impl Writer {
             return Err(Error::InvalidInput("event left unanswered".into()));
         };
         for (key, version) in stream_updates {
-            staged.streams.insert(key, version);
+            // A key is copied once per stream since open.
+            match self.streams.get_mut(key) {
+                Some(current) => *current = version,
+                None => {
+                    self.streams.insert(key.to_owned(), version);
+                }
+            }
         }
         self.last_recorded_ns = now;
         Ok(answers)
@@ -1033,9 +1043,6 @@ impl Writer {
             self.recent_order
                 .push_back((committed.position, Arc::clone(&id)));
             self.recent.insert(id, committed);
-        }
-        for (key, version) in staged.streams.drain() {
-            self.streams.insert(key, version);
         }
         for (reply, answers) in replies {
             let _ = reply.send(Ok(answers));
