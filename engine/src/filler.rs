@@ -30,8 +30,8 @@ use crate::storage::StorageFile;
 /// How much the filler writes at a time (and the length of [`ZEROS`]).
 pub(crate) const FILL_CHUNK_BYTES: u64 = 1 << 20;
 
-/// How far ahead of the frames the filler keeps zeros: it is asked for more once less than half
-/// of this is left.
+/// How far ahead of the frames the filler keeps zeros at least (more after large writes): it is
+/// asked for more once less than half of this is left.
 pub(crate) const FILL_AHEAD_BYTES: u64 = 2 * FILL_CHUNK_BYTES;
 
 /// The zeros the filler writes, allocated once per process: a `vec![0; 1 MiB]` per fill
@@ -149,12 +149,15 @@ impl Filler {
         state.frames_end = state.frames_end.max(end);
     }
 
-    /// Called after frames were written up to `end`: asks for more zeros once less than half of
-    /// [`FILL_AHEAD_BYTES`] is left after them.
-    pub(crate) fn after_write(&self, end: u64) {
+    /// Called after a write of `len` bytes of frames, up to `end`: asks for more zeros once
+    /// less than half of the run-ahead is left after them. The run-ahead is
+    /// [`FILL_AHEAD_BYTES`], or twice the write when that is more, so that the next write of
+    /// that size lands on zeros rather than on a chunk being filled (which it would wait for).
+    pub(crate) fn after_write(&self, end: u64, len: u64) {
+        let ahead = FILL_AHEAD_BYTES.max(2 * len);
         let mut state = self.shared.lock();
-        if state.file.is_some() && state.wanted < end + FILL_AHEAD_BYTES / 2 {
-            state.wanted = (end + FILL_AHEAD_BYTES).min(state.limit);
+        if state.file.is_some() && state.wanted < end + ahead / 2 {
+            state.wanted = (end + ahead).min(state.limit);
             self.shared.changed.notify_all();
         }
     }
@@ -284,7 +287,7 @@ mod tests {
             filler.before_write(end + frames.len() as u64);
             writer.write_all_at(&frames, end).expect("write");
             end += frames.len() as u64;
-            filler.after_write(end);
+            filler.after_write(end, frames.len() as u64);
         }
         wait_until(|| filler.shared.lock().filled >= end + FILL_AHEAD_BYTES / 2);
         filler.detach();
@@ -315,7 +318,7 @@ mod tests {
         filler.detach();
         assert_eq!(writer.len().expect("len"), limit, "never past the limit");
         // Detached: asking for more writes nothing.
-        filler.after_write(limit);
+        filler.after_write(limit, 4096);
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(writer.len().expect("len"), limit);
     }

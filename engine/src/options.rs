@@ -143,11 +143,11 @@ pub struct Options {
     /// (`Schema::Event` or the stricter `Schema::LimeEvent`). Off by default: the journal
     /// records any well-formed fact, vendor types included (MODEL.md §4).
     pub conformance: Option<Schema>,
-    /// Zero-fill the tail segment ahead of its frames (2 MiB ahead, a mebibyte at a time) on a
-    /// thread of its own, and sync the zeros in durable mode. On by default: on ext4 and XFS a
-    /// write that extends a file makes `fdatasync` also commit the file's new size through the
-    /// file system's journal, while a write into space already written flushes its own bytes
-    /// only. Turn off on copy-on-write file systems (btrfs, ZFS), where writing zeros ahead
+    /// Zero-fill the tail segment ahead of its frames (2 MiB ahead, or twice the last write when
+    /// that is more, a mebibyte at a time) on a thread of its own, and sync the zeros in
+    /// durable mode. On by default: on ext4 and XFS a write that extends a file makes
+    /// `fdatasync` also commit the file's new size through the file system's journal, while a
+    /// write into space already written flushes its own bytes only. Turn off on copy-on-write file systems (btrfs, ZFS), where writing zeros ahead
     /// gains nothing, and in simulations that must replay exactly: the filler's writes happen
     /// when its thread runs.
     pub preallocate: bool,

@@ -1003,7 +1003,7 @@ impl Writer {
                 format!("writing segment {}", self.tail.id)
             }));
         if let (Ok(()), Some(filler)) = (&write, &self.filler) {
-            filler.after_write(end);
+            filler.after_write(end, staged.buf.len() as u64);
         }
         let result = write.and_then(|()| match self.durability {
             Durability::Durable => self.tail.file.sync_data().map_err(Error::io_with(|| {
