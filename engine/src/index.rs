@@ -416,6 +416,7 @@ impl IndexBatch {
     }
 
     /// Entry `i`.
+    #[cfg(test)]
     pub(crate) fn get(&self, i: usize) -> Option<IndexEntry<'_>> {
         self.entries
             .get(i)

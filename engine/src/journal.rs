@@ -278,7 +278,6 @@ impl Journal {
             tail,
             streams: Default::default(),
             recent: Default::default(),
-            recent_order: Default::default(),
             greatest_id: String::new(),
             view: None,
             last_recorded_ns: last_recorded_ns(&log, head)?,

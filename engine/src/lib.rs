@@ -33,6 +33,7 @@ mod journal;
 mod log;
 mod options;
 mod read;
+mod recent;
 mod recovery;
 mod scan;
 pub mod seams;

@@ -17,7 +17,6 @@
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
@@ -41,6 +40,7 @@ use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
 use crate::indexer::{self, IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
+use crate::recent::Recent;
 use crate::recovery::SEGMENTS_DIR;
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
@@ -225,14 +225,12 @@ pub(crate) struct Writer {
     /// open). A failed write or sync poisons the writer, so versions a lost write left here
     /// are never used.
     pub streams: HashMap<String, u64>,
-    /// Events committed but perhaps not yet in `view`, by event id, and their ids in position
-    /// order for pruning.
-    pub recent: HashMap<Arc<str>, Committed>,
-    pub recent_order: VecDeque<(Position, Arc<str>)>,
+    /// Events staged or committed but perhaps not yet in `view`: each one's answer by its id.
+    /// A request's ids go in as its runs are linked, and out again if it fails.
+    pub recent: Recent,
     /// At least the greatest event id (in byte order) this writer has staged since open, or
-    /// empty before the first. Every id in `recent` or staged is at most this: an id after it
-    /// is looked up in neither (with ids that grow, as UUID v7 and counters do, no new id is),
-    /// which spares a lookup in a map of up to 50,000 ids, a cache miss each.
+    /// empty before the first. Every id in `recent` is at most this: an id after it is not
+    /// looked up there (with ids that grow, as UUID v7 and counters do, no new id is).
     pub greatest_id: String,
     /// A read view of the index, renewed when the indexer has moved on.
     pub view: Option<IndexReader>,
@@ -270,7 +268,6 @@ pub(crate) struct Staged {
     entries: IndexBatch,
     sparse: Vec<FooterEntry>,
     replies: Vec<(Reply, Vec<Appended>)>,
-    ids: HashMap<Arc<str>, Committed>,
     next_position: Position,
     prev_hash: ChainHash,
 }
@@ -285,20 +282,15 @@ struct Mark {
     prev_hash: ChainHash,
 }
 
-/// Takes out of `staged` everything a failed request put in since `mark`: its frames, sparse
-/// entries, index entries and ids.
-fn unstage(staged: &mut Staged, mark: Mark) {
+/// Takes out of `staged` and `recent` everything a failed request put in since `mark`: its
+/// frames, sparse entries, index entries and ids.
+fn unstage(staged: &mut Staged, recent: &mut Recent, mark: Mark) {
     staged.buf.truncate(mark.buf);
     staged.sparse.truncate(mark.sparse);
     staged.next_position = mark.next_position;
     staged.prev_hash = mark.prev_hash;
-    // The ids staged by this request are those of its entries (an id staged before it would
-    // have been answered as a duplicate): every one goes.
-    for i in mark.entries..staged.entries.len() {
-        if let Some(entry) = staged.entries.get(i) {
-            staged.ids.remove(entry.event_id);
-        }
-    }
+    // The ids this request staged are those at its positions: every one goes.
+    recent.unstage_from(mark.next_position);
     staged.entries.truncate(mark.entries);
 }
 
@@ -528,7 +520,6 @@ impl Writer {
             entries: IndexBatch::default(),
             sparse: Vec::new(),
             replies: Vec::new(),
-            ids: HashMap::new(),
             next_position: Position(0),
             prev_hash: ChainHash::GENESIS,
         });
@@ -543,7 +534,6 @@ impl Writer {
         staged.entries.clear();
         staged.sparse.clear();
         staged.replies.clear();
-        staged.ids.clear();
         staged.next_position = end.last_position.next();
         staged.prev_hash = end.last_hash;
     }
@@ -654,14 +644,7 @@ impl Writer {
         if stale {
             let view = self.index.reader()?;
             let indexed = view.indexed();
-            while let Some((position, _)) = self.recent_order.front() {
-                if *position > indexed {
-                    break;
-                }
-                if let Some((_, id)) = self.recent_order.pop_front() {
-                    self.recent.remove(&id);
-                }
-            }
+            self.recent.forget_through(indexed);
             self.view = Some(view);
         }
         Ok(())
@@ -669,11 +652,7 @@ impl Writer {
 
     /// The originals of the event ids of a request that are already stored (or staged), by the
     /// event's index in the request.
-    fn originals(
-        &self,
-        events: &[PreparedEvent],
-        staged: &Staged,
-    ) -> Result<Vec<Option<Appended>>> {
+    fn originals(&self, events: &[PreparedEvent]) -> Result<Vec<Option<Appended>>> {
         let mut out = Vec::with_capacity(events.len());
         for event in events {
             if event.id_assigned {
@@ -684,7 +663,7 @@ impl Writer {
             let written = if id > self.greatest_id.as_str() {
                 None
             } else {
-                staged.ids.get(id).or_else(|| self.recent.get(id))
+                self.recent.get(id)
             };
             if let Some(committed) = written {
                 out.push(Some(committed.answer(&event.event_id, true)));
@@ -730,7 +709,7 @@ impl Writer {
         let mut within: Option<HashMap<&str, usize>> = None;
         let mut greatest: Option<&str> = None;
         let mut new: Vec<(usize, Option<usize>)> = Vec::with_capacity(events.len());
-        let originals = self.originals(events, staged)?;
+        let originals = self.originals(events)?;
         for ((i, event), original) in events.iter().enumerate().zip(originals) {
             if let Some(mut a) = original {
                 a.duplicate = true;
@@ -844,7 +823,7 @@ impl Writer {
             let version = versions.get(*i).copied().filter(|v| *v > 0);
             let (Some(event), Some(version)) = (events.get(*i), version) else {
                 debug_assert!(false, "event {i} of a request is framed without a version");
-                unstage(staged, rollback);
+                unstage(staged, &mut self.recent, rollback);
                 return Err(Error::InvalidInput(format!(
                     "event {i} of the request has no stream version"
                 )));
@@ -883,7 +862,7 @@ impl Writer {
                 encode_unlinked(&mut staged.buf, &meta, body)
                     .map_err(|e| Error::InvalidInput(e.to_string()))
             }) {
-                unstage(staged, rollback);
+                unstage(staged, &mut self.recent, rollback);
                 return Err(e);
             }
             let last_sparse = staged
@@ -928,7 +907,7 @@ impl Writer {
                     Ok(link) => link,
                     Err(e) => {
                         debug_assert!(false, "a run framed here does not link: {e}");
-                        unstage(staged, rollback);
+                        unstage(staged, &mut self.recent, rollback);
                         return Err(Error::InvalidInput(format!("cannot link a run: {e}")));
                     }
                 };
@@ -941,7 +920,7 @@ impl Writer {
                         recorded_at_ns: now,
                     };
                     if let Some(event) = events.get(j) {
-                        staged.ids.insert(Arc::clone(&event.event_id), committed);
+                        self.recent.push(&event.event_id, committed);
                         if let Some(slot) = answers.get_mut(j) {
                             *slot = Some(committed.answer(&event.event_id, false));
                         }
@@ -965,7 +944,7 @@ impl Writer {
         // unanswered is refused whole, like any other failed request.
         let Some(answers) = answers.into_iter().collect::<Option<Vec<_>>>() else {
             debug_assert!(false, "an event of a request was left unanswered");
-            unstage(staged, rollback);
+            unstage(staged, &mut self.recent, rollback);
             return Err(Error::InvalidInput("event left unanswered".into()));
         };
         for (key, version) in stream_updates {
@@ -1039,11 +1018,6 @@ impl Writer {
             position: last_position,
             hash: staged.prev_hash,
         });
-        for (id, committed) in staged.ids.drain() {
-            self.recent_order
-                .push_back((committed.position, Arc::clone(&id)));
-            self.recent.insert(id, committed);
-        }
         for (reply, answers) in replies {
             let _ = reply.send(Ok(answers));
         }
