@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use journal_format::bit_rot::one_bit_apart;
+use journal_format::bit_rot::{flipped_bit, FlippedBit};
 use journal_format::frame::{decode_frame, is_zeroed, peek_position};
 use journal_format::segment::Trailer;
 use journal_format::{
@@ -611,21 +611,32 @@ pub(crate) fn scan_tail(
 
 /// Whether the damage `stop` found in the frame at the start of `rest` (the file's bytes from
 /// there on) is one flipped bit in a frame the file holds whole: bit rot, not a torn write, whose
-/// lost bytes read as zeros and change many bits (`journal_format::bit_rot`).
+/// lost bytes read as zeros and change many bits (`journal_format::bit_rot`). A bit whose byte
+/// lies in the zeros that end the frame's checked bytes is no proof: a torn write that lost a
+/// byte holding one set bit leaves the same bytes.
 fn one_bit_rot(stop: &Stop, rest: &[u8]) -> bool {
-    match stop {
+    let (stored, computed, checked) = match stop {
+        // `header_crc` covers the header after itself.
         Stop::Damaged(FormatError::HeaderChecksumMismatch { stored, computed }) => {
-            // `header_crc` covers the header after itself.
-            rest.len() >= FRAME_HEADER_LEN
-                && one_bit_apart(*stored, *computed, (FRAME_HEADER_LEN - 4) as u64)
+            (*stored, *computed, rest.get(4..FRAME_HEADER_LEN))
         }
         Stop::Damaged(FormatError::BodyChecksumMismatch { stored, computed }) => {
-            FrameHeader::decode(rest).is_ok_and(|header| {
-                header.frame_len() <= rest.len() as u64
-                    && one_bit_apart(*stored, *computed, u64::from(header.body_len()))
-            })
+            let body = FrameHeader::decode(rest).ok().and_then(|header| {
+                let end = usize::try_from(header.frame_len()).ok()?;
+                rest.get(FRAME_HEADER_LEN..end)
+            });
+            (*stored, *computed, body)
         }
-        _ => false,
+        _ => return false,
+    };
+    let Some(checked) = checked else {
+        return false; // not whole in the file
+    };
+    let written_end = checked.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    match flipped_bit(stored, computed, checked.len() as u64) {
+        Some(FlippedBit::InStored) => true,
+        Some(FlippedBit::InMessage { byte }) => byte < written_end as u64,
+        None => false,
     }
 }
 

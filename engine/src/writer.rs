@@ -770,9 +770,9 @@ impl Writer {
             next_position: staged.next_position,
             prev_hash: staged.prev_hash,
         };
-        // This request's stream versions; merged into `staged` only if the request succeeds.
-        // Versions are decided before anything is framed, so that a failed index read leaves
-        // nothing of this request in `staged`.
+        // This request's stream versions; merged into `self.streams` only if the request
+        // succeeds. Versions are decided before anything is framed, so that a failed index read
+        // leaves nothing of this request in `staged`.
         // Keyed by the request's own strings, and sized for up to 64 streams at once: a map
         // of owned keys grown from empty cost a batch of 100 events over 64 streams about 400
         // instructions per event in allocations and rehashing (`docs/PERFORMANCE.md`).

@@ -326,6 +326,35 @@ fn row12_holds_for_a_last_frame_whose_body_ends_in_zeros() {
 }
 
 #[test]
+fn row9_holds_for_one_bit_cleared_in_the_last_byte_a_torn_write_could_have_lost() {
+    // The fifth event's payload ends in `"exitCode": 1`: its frame's last byte is 0x01. With
+    // that bit cleared the byte reads as unwritten space: one flipped bit, or a torn write that
+    // lost the byte, which the bytes cannot tell apart. Cut, as row 9 says, and kept.
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let (o5, h5) = frames(&file)[4];
+    let end = (o5 + h5.frame_len()) as usize;
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert_eq!(bytes[end - 1], 0x01, "the frame ends in 0x01");
+    bytes[end - 1] = 0;
+    bytes.extend_from_slice(&vec![0u8; 1 << 20]);
+    std::fs::write(&file, &bytes).unwrap();
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(4));
+    match journal.recovery_report().actions.first() {
+        Some(RecoveryAction::TornTailCut {
+            offset, saved_to, ..
+        }) => {
+            assert_eq!(*offset, o5);
+            assert!(saved_to.is_some(), "the cut bytes are kept");
+        }
+        other => panic!("expected a torn tail cut, got {other:?}"),
+    }
+    verify_ok(&journal);
+}
+
+#[test]
 fn row9b_an_unfinished_seal_is_cut_and_the_segment_sealed_again_later() {
     let dir = tempfile::tempdir().unwrap();
     multi_segment(dir.path());

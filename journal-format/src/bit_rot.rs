@@ -36,16 +36,35 @@ fn unstep(reg: u32) -> u32 {
     }
 }
 
+/// Where the one flipped bit that explains a checksum mismatch is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FlippedBit {
+    /// In the message.
+    InMessage {
+        /// The index of the bit's byte in the message.
+        byte: u64,
+    },
+    /// In the stored checksum itself.
+    InStored,
+}
+
 /// Whether the CRC-32 `stored` with a message of `len` bytes differs from the `computed` one as
 /// a single flipped bit makes it: a bit of the message, or a bit of `stored` itself.
 #[must_use]
 pub fn one_bit_apart(stored: u32, computed: u32, len: u64) -> bool {
+    flipped_bit(stored, computed, len).is_some()
+}
+
+/// Where a single flipped bit would be that makes the CRC-32 `stored` with a message of `len`
+/// bytes differ from the `computed` one, if one does.
+#[must_use]
+pub fn flipped_bit(stored: u32, computed: u32, len: u64) -> Option<FlippedBit> {
     let difference = stored ^ computed;
     if difference.count_ones() == 1 {
-        return true; // the stored value's own bit
+        return Some(FlippedBit::InStored);
     }
     if difference == 0 {
-        return false;
+        return None;
     }
     // The raw CRC register after one byte holding only bit `b` (reflected: bit `b` enters at
     // bit `b` of the register).
@@ -53,14 +72,15 @@ pub fn one_bit_apart(stored: u32, computed: u32, len: u64) -> bool {
     for (b, pattern) in patterns.iter_mut().enumerate() {
         *pattern = (0..8).fold(1u32 << b, |reg, _| step(reg));
     }
+    // After `k` zero bytes fed back, a match says the bit is in the byte `len - 1 - k`.
     let mut reg = difference;
-    for _ in 0..len {
+    for k in 0..len {
         if patterns.contains(&reg) {
-            return true;
+            return Some(FlippedBit::InMessage { byte: len - 1 - k });
         }
         reg = (0..8).fold(reg, |reg, _| unstep(reg));
     }
-    false
+    None
 }
 
 #[cfg(test)]
@@ -85,11 +105,18 @@ mod tests {
         ) {
             let stored = crc32fast::hash(&bytes);
             let mut rotted = bytes.clone();
-            rotted[at.index(bytes.len())] ^= 1 << bit;
+            let at = at.index(bytes.len());
+            rotted[at] ^= 1 << bit;
             let computed = crc32fast::hash(&rotted);
-            prop_assert!(one_bit_apart(stored, computed, bytes.len() as u64));
+            prop_assert_eq!(
+                flipped_bit(stored, computed, bytes.len() as u64),
+                Some(FlippedBit::InMessage { byte: at as u64 })
+            );
             // A bit of the stored checksum itself.
-            prop_assert!(one_bit_apart(stored ^ (1 << (bit * 4)), stored, bytes.len() as u64));
+            prop_assert_eq!(
+                flipped_bit(stored ^ (1 << (bit * 4)), stored, bytes.len() as u64),
+                Some(FlippedBit::InStored)
+            );
         }
 
         #[test]
