@@ -27,6 +27,23 @@ fn journal_with(dir: &std::path::Path, n: u64) {
 }
 
 /// A journal spanning at least three segments.
+/// Appends the zeros an open journal leaves after its frames (the filler's, up to 2 MiB; here
+/// 1 MiB), as a crash leaves them.
+fn zero_fill_ahead(segment: &mut Vec<u8>) {
+    segment.resize(segment.len() + (1 << 20), 0);
+}
+
+/// The first action of an open's recovery report when it is a torn tail cut: where the cut
+/// began and where its bytes were kept.
+fn first_torn_cut(journal: &Journal) -> Option<(u64, Option<String>)> {
+    match journal.recovery_report().actions.first() {
+        Some(RecoveryAction::TornTailCut {
+            offset, saved_to, ..
+        }) => Some((*offset, saved_to.clone())),
+        _ => None,
+    }
+}
+
 fn multi_segment(dir: &std::path::Path) {
     let journal = open(dir).expect("open");
     let mut i = 0;
@@ -197,18 +214,14 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
     truncate(&file, last_offset + last.frame_len() - 7);
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(4));
-    let action = journal.recovery_report().actions.first().cloned();
-    match action {
-        Some(RecoveryAction::TornTailCut {
-            offset,
-            saved_to: Some(saved),
-            ..
-        }) => {
-            assert_eq!(offset, last_offset);
-            assert!(dir.path().join(saved).exists());
-        }
-        other => panic!("expected a torn tail cut, got {other:?}"),
-    }
+    let Some((offset, Some(saved))) = first_torn_cut(&journal) else {
+        panic!(
+            "expected a torn tail cut, got {:?}",
+            journal.recovery_report()
+        );
+    };
+    assert_eq!(offset, last_offset);
+    assert!(dir.path().join(saved).exists());
     verify_ok(&journal);
     // A write whose later sector landed while an earlier one did not (reordered unsynced
     // writes): a zeroed sector inside the frame, real bytes after it. Cut too.
@@ -243,15 +256,10 @@ fn row12_a_complete_last_frame_with_wrong_bytes_is_corruption_not_a_torn_write()
     // Bit rot in the last, acknowledged frame: every byte present, one of them wrong.
     flip_byte(&file, o5 + h5.frame_len() - 3);
     let err = open(dir.path()).unwrap_err();
-    match &err {
-        Error::Corruption {
-            offset, position, ..
-        } => {
-            assert_eq!((*offset, *position), (o5, Some(Position(5))));
-        }
-        other => panic!("expected corruption, got {other:?}"),
-    }
-    assert!(err.to_string().contains("not a torn write"), "{err}");
+    let message = err.to_string();
+    let (position, offset, _) = corruption_at(err);
+    assert_eq!((offset, position), (o5, Some(5)));
+    assert!(message.contains("not a torn write"), "{message}");
     // Garbage after the last frame that no torn write explains is refused the same way.
     flip_byte(&file, o5 + h5.frame_len() - 3);
     let mut bytes = std::fs::read(&file).unwrap();
@@ -268,16 +276,11 @@ fn row12_holds_when_the_tail_is_zero_filled_ahead_as_an_open_journal_leaves_it()
     let (o5, h5) = frames(&file)[4];
     // What a crash leaves: the writer's zero-filled space after the frames (1 MiB ahead).
     let mut bytes = std::fs::read(&file).unwrap();
-    bytes.extend_from_slice(&vec![0u8; 1 << 20]);
+    zero_fill_ahead(&mut bytes);
     std::fs::write(&file, bytes).unwrap();
     flip_byte(&file, o5 + h5.frame_len() - 3);
-    let err = open(dir.path()).unwrap_err();
-    match &err {
-        Error::Corruption {
-            offset, position, ..
-        } => assert_eq!((*offset, *position), (o5, Some(Position(5)))),
-        other => panic!("bit rot in an acknowledged frame must be refused, got {other:?}"),
-    }
+    let (position, offset, _) = corruption_at(open(dir.path()).unwrap_err());
+    assert_eq!((offset, position), (o5, Some(5)));
     // Undamaged, the same file opens clean: the zeros are trimmed, nothing is lost.
     flip_byte(&file, o5 + h5.frame_len() - 3);
     let journal = open(dir.path()).unwrap();
@@ -296,29 +299,24 @@ fn row12_holds_for_a_last_frame_whose_body_ends_in_zeros() {
     let end = o4 + h4.frame_len();
     let mut bytes = std::fs::read(&file).unwrap();
     assert_eq!(bytes[end as usize - 1], 0, "the frame ends in a zero byte");
-    bytes.extend_from_slice(&vec![0u8; 1 << 20]); // zero-filled ahead, as an open journal is
+    zero_fill_ahead(&mut bytes);
     std::fs::write(&file, &bytes).unwrap();
     // One flipped bit in the body (flip_byte flips one bit): bit rot, refused.
     flip_byte(&file, o4 + 100);
     let err = open(dir.path()).unwrap_err();
-    match &err {
-        Error::Corruption {
-            offset, position, ..
-        } => assert_eq!((*offset, *position), (o4, Some(Position(4)))),
-        other => panic!("bit rot in an acknowledged frame must be refused, got {other:?}"),
-    }
-    assert!(err.to_string().contains("one flipped bit"), "{err}");
+    let message = err.to_string();
+    let (position, offset, _) = corruption_at(err);
+    assert_eq!((offset, position), (o4, Some(4)));
+    assert!(message.contains("one flipped bit"), "{message}");
     // A torn write instead: the frame's last bytes never landed. Cut, as row 9 says.
     let tear = end as usize - 8;
     bytes[tear..end as usize].fill(0);
     std::fs::write(&file, &bytes).unwrap();
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(3));
-    assert!(
-        matches!(
-            journal.recovery_report().actions.first(),
-            Some(RecoveryAction::TornTailCut { offset, .. }) if *offset == o4
-        ),
+    assert_eq!(
+        first_torn_cut(&journal).map(|(offset, _)| offset),
+        Some(o4),
         "{:?}",
         journal.recovery_report()
     );
@@ -338,19 +336,18 @@ fn row9_holds_for_one_bit_cleared_in_the_last_byte_a_torn_write_could_have_lost(
     let mut bytes = std::fs::read(&file).unwrap();
     assert_eq!(bytes[end - 1], 0x01, "the frame ends in 0x01");
     bytes[end - 1] = 0;
-    bytes.extend_from_slice(&vec![0u8; 1 << 20]);
+    zero_fill_ahead(&mut bytes);
     std::fs::write(&file, &bytes).unwrap();
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(4));
-    match journal.recovery_report().actions.first() {
-        Some(RecoveryAction::TornTailCut {
-            offset, saved_to, ..
-        }) => {
-            assert_eq!(*offset, o5);
-            assert!(saved_to.is_some(), "the cut bytes are kept");
-        }
-        other => panic!("expected a torn tail cut, got {other:?}"),
-    }
+    let Some((offset, saved_to)) = first_torn_cut(&journal) else {
+        panic!(
+            "expected a torn tail cut, got {:?}",
+            journal.recovery_report()
+        );
+    };
+    assert_eq!(offset, o5);
+    assert!(saved_to.is_some(), "the cut bytes are kept");
     verify_ok(&journal);
 }
 

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use journal_engine::seams::{Clock, Entropy};
 use journal_engine::sim_disk::{Faults, SimDisk, SimRng};
+use journal_engine::storage::Storage;
 use journal_engine::{
     AppendOptions, Error, Journal, Limits, Options, RecoveryAction, RecoveryReport, VerifyOptions,
 };
@@ -161,16 +162,18 @@ impl Sim {
             return false;
         };
         let quarantine = self.dir.join("quarantine");
-        self.disk.image().iter().any(|(file, bytes)| {
-            let Some(name) = file.strip_prefix(&quarantine).ok().and_then(|n| n.to_str()) else {
-                return false;
-            };
+        let names = Storage::list_dir(&self.disk, &quarantine).unwrap_or_default();
+        names.iter().any(|name| {
             let mut numbers = name.split(['-', '.']);
             let (Some(id), Some(from)) = (numbers.next(), numbers.next()) else {
                 return false;
             };
             let from: u64 = from.parse().unwrap_or(u64::MAX);
-            id == segment && from <= *at && *at < from + bytes.len() as u64
+            let kept = self
+                .disk
+                .read_file(&quarantine.join(name))
+                .map_or(0, |b| b.len());
+            id == segment && from <= *at && *at < from + kept as u64
         })
     }
 

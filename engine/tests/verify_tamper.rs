@@ -254,19 +254,6 @@ fn verified_scan(journal: &Journal, from: u64) -> (Vec<u64>, journal_engine::Res
     (got, result)
 }
 
-/// Where a corruption error places the damage: its position, offset and detail.
-fn corruption_at(error: journal_engine::Error) -> (Option<u64>, u64, String) {
-    match error {
-        journal_engine::Error::Corruption {
-            position,
-            offset,
-            detail,
-            ..
-        } => (position.map(|p| p.0), offset, detail),
-        other => panic!("expected corruption, got {other}"),
-    }
-}
-
 /// A report's chain problems, by position and offset.
 fn chain_problems(report: &VerifyReport) -> Vec<(Option<u64>, Option<u64>)> {
     report

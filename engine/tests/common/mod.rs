@@ -131,3 +131,16 @@ pub fn shared_dir() -> PathBuf {
     );
     dir
 }
+
+/// Where a corruption error places the damage: its position, offset and detail.
+pub fn corruption_at(error: journal_engine::Error) -> (Option<u64>, u64, String) {
+    match error {
+        journal_engine::Error::Corruption {
+            position,
+            offset,
+            detail,
+            ..
+        } => (position.map(|p| p.0), offset, detail),
+        other => panic!("expected corruption, got {other}"),
+    }
+}
