@@ -1,5 +1,6 @@
-//! The derived index in redb: event id → (position, location); stream, task and run → the
-//! locations of their events, in blocks; and a sparse position → location map.
+//! The derived index in redb: event id → (position, location), the ids that grow in id blocks
+//! ([`crate::id_blocks`]); stream, task and run → the locations of their events, in blocks; and
+//! a sparse position → location map.
 //!
 //! The log is the truth. The index follows it: the writer acknowledges an append once the log
 //! is durable and hands the new entries to the indexer thread afterwards, so the index is never
@@ -35,15 +36,20 @@ use redb::{
 };
 
 use crate::error::{Error, Result};
+use crate::id_blocks;
 use crate::log::SPARSE_INTERVAL_BYTES;
 use crate::strings::{Span, Strings};
 
 /// (position, segment, offset).
-type Located = (u64, u64, u64);
+pub(crate) type Located = (u64, u64, u64);
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// Event ids with a fixed-width key (see [`id_key`]) → location.
+/// Event ids with a fixed-width key (see [`id_key`]) that did not come after every id before
+/// them → location.
 const EVENT_ID_KEYS: TableDefinition<&IdKey, Located> = TableDefinition::new("event_id_keys");
+/// Event ids with a fixed-width key that came after every id before them, in blocks
+/// ([`crate::id_blocks`]): first key → block.
+const EVENT_ID_BLOCKS: TableDefinition<&IdKey, &[u8]> = TableDefinition::new("event_id_blocks");
 /// Every other event id → location.
 const OTHER_EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("other_event_ids");
 /// (stream key, first stream version) → block.
@@ -58,7 +64,7 @@ const SPARSE: TableDefinition<u64, (u64, u64)> = TableDefinition::new("sparse");
 const INDEXED_KEY: &str = "indexed";
 /// The version of the index layout; a different stored version means rebuild.
 const LAYOUT_KEY: &str = "layout";
-const LAYOUT_VERSION: u64 = 4;
+const LAYOUT_VERSION: u64 = 5;
 
 /// The most events one block holds.
 pub(crate) const BLOCK_EVENTS: usize = 64;
@@ -270,6 +276,44 @@ fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T
     Ok(n)
 }
 
+/// Appends `run` (keys increasing, each after every key of the blocks) to the id blocks:
+/// `last` (the last block, key and bytes) filled first, then new blocks. Of ids equal in `run`
+/// (the log holds each id once, so only a damaged log could) the later location is kept, as a
+/// per-id insert would keep it.
+fn append_id_blocks(
+    table: &mut Table<&IdKey, &[u8]>,
+    last: Option<(IdKey, Vec<u8>)>,
+    run: &[(IdKey, Located)],
+) -> Result<()> {
+    let mut open = last.filter(|(_, block)| !id_blocks::is_full(block));
+    let mut changed = false;
+    let mut items = run.iter().peekable();
+    while let Some((key, located)) = items.next() {
+        if items.peek().is_some_and(|(next, _)| next == key) {
+            continue;
+        }
+        match &mut open {
+            Some((_, block)) if !id_blocks::is_full(block) => {
+                id_blocks::push(block, key, *located);
+            }
+            _ => {
+                if let Some((first, block)) = open.take().filter(|_| changed) {
+                    table.insert(&first, block.as_slice())?;
+                }
+                let mut block =
+                    Vec::with_capacity(id_blocks::ID_BLOCK_EVENTS * id_blocks::ID_ENTRY_LEN);
+                id_blocks::push(&mut block, key, *located);
+                open = Some((*key, block));
+            }
+        }
+        changed = true;
+    }
+    if let Some((first, block)) = open.filter(|_| changed) {
+        table.insert(&first, block.as_slice())?;
+    }
+    Ok(())
+}
+
 /// Which secondary id to look events up by.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum By {
@@ -282,8 +326,8 @@ pub enum By {
 }
 
 /// An event id's fixed-width key: a tag byte, then 16 bytes.
-type IdKey = [u8; ID_KEY_LEN];
-const ID_KEY_LEN: usize = 17;
+pub(crate) type IdKey = [u8; ID_KEY_LEN];
+pub(crate) const ID_KEY_LEN: usize = 17;
 /// The tag of an id of at most 16 bytes, kept as it is, zero-padded.
 const SHORT_ID: u8 = 0;
 /// The tag of a canonical UUID, kept as its 16 bytes.
@@ -326,6 +370,7 @@ fn id_key(id: &str) -> Option<IdKey> {
 /// The event id tables of one read transaction.
 struct IdTables {
     keyed: ReadOnlyTable<&'static IdKey, Located>,
+    blocks: ReadOnlyTable<&'static IdKey, &'static [u8]>,
     other: ReadOnlyTable<&'static str, Located>,
 }
 
@@ -333,21 +378,48 @@ impl IdTables {
     fn open(txn: &ReadTransaction) -> Result<IdTables> {
         Ok(IdTables {
             keyed: txn.open_table(EVENT_ID_KEYS)?,
+            blocks: txn.open_table(EVENT_ID_BLOCKS)?,
             other: txn.open_table(OTHER_EVENT_IDS)?,
         })
     }
 
-    /// Where the event with `id` is, looked up in the table its id belongs to.
+    /// Where the event with `id` is, looked up in the tables its id belongs to.
     fn get(&self, id: &str) -> Result<Option<Located>> {
-        Ok(match id_key(id) {
-            Some(key) => self.keyed.get(&key)?.map(|v| v.value()),
-            None => self.other.get(id)?.map(|v| v.value()),
-        })
+        match id_key(id) {
+            Some(key) => self.get_keyed(&key),
+            None => Ok(self.other.get(id)?.map(|v| v.value())),
+        }
+    }
+
+    /// Where the event with a fixed-width `key` is: in the per-id table (which has the later
+    /// location, should a damaged log hold an id twice: see `append_id_blocks`), else in the
+    /// block whose first key is the greatest at or before it.
+    fn get_keyed(&self, key: &IdKey) -> Result<Option<Located>> {
+        if let Some(v) = self.keyed.get(key)? {
+            return Ok(Some(v.value()));
+        }
+        match self.blocks.range::<&IdKey>(..=key)?.next_back() {
+            Some(item) => id_blocks::find(item?.1.value(), key),
+            None => Ok(None),
+        }
+    }
+
+    /// The greatest fixed-width key held (every per-id key is at or before the blocks'
+    /// greatest: see `id_blocks`).
+    fn greatest_keyed(&self) -> Result<Option<IdKey>> {
+        match self.blocks.last()? {
+            Some((_, v)) => id_blocks::last_key(v.value()).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The ids held.
     fn len(&self) -> Result<u64> {
-        Ok(self.keyed.len()? + self.other.len()?)
+        let mut n = self.keyed.len()? + self.other.len()?;
+        for item in self.blocks.iter()? {
+            n += id_blocks::count(item?.1.value())? as u64;
+        }
+        Ok(n)
     }
 }
 
@@ -568,6 +640,7 @@ impl Index {
                 txn.open_table(META)?
                     .insert(LAYOUT_KEY, LAYOUT_VERSION.to_le_bytes().as_slice())?;
                 txn.open_table(EVENT_ID_KEYS)?;
+                txn.open_table(EVENT_ID_BLOCKS)?;
                 txn.open_table(OTHER_EVENT_IDS)?;
                 txn.open_table(STREAMS)?;
                 txn.open_table(BY_TASK)?;
@@ -626,6 +699,7 @@ impl Index {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         txn.delete_table(EVENT_ID_KEYS)?;
+        txn.delete_table(EVENT_ID_BLOCKS)?;
         txn.delete_table(OTHER_EVENT_IDS)?;
         txn.delete_table(STREAMS)?;
         txn.delete_table(BY_TASK)?;
@@ -634,6 +708,7 @@ impl Index {
         // Recreate the tables empty: a rebuild from an empty log applies nothing, and readers
         // (the writer's id lookups) must then find empty tables, not missing ones.
         txn.open_table(EVENT_ID_KEYS)?;
+        txn.open_table(EVENT_ID_BLOCKS)?;
         txn.open_table(OTHER_EVENT_IDS)?;
         txn.open_table(STREAMS)?;
         txn.open_table(BY_TASK)?;
@@ -676,6 +751,7 @@ impl Index {
         })?;
         {
             let mut keyed_ids = txn.open_table(EVENT_ID_KEYS)?;
+            let mut block_table = txn.open_table(EVENT_ID_BLOCKS)?;
             let mut other_ids = txn.open_table(OTHER_EVENT_IDS)?;
             let mut streams = txn.open_table(STREAMS)?;
             let mut tasks = txn.open_table(BY_TASK)?;
@@ -697,9 +773,21 @@ impl Index {
                 }
             }
             keyed.sort_by_key(|(key, _)| *key);
-            for (key, located) in &keyed {
+            // The ids after the blocks' greatest go to the blocks, the others one by one to
+            // the per-id table (see `id_blocks` for why and the invariants).
+            let last_block = block_table
+                .last()?
+                .map(|(k, v)| (*k.value(), v.value().to_vec()));
+            let greatest = last_block
+                .as_ref()
+                .map(|(_, block)| id_blocks::last_key(block))
+                .transpose()?;
+            let after = keyed.partition_point(|(key, _)| greatest.is_some_and(|g| *key <= g));
+            let (before, after) = keyed.split_at(after);
+            for (key, located) in before {
                 keyed_ids.insert(key, located)?;
             }
+            append_id_blocks(&mut block_table, last_block, after)?;
             other.sort_by(|a, b| a.0.cmp(b.0));
             for (id, located) in &other {
                 other_ids.insert(*id, located)?;
@@ -900,7 +988,7 @@ impl IndexReader {
         let greatest = match self.greatest.get() {
             Some(greatest) => greatest,
             None => {
-                let keyed = self.ids.keyed.last()?.map(|(k, _)| *k.value());
+                let keyed = self.ids.greatest_keyed()?;
                 let other = self.ids.other.last()?.map(|(k, _)| k.value().to_owned());
                 self.greatest.get_or_init(|| Greatest { keyed, other })
             }
@@ -909,7 +997,7 @@ impl IndexReader {
         // it.
         let found = match id_key(event_id) {
             Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
-                self.ids.keyed.get(&key)?.map(|v| v.value())
+                self.ids.get_keyed(&key)?
             }
             None if greatest
                 .other
@@ -1548,6 +1636,66 @@ mod tests {
             );
         }
         assert_eq!(index.counts().expect("counts").event_ids, 40);
+    }
+
+    #[test]
+    fn growing_ids_fill_id_blocks_across_applies_and_a_repeat_is_found_at_its_last_event() {
+        let (_dir, index) = open();
+        let mut all = entries(1, 300);
+        for e in &mut all {
+            e.event_id = format!("evt-{:06}", e.position.0 * 2);
+        }
+        // Cuts that end inside blocks and across them.
+        for range in [0..7, 7..45, 45..46, 46..200, 200..300] {
+            index
+                .apply(&borrow(&all[range]), ChainHash::GENESIS, false)
+                .expect("apply");
+        }
+        let txn = index.db.begin_read().expect("read");
+        let blocks = txn.open_table(EVENT_ID_BLOCKS).expect("blocks").len();
+        let keyed = txn.open_table(EVENT_ID_KEYS).expect("keyed").len();
+        assert_eq!(
+            (blocks.ok(), keyed.ok()),
+            (Some(8), Some(0)),
+            "300 ids in blocks of 40"
+        );
+        let view = index.reader().expect("reader");
+        for e in &all {
+            assert_eq!(
+                view.event(&e.event_id).expect("lookup"),
+                Some(at(e.position.0))
+            );
+        }
+        for p in [0, 1, 81, 599, 601] {
+            let absent = format!("evt-{p:06}");
+            assert_eq!(view.event(&absent).expect("lookup"), None, "{absent}");
+            assert_eq!(index.event(&absent).expect("lookup"), None, "{absent}");
+        }
+        // A damaged log that holds ids again: they precede the blocks' greatest, go to the
+        // per-id table, and are found at their later events.
+        let mut again = entries(301, 310);
+        for (e, id) in again.iter_mut().zip([2, 80, 82, 598, 400, 4, 6, 8, 10, 12]) {
+            e.event_id = format!("evt-{id:06}");
+        }
+        index
+            .apply(&borrow(&again), ChainHash::GENESIS, false)
+            .expect("apply");
+        let view = index.reader().expect("reader");
+        for e in &again {
+            assert_eq!(
+                view.event(&e.event_id).expect("lookup"),
+                Some(at(e.position.0))
+            );
+            assert_eq!(
+                index.event(&e.event_id).expect("lookup"),
+                Some(at(e.position.0))
+            );
+        }
+        assert_eq!(
+            view.event("evt-000014").expect("lookup"),
+            Some(at(7)),
+            "the others stay where they were"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@
 mod blobs;
 mod error;
 mod filler;
+mod id_blocks;
 mod index;
 mod indexer;
 mod journal;

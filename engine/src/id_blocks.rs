@@ -1,0 +1,138 @@
+//! Id blocks: the event ids that grow, kept in blocks of up to [`ID_BLOCK_EVENTS`] entries
+//! instead of one index entry each.
+//!
+//! Most event ids grow with time (UUID v7, the journal's own; ULIDs; counters), so each apply's
+//! ids, sorted, come after every id the index holds. Such a run is appended to the index's id
+//! blocks: the last block filled, then new ones, each keyed by its first id. One redb insert per
+//! block instead of one per id: the per-id inserts were the larger part of the indexer's work
+//! (`docs/PERFORMANCE.md`, "Where the time goes"). Ids that do not come after the blocks' greatest
+//! (random ids, such as UUID v4) go to the per-id table, as before.
+//!
+//! A block's value is its entries in strictly increasing key order, each [`ID_ENTRY_LEN`] bytes:
+//! the id's fixed-width key, then its position, segment and offset as little-endian `u64`s.
+//!
+//! **Invariants** (the index's apply keeps them; a malformed block is an [`Error::Index`] when
+//! read): every block holds 1 to [`ID_BLOCK_EVENTS`] entries, in strictly increasing key order,
+//! the first of them its key; all of a block's keys sort before the next block's key; and every
+//! key of the per-id table sorts at or before the blocks' greatest key (an id goes to the
+//! per-id table only when it does not come after it), so an id after the greatest is in neither.
+
+use crate::error::{Error, Result};
+use crate::index::{IdKey, Located, ID_KEY_LEN};
+
+/// The most entries one id block holds: two blocks fit a 4 KiB redb page.
+pub(crate) const ID_BLOCK_EVENTS: usize = 40;
+/// Bytes per id block entry: the key, then position, segment and offset.
+pub(crate) const ID_ENTRY_LEN: usize = ID_KEY_LEN + 24;
+
+/// The number of entries of `block`, checked for length.
+pub(crate) fn count(block: &[u8]) -> Result<usize> {
+    if block.is_empty()
+        || !block.len().is_multiple_of(ID_ENTRY_LEN)
+        || block.len() > ID_BLOCK_EVENTS * ID_ENTRY_LEN
+    {
+        return Err(Error::Index(format!(
+            "an id block of {} bytes is malformed",
+            block.len()
+        )));
+    }
+    Ok(block.len() / ID_ENTRY_LEN)
+}
+
+/// Entry `i` of a block whose length [`count`] checked.
+fn entry(block: &[u8], i: usize) -> Option<(IdKey, Located)> {
+    let bytes = block.get(i * ID_ENTRY_LEN..(i + 1) * ID_ENTRY_LEN)?;
+    let (key, rest) = bytes.split_at(ID_KEY_LEN);
+    let word = |at: usize| {
+        rest.get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map(u64::from_le_bytes)
+    };
+    Some((IdKey::try_from(key).ok()?, (word(0)?, word(8)?, word(16)?)))
+}
+
+/// The last (greatest) key of `block`.
+pub(crate) fn last_key(block: &[u8]) -> Result<IdKey> {
+    let n = count(block)?;
+    entry(block, n - 1)
+        .map(|(key, _)| key)
+        .ok_or_else(|| Error::Index("an id block lost its last entry".into()))
+}
+
+/// Where the event with `key` is, if `block` holds it: a binary search over its entries.
+pub(crate) fn find(block: &[u8], key: &IdKey) -> Result<Option<Located>> {
+    let (mut low, mut high) = (0, count(block)?);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        let Some((at, located)) = entry(block, mid) else {
+            break;
+        };
+        match at.cmp(key) {
+            std::cmp::Ordering::Less => low = mid + 1,
+            std::cmp::Ordering::Greater => high = mid,
+            std::cmp::Ordering::Equal => return Ok(Some(located)),
+        }
+    }
+    Ok(None)
+}
+
+/// Adds an entry to a block being built. The caller keeps keys increasing and the block within
+/// [`ID_BLOCK_EVENTS`].
+pub(crate) fn push(block: &mut Vec<u8>, key: &IdKey, (position, segment, offset): Located) {
+    debug_assert!(block.len() < ID_BLOCK_EVENTS * ID_ENTRY_LEN);
+    block.extend_from_slice(key);
+    block.extend_from_slice(&position.to_le_bytes());
+    block.extend_from_slice(&segment.to_le_bytes());
+    block.extend_from_slice(&offset.to_le_bytes());
+}
+
+/// Whether `block` is full.
+pub(crate) fn is_full(block: &[u8]) -> bool {
+    block.len() >= ID_BLOCK_EVENTS * ID_ENTRY_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> IdKey {
+        let mut k = [0; ID_KEY_LEN];
+        k[ID_KEY_LEN - 1] = n;
+        k
+    }
+
+    #[test]
+    fn finds_every_entry_and_nothing_else() {
+        let mut block = Vec::new();
+        for n in (2..2 + ID_BLOCK_EVENTS as u8 * 2).step_by(2) {
+            push(&mut block, &key(n), (u64::from(n), 1, u64::from(n) * 100));
+        }
+        assert!(is_full(&block));
+        assert_eq!(count(&block).expect("count"), ID_BLOCK_EVENTS);
+        for n in 0..=2 + ID_BLOCK_EVENTS as u8 * 2 {
+            let found = find(&block, &key(n)).expect("find");
+            if n >= 2 && n % 2 == 0 && n < 2 + ID_BLOCK_EVENTS as u8 * 2 {
+                assert_eq!(found, Some((u64::from(n), 1, u64::from(n) * 100)), "{n}");
+            } else {
+                assert_eq!(found, None, "{n}");
+            }
+        }
+        assert_eq!(
+            last_key(&block).expect("last"),
+            key(ID_BLOCK_EVENTS as u8 * 2)
+        );
+    }
+
+    #[test]
+    fn a_malformed_block_is_an_error() {
+        for len in [
+            0,
+            ID_ENTRY_LEN - 1,
+            ID_ENTRY_LEN + 1,
+            (ID_BLOCK_EVENTS + 1) * ID_ENTRY_LEN,
+        ] {
+            let err = find(&vec![0; len], &key(1)).expect_err("malformed");
+            assert!(err.to_string().contains("id block"), "{err}");
+        }
+    }
+}
