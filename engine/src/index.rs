@@ -183,8 +183,9 @@ fn append_blocks<'a>(
     }
     // Key order: neighbouring keys' blocks sit on the same B-tree pages.
     groups.sort_unstable_by_key(|g| g.0);
+    let mut scratch = Vec::with_capacity(BLOCK_EVENTS * BLOCK_ENTRY_LEN);
     for (key, group) in groups {
-        append_key(table, key, group.iter().copied(), numbered)?;
+        append_key(table, key, group.iter().copied(), numbered, &mut scratch)?;
     }
     Ok(())
 }
@@ -195,23 +196,29 @@ fn append_key(
     key: &str,
     group: impl Iterator<Item = (u64, Located)>,
     numbered: Numbered,
+    block: &mut Vec<u8>,
 ) -> Result<()> {
-    // The block being filled: its first number, its bytes, whether it changed.
-    let mut open: Option<(u64, Vec<u8>, bool)> = None;
+    // The block being filled is built in `block`, one buffer for every block of an apply: a
+    // buffer per block, freed after its insert, left glibc's unsorted bin full of 1.5 KiB
+    // chunks, which every allocation of a redb page then sorted (`unlink_chunk`, up to a third
+    // of the indexer's samples). `open`: the block's first number and whether it changed.
+    block.clear();
+    let mut open: Option<(u64, bool)> = None;
     let mut last: Option<(u64, u64)> = None; // (position, number) of the key's last entry
     if let Some(item) = table.range((key, 0)..=(key, u64::MAX))?.next_back() {
         let (k, v) = item?;
         let first = k.value().1;
-        let bytes = v.value().to_vec();
+        let bytes = v.value();
         let (count, last_position) =
-            block_entries(&bytes)?.fold((0u64, 0), |(n, _), e| (n + 1, e.0));
+            block_entries(bytes)?.fold((0u64, 0), |(n, _), e| (n + 1, e.0));
         let last_number = match numbered {
             Numbered::Version => first + count - 1,
             Numbered::Position => last_position,
         };
         last = Some((last_position, last_number));
         if count < BLOCK_EVENTS as u64 {
-            open = Some((first, bytes, false));
+            block.extend_from_slice(bytes);
+            open = Some((first, false));
         }
     }
     for (number, located) in group {
@@ -231,27 +238,26 @@ fn append_key(
         }
         last = Some((located.0, number));
         match &mut open {
-            Some((_, bytes, changed)) if bytes.len() < BLOCK_EVENTS * BLOCK_ENTRY_LEN => {
-                push_entry(bytes, located);
+            Some((_, changed)) if block.len() < BLOCK_EVENTS * BLOCK_ENTRY_LEN => {
+                push_entry(block, located);
                 *changed = true;
             }
             _ => {
-                if let Some((first, bytes, true)) = open.take() {
-                    table.insert((key, first), bytes.as_slice())?;
+                if let Some((first, true)) = open.take() {
+                    table.insert((key, first), block.as_slice())?;
                 }
-                let mut bytes = Vec::with_capacity(BLOCK_EVENTS * BLOCK_ENTRY_LEN);
-                push_entry(&mut bytes, located);
-                open = Some((number, bytes, true));
+                block.clear();
+                push_entry(block, located);
+                open = Some((number, true));
             }
         }
     }
-    if let Some((first, bytes, true)) = open {
-        table.insert((key, first), bytes.as_slice())?;
+    if let Some((first, true)) = open {
+        table.insert((key, first), block.as_slice())?;
     }
     Ok(())
 }
 
-/// The block of `key` that holds `number` (or would: the last one starting at or before it).
 fn block_at<T: ReadableTable<(&'static str, u64), &'static [u8]>>(
     table: &T,
     key: &str,
@@ -285,30 +291,33 @@ fn append_id_blocks(
     last: Option<(IdKey, Vec<u8>)>,
     run: &[(IdKey, Located)],
 ) -> Result<()> {
-    let mut open = last.filter(|(_, block)| !id_blocks::is_full(block));
-    let mut changed = false;
+    // The block being filled: its first key and whether it changed, its bytes in `block` (one
+    // buffer for all: see `append_key`).
+    let (mut open, mut block) = match last {
+        Some((first, block)) if !id_blocks::is_full(&block) => (Some((first, false)), block),
+        _ => (None, Vec::new()),
+    };
     let mut items = run.iter().peekable();
     while let Some((key, located)) = items.next() {
         if items.peek().is_some_and(|(next, _)| next == key) {
             continue;
         }
         match &mut open {
-            Some((_, block)) if !id_blocks::is_full(block) => {
-                id_blocks::push(block, key, *located);
+            Some((_, changed)) if !id_blocks::is_full(&block) => {
+                id_blocks::push(&mut block, key, *located);
+                *changed = true;
             }
             _ => {
-                if let Some((first, block)) = open.take().filter(|_| changed) {
+                if let Some((first, true)) = open.take() {
                     table.insert(&first, block.as_slice())?;
                 }
-                let mut block =
-                    Vec::with_capacity(id_blocks::ID_BLOCK_EVENTS * id_blocks::ID_ENTRY_LEN);
+                block.clear();
                 id_blocks::push(&mut block, key, *located);
-                open = Some((*key, block));
+                open = Some((*key, true));
             }
         }
-        changed = true;
     }
-    if let Some((first, block)) = open.filter(|_| changed) {
+    if let Some((first, true)) = open {
         table.insert(&first, block.as_slice())?;
     }
     Ok(())
