@@ -30,22 +30,23 @@ pub(super) fn write(envelope: &Envelope, out: &mut Vec<u8>) -> Result<(), Envelo
     let start = out.len();
     out.push(0x80);
     let mut len = 3;
-    entry(out, "type", &envelope.event_type, 1)?;
-    entry(out, "eventId", &envelope.event_id, 1)?;
-    entry(out, "timestamp", &envelope.timestamp, 1)?;
+    entry(out, key!("type"), &envelope.event_type, 1)?;
+    entry(out, key!("eventId"), &envelope.event_id, 1)?;
+    entry(out, key!("timestamp"), &envelope.timestamp, 1)?;
     macro_rules! encode {
         ($($field:ident = $name:literal),* $(,)?) => {
             $(
                 if let Some(value) = &envelope.$field {
-                    entry(out, $name, value, 1)?;
+                    entry(out, key!($name), value, 1)?;
                     len += 1;
                 }
             )*
         };
     }
     optional_fields!(encode);
-    for (key, value) in &envelope.extra {
-        entry(out, key, value, 1)?;
+    for (key, item) in &envelope.extra {
+        str(out, key)?;
+        value(out, item, 1)?;
     }
     len += envelope.extra.len();
     debug_assert_eq!(len, entries(envelope), "the map's length is its entries'");
@@ -116,14 +117,46 @@ impl Field for Box<Map<String, Value>> {
     }
 }
 
-fn entry<F: Field + ?Sized>(
+/// A field of the envelope's own: its name (as [`key!`] encodes it), then its value.
+fn entry<F: Field + ?Sized, const N: usize>(
     out: &mut Vec<u8>,
-    key: &str,
+    key: &[u8; N],
     field: &F,
     depth: usize,
 ) -> Result<(), EnvelopeError> {
-    str(out, key)?;
+    out.extend_from_slice(key);
     field.write(out, depth)
+}
+
+/// A field name as a MessagePack string, encoded at compile time: writing it is then a copy of
+/// a known length, where [`str`] chose the header and called `memcpy` for each of the twenty-odd
+/// names of an event.
+macro_rules! key {
+    ($name:expr) => {{
+        const KEY: [u8; $name.len() + 1] = fixstr($name);
+        &KEY
+    }};
+}
+use key;
+
+/// `name` as a MessagePack fixstr of `N` bytes (its header, then its bytes). Evaluated at
+/// compile time only ([`key!`]): an index out of bounds or a name of 32 bytes or more fails the
+/// build, it cannot panic at run time.
+#[allow(clippy::indexing_slicing)]
+const fn fixstr<const N: usize>(name: &str) -> [u8; N] {
+    let bytes = name.as_bytes();
+    assert!(
+        bytes.len() < 32 && bytes.len() + 1 == N,
+        "a field name is a fixstr"
+    );
+    let mut out = [0u8; N];
+    out[0] = 0xa0 | bytes.len() as u8;
+    let mut i = 0;
+    while i < bytes.len() {
+        out[i + 1] = bytes[i];
+        i += 1;
+    }
+    out
 }
 
 /// A JSON value inside a map or array at `depth`: it opens level `depth + 1` if it is one.
