@@ -1,21 +1,24 @@
 //! Id blocks: the event ids that grow, kept in blocks of up to [`ID_BLOCK_EVENTS`] entries
 //! instead of one index entry each.
 //!
-//! Most event ids grow with time (UUID v7, the journal's own; ULIDs; counters), so each apply's
-//! ids, sorted, come after every id the index holds. Such a run is appended to the index's id
-//! blocks: the last block filled, then new ones, each keyed by its first id. One redb insert per
-//! block instead of one per id: the per-id inserts were the larger part of the indexer's work
-//! (`docs/PERFORMANCE.md`, "Where the time goes"). Ids that do not come after the blocks' greatest
-//! (random ids, such as UUID v4) go to the per-id table, as before.
+//! Most event ids grow with time (UUID v7, the journal's own; ULIDs; counters), so an apply's
+//! ids, in log order, often increase from after every id the index holds. Such an apply's ids
+//! are appended to the index's id blocks: the last block filled, then new ones, each keyed by
+//! its first id. One redb insert per block instead of one per id: the per-id inserts were the
+//! larger part of the indexer's work (`docs/PERFORMANCE.md`, "Where the time goes"). An apply
+//! whose ids do not (random ids such as UUID v4, producers with counters of their own
+//! interleaved, a repeated id) puts all of them in the per-id table, as before: a lookup there
+//! is one descent, where a block costs a range and a search, and the blocks of a journal whose
+//! ids never grow stay empty, so that its lookups pay for the per-id table alone.
 //!
 //! A block's value is its entries in strictly increasing key order, each [`ID_ENTRY_LEN`] bytes:
 //! the id's fixed-width key, then its position, segment and offset as little-endian `u64`s.
 //!
 //! **Invariants** (the index's apply keeps them; a malformed block is an [`Error::Index`] when
 //! read): every block holds 1 to [`ID_BLOCK_EVENTS`] entries, in strictly increasing key order,
-//! the first of them its key; all of a block's keys sort before the next block's key; and every
-//! key of the per-id table sorts at or before the blocks' greatest key (an id goes to the
-//! per-id table only when it does not come after it), so an id after the greatest is in neither.
+//! the first of them its key; all of a block's keys sort before the next block's key; and ids
+//! enter the blocks only after every fixed-width key of both tables, so an id held twice (only
+//! a damaged log could) has its later location in the per-id table.
 
 use crate::error::{Error, Result};
 use crate::index::{IdKey, Located, ID_KEY_LEN};

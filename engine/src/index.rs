@@ -282,10 +282,21 @@ fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T
     Ok(n)
 }
 
-/// Appends `run` (keys increasing, each after every key of the blocks) to the id blocks:
-/// `last` (the last block, key and bytes) filled first, then new blocks. Of ids equal in `run`
-/// (the log holds each id once, so only a damaged log could) the later location is kept, as a
-/// per-id insert would keep it.
+/// The greatest fixed-width key indexed: the per-id table's or the last id block's (`last`),
+/// whichever is greater.
+fn greatest_keyed<T: ReadableTable<&'static IdKey, Located>>(
+    per_id: &T,
+    last: Option<&(IdKey, Vec<u8>)>,
+) -> Result<Option<IdKey>> {
+    let per_id = per_id.last()?.map(|(k, _)| *k.value());
+    let blocks = last
+        .map(|(_, block)| id_blocks::last_key(block))
+        .transpose()?;
+    Ok(per_id.max(blocks))
+}
+
+/// Appends `run` (keys strictly increasing, each after every fixed-width key indexed) to the
+/// id blocks: `last` (the last block, key and bytes) filled first, then new blocks.
 fn append_id_blocks(
     table: &mut Table<&IdKey, &[u8]>,
     last: Option<(IdKey, Vec<u8>)>,
@@ -297,11 +308,7 @@ fn append_id_blocks(
         Some((first, block)) if !id_blocks::is_full(&block) => (Some((first, false)), block),
         _ => (None, Vec::new()),
     };
-    let mut items = run.iter().peekable();
-    while let Some((key, located)) = items.next() {
-        if items.peek().is_some_and(|(next, _)| next == key) {
-            continue;
-        }
+    for (key, located) in run {
         match &mut open {
             Some((_, changed)) if !id_blocks::is_full(&block) => {
                 id_blocks::push(&mut block, key, *located);
@@ -401,8 +408,9 @@ impl IdTables {
     }
 
     /// Where the event with a fixed-width `key` is: in the per-id table (which has the later
-    /// location, should a damaged log hold an id twice: see `append_id_blocks`), else in the
-    /// block whose first key is the greatest at or before it.
+    /// location, should a damaged log hold an id twice: a repeat never comes after every id
+    /// indexed, so it never goes to the blocks), else in the block whose first key is the
+    /// greatest at or before it.
     fn get_keyed(&self, key: &IdKey) -> Result<Option<Located>> {
         if let Some(v) = self.keyed.get(key)? {
             return Ok(Some(v.value()));
@@ -413,13 +421,13 @@ impl IdTables {
         }
     }
 
-    /// The greatest fixed-width key held (every per-id key is at or before the blocks'
-    /// greatest: see `id_blocks`).
+    /// The greatest fixed-width key held, in either table.
     fn greatest_keyed(&self) -> Result<Option<IdKey>> {
-        match self.blocks.last()? {
-            Some((_, v)) => id_blocks::last_key(v.value()).map(Some),
-            None => Ok(None),
-        }
+        let last = self
+            .blocks
+            .last()?
+            .map(|(k, v)| (*k.value(), v.value().to_vec()));
+        greatest_keyed(&self.keyed, last.as_ref())
     }
 
     /// The ids held.
@@ -781,22 +789,25 @@ impl Index {
                     None => other.push((e.event_id, here(e))),
                 }
             }
-            keyed.sort_by_key(|(key, _)| *key);
-            // The ids after the blocks' greatest go to the blocks, the others one by one to
-            // the per-id table (see `id_blocks` for why and the invariants).
+            // The apply's ids go to the id blocks when they grow, in log order, from after
+            // every fixed-width id indexed; otherwise one by one to the per-id table, sorted
+            // (see `id_blocks` for why, and the invariants).
             let last_block = block_table
                 .last()?
                 .map(|(k, v)| (*k.value(), v.value().to_vec()));
-            let greatest = last_block
-                .as_ref()
-                .map(|(_, block)| id_blocks::last_key(block))
-                .transpose()?;
-            let after = keyed.partition_point(|(key, _)| greatest.is_some_and(|g| *key <= g));
-            let (before, after) = keyed.split_at(after);
-            for (key, located) in before {
-                keyed_ids.insert(key, located)?;
+            let greatest = greatest_keyed(&keyed_ids, last_block.as_ref())?;
+            let grow = keyed
+                .first()
+                .is_some_and(|(first, _)| greatest.is_none_or(|g| *first > g))
+                && keyed.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0));
+            if grow {
+                append_id_blocks(&mut block_table, last_block, &keyed)?;
+            } else {
+                keyed.sort_by_key(|(key, _)| *key);
+                for (key, located) in &keyed {
+                    keyed_ids.insert(key, located)?;
+                }
             }
-            append_id_blocks(&mut block_table, last_block, after)?;
             other.sort_by(|a, b| a.0.cmp(b.0));
             for (id, located) in &other {
                 other_ids.insert(*id, located)?;
@@ -1705,6 +1716,76 @@ mod tests {
             Some(at(7)),
             "the others stay where they were"
         );
+    }
+
+    /// (id blocks, per-id entries) held.
+    fn id_tables_len(index: &Index) -> (u64, u64) {
+        let txn = index.db.begin_read().expect("read");
+        let blocks = txn.open_table(EVENT_ID_BLOCKS).expect("blocks").len();
+        let keyed = txn.open_table(EVENT_ID_KEYS).expect("keyed").len();
+        (blocks.expect("blocks"), keyed.expect("keyed"))
+    }
+
+    #[test]
+    fn ids_that_do_not_grow_in_log_order_keep_an_entry_each() {
+        // Two producers' counters interleaved: each grows, the log's order does not.
+        let (_dir, index) = open();
+        let mut all = entries(1, 200);
+        for e in &mut all {
+            let p = e.position.0;
+            e.event_id = format!("evt-{}-{:06}", p % 2, p / 2);
+        }
+        index
+            .apply(&borrow(&all[..100]), ChainHash::GENESIS, false)
+            .expect("apply");
+        assert_eq!(
+            id_tables_len(&index),
+            (0, 100),
+            "no blocks for interleaved ids"
+        );
+        // Then an apply that grows from after every id: blocks, and both tables answer.
+        for e in &mut all[100..] {
+            e.event_id = format!("evt-9-{:06}", e.position.0);
+        }
+        index
+            .apply(&borrow(&all[100..]), ChainHash::GENESIS, false)
+            .expect("apply");
+        assert_eq!(id_tables_len(&index), (3, 100));
+        let view = index.reader().expect("reader");
+        for e in &all {
+            assert_eq!(
+                view.event(&e.event_id).expect("lookup"),
+                Some(at(e.position.0))
+            );
+        }
+        for absent in [
+            "evt-0-000000",
+            "evt-1-000050",
+            "evt-9-000100",
+            "evt-9-000201",
+        ] {
+            assert_eq!(view.event(absent).expect("lookup"), None, "{absent}");
+            assert_eq!(index.event(absent).expect("lookup"), None, "{absent}");
+        }
+        // An id after every id, but behind the apply's first in log order: one entry each.
+        let mut next = entries(201, 203);
+        for (e, id) in next
+            .iter_mut()
+            .zip(["evt-9-000900", "evt-9-000800", "evt-9-000950"])
+        {
+            e.event_id = id.into();
+        }
+        index
+            .apply(&borrow(&next), ChainHash::GENESIS, false)
+            .expect("apply");
+        assert_eq!(id_tables_len(&index), (3, 103));
+        let view = index.reader().expect("reader");
+        for e in &next {
+            assert_eq!(
+                view.event(&e.event_id).expect("lookup"),
+                Some(at(e.position.0))
+            );
+        }
     }
 
     #[test]
