@@ -44,11 +44,11 @@ use crate::strings::{Span, Strings};
 pub(crate) type Located = (u64, u64, u64);
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// Event ids with a fixed-width key (see [`id_key`]) that did not come after every id before
-/// them → location.
+/// Event ids with a fixed-width key (see [`id_key`]) of applies whose ids did not grow →
+/// location.
 const EVENT_ID_KEYS: TableDefinition<&IdKey, Located> = TableDefinition::new("event_id_keys");
-/// Event ids with a fixed-width key that came after every id before them, in blocks
-/// ([`crate::id_blocks`]): first key → block.
+/// Event ids with a fixed-width key of applies whose ids grew from after every id indexed, in
+/// blocks ([`crate::id_blocks`]): first key → block.
 const EVENT_ID_BLOCKS: TableDefinition<&IdKey, &[u8]> = TableDefinition::new("event_id_blocks");
 /// Every other event id → location.
 const OTHER_EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("other_event_ids");
