@@ -287,7 +287,7 @@ impl Journal {
             closed: false,
         };
         writer.fill_tail();
-        let cell: writer::Cell = Arc::new(Mutex::new(writer));
+        let cell: writer::Cell = Arc::new(writer::WriterCell::new(writer));
         let writer = {
             let cell = Arc::clone(&cell);
             let progress = Arc::clone(&progress);
@@ -584,12 +584,20 @@ impl Journal {
         Ok((prepared, bodies, ids))
     }
 
+    /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it
+    /// (see `writer::lead`).
     fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
-        tx.as_ref()
-            .ok_or(Error::Closed)?
-            .send(cmd)
-            .map_err(|_| Error::Closed)
+        let tx = tx.as_ref().ok_or(Error::Closed)?;
+        if let Some(cell) = &self.inner.cell {
+            cell.queue();
+        }
+        tx.send(cmd).map_err(|_| {
+            if let Some(cell) = &self.inner.cell {
+                cell.unqueue(1);
+            }
+            Error::Closed
+        })
     }
 
     /// Prepares a batch and hands it to the writer thread; with `lead`, commits it on this
@@ -1156,4 +1164,57 @@ fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
         Ok(false)
     })?;
     Ok(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(producer: u64, i: u64) -> Envelope {
+        let mut e = Envelope::new(
+            "turn.submitted",
+            format!("evt-{producer}-{i:04}"),
+            "2026-05-11T10:00:00Z",
+        );
+        e.session_id = Some(format!("s{producer}"));
+        e
+    }
+
+    /// Every command sent to the writer thread is uncounted once committed: a count left
+    /// behind would send every later append through the writer thread's queue (`writer::lead`).
+    #[test]
+    fn queued_commands_are_uncounted_once_committed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = Journal::open(dir.path(), Options::default()).expect("open");
+        std::thread::scope(|scope| {
+            for producer in 0..8 {
+                let journal = &journal;
+                scope.spawn(move || {
+                    for i in 0..40 {
+                        journal
+                            .append_batch_blocking(
+                                vec![event(producer, i)],
+                                AppendOptions::default(),
+                            )
+                            .expect("append");
+                    }
+                });
+            }
+        });
+        // A sync goes through the queue whatever the timing.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime.block_on(journal.sync()).expect("sync");
+        assert_eq!(journal.head().position, Position(320));
+        // The writer thread uncounts a group just after answering it.
+        let cell = journal.inner.cell.as_ref().expect("a writable journal");
+        for _ in 0..5_000 {
+            if cell.queued() == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(cell.queued(), 0, "nothing left counted as queued");
+    }
 }

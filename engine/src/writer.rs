@@ -11,13 +11,15 @@
 //! **leader**): the same group commit, with no hand-off to the writer thread and back. Requests
 //! that arrive while a commit is under way go through the writer thread's queue and are
 //! committed together by it, as before. The writer's state sits behind one mutex ([`Cell`]):
-//! whoever holds it is the only one appending.
+//! whoever holds it is the only one appending. A caller does not lead while requests wait in
+//! the writer thread's queue: they were there first.
 //!
 //! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -303,8 +305,45 @@ impl std::fmt::Debug for Writer {
     }
 }
 
-/// The writer's state, shared by the writer thread and leading callers.
-pub(crate) type Cell = Arc<Mutex<Writer>>;
+/// The writer's state, shared by the writer thread and leading callers, and how many commands
+/// wait for the writer thread.
+pub(crate) type Cell = Arc<WriterCell>;
+
+/// The writer behind its mutex, and the commands sent to the writer thread that it has not yet
+/// committed. A caller that finds any queued does not lead: it queues its request behind them
+/// (see [`lead`]).
+#[derive(Debug)]
+pub(crate) struct WriterCell {
+    writer: Mutex<Writer>,
+    queued: AtomicUsize,
+}
+
+impl WriterCell {
+    pub(crate) fn new(writer: Writer) -> WriterCell {
+        WriterCell {
+            writer: Mutex::new(writer),
+            queued: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts a command about to be sent to the writer thread. Call [`WriterCell::unqueue`]
+    /// if the send fails.
+    pub(crate) fn queue(&self) {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The commands counted as queued now.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Uncounts `n` commands: committed (or refused) by the writer thread, or never sent.
+    pub(crate) fn unqueue(&self, n: usize) {
+        let before = self.queued.fetch_sub(n, Ordering::SeqCst);
+        debug_assert!(before >= n, "more commands uncounted than counted");
+    }
+}
 
 /// Why a writer whose mutex a panic poisoned refuses everything: its state is unknown.
 fn panicked() -> Error {
@@ -337,13 +376,19 @@ fn wait_for_index(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
 /// hands it back otherwise, for the writer thread's queue. The answer goes to the request's
 /// reply as usual.
 pub(crate) fn lead(
-    cell: &Mutex<Writer>,
+    cell: &WriterCell,
     progress: &IndexProgress,
     log: &Log,
     request: WriteRequest,
 ) -> Option<WriteRequest> {
-    wait_for_index(cell, progress, log);
-    let mut writer = match cell.try_lock() {
+    // Requests queued for the writer thread go first. std's mutex is not fair: callers that
+    // found it free as each commit ended took it ahead of the writer thread, again and again,
+    // and kept queued single appends waiting 10–30 ms with 8 producers on two cores.
+    if cell.queued.load(Ordering::SeqCst) > 0 {
+        return Some(request);
+    }
+    wait_for_index(&cell.writer, progress, log);
+    let mut writer = match cell.writer.try_lock() {
         Ok(writer) => writer,
         Err(std::sync::TryLockError::WouldBlock) => return Some(request),
         Err(std::sync::TryLockError::Poisoned(_)) => {
@@ -361,12 +406,8 @@ pub(crate) fn lead(
 
 /// The writer thread: runs until every sender of `rx` is gone, then syncs, trims the tail and
 /// closes the writer (later leaders get [`Error::Closed`]).
-pub(crate) fn run(
-    cell: &Mutex<Writer>,
-    progress: &IndexProgress,
-    log: &Log,
-    rx: Receiver<Command>,
-) {
+pub(crate) fn run(cells: &WriterCell, progress: &IndexProgress, log: &Log, rx: Receiver<Command>) {
+    let cell = &cells.writer;
     let (limit, durability) = match lock(cell) {
         Ok(w) => (w.limits.batch_bytes_max, w.durability),
         Err(_) => return,
@@ -404,6 +445,7 @@ pub(crate) fn run(
             }
         }
         wait_for_index(cell, progress, log);
+        let taken = group.len();
         match lock(cell) {
             Ok(mut w) => w.commit_group(group),
             Err(_) => {
@@ -419,6 +461,7 @@ pub(crate) fn run(
                 }
             }
         }
+        cells.unqueue(taken);
     }
     // Even after a panic in a commit the writer is closed and lets the index thread go (its
     // sender is dropped here, or closing the journal would wait for that thread forever); only
