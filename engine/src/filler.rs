@@ -30,6 +30,11 @@ use crate::storage::StorageFile;
 /// How much the filler writes at a time (and the length of [`ZEROS`]).
 pub(crate) const FILL_CHUNK_BYTES: u64 = 1 << 20;
 
+/// How much the filler writes in a chunk that starts at the frames' end (at open, after a
+/// roll, or when the writer caught up): the next write lands in it and waits for it, 3 ms or
+/// more for a mebibyte and its sync on the development machine, against well under one for this.
+pub(crate) const FIRST_CHUNK_BYTES: u64 = 64 << 10;
+
 /// How far ahead of the frames the filler keeps zeros at least (more after large writes): it is
 /// asked for more once less than half of this is left.
 pub(crate) const FILL_AHEAD_BYTES: u64 = 2 * FILL_CHUNK_BYTES;
@@ -196,7 +201,12 @@ fn run(shared: &Shared) {
             return;
         }
         let from = state.filled.max(state.frames_end);
-        let to = (from + FILL_CHUNK_BYTES).min(state.wanted);
+        let chunk = if from == state.frames_end {
+            FIRST_CHUNK_BYTES
+        } else {
+            FILL_CHUNK_BYTES
+        };
+        let to = (from + chunk).min(state.wanted);
         state = match state.file.clone().filter(|_| from < to) {
             Some(file) => {
                 let sync = state.sync;
