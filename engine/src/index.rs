@@ -198,10 +198,10 @@ fn append_key(
     numbered: Numbered,
     block: &mut Vec<u8>,
 ) -> Result<()> {
-    // The block being filled is built in `block`, one buffer for every block of an apply: a
-    // buffer per block, freed after its insert, left glibc's unsorted bin full of 1.5 KiB
-    // chunks, which every allocation of a redb page then sorted (`unlink_chunk`, up to a third
-    // of the indexer's samples). `open`: the block's first number and whether it changed.
+    // The block being filled is built in `block`, one buffer for every block of an apply
+    // instead of one allocated and freed per block: the indexer's allocations sit between
+    // redb's own, whose growth makes glibc consolidate what was freed (`docs/PERFORMANCE.md`).
+    // `open`: the block's first number and whether it changed.
     block.clear();
     let mut open: Option<(u64, bool)> = None;
     let mut last: Option<(u64, u64)> = None; // (position, number) of the key's last entry
@@ -258,6 +258,7 @@ fn append_key(
     Ok(())
 }
 
+/// The block of `key` that holds `number` (or would: the last one starting at or before it).
 fn block_at<T: ReadableTable<(&'static str, u64), &'static [u8]>>(
     table: &T,
     key: &str,
@@ -1671,14 +1672,7 @@ mod tests {
                 .apply(&borrow(&all[range]), ChainHash::GENESIS, false)
                 .expect("apply");
         }
-        let txn = index.db.begin_read().expect("read");
-        let blocks = txn.open_table(EVENT_ID_BLOCKS).expect("blocks").len();
-        let keyed = txn.open_table(EVENT_ID_KEYS).expect("keyed").len();
-        assert_eq!(
-            (blocks.ok(), keyed.ok()),
-            (Some(8), Some(0)),
-            "300 ids in blocks of 40"
-        );
+        assert_eq!(id_tables_len(&index), (8, 0), "300 ids in blocks of 40");
         let view = index.reader().expect("reader");
         for e in &all {
             assert_eq!(

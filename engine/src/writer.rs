@@ -406,8 +406,13 @@ pub(crate) fn lead(
 
 /// The writer thread: runs until every sender of `rx` is gone, then syncs, trims the tail and
 /// closes the writer (later leaders get [`Error::Closed`]).
-pub(crate) fn run(cells: &WriterCell, progress: &IndexProgress, log: &Log, rx: Receiver<Command>) {
-    let cell = &cells.writer;
+pub(crate) fn run(
+    writer_cell: &WriterCell,
+    progress: &IndexProgress,
+    log: &Log,
+    rx: Receiver<Command>,
+) {
+    let cell = &writer_cell.writer;
     let (limit, durability) = match lock(cell) {
         Ok(w) => (w.limits.batch_bytes_max, w.durability),
         Err(_) => return,
@@ -461,7 +466,7 @@ pub(crate) fn run(cells: &WriterCell, progress: &IndexProgress, log: &Log, rx: R
                 }
             }
         }
-        cells.unqueue(taken);
+        writer_cell.unqueue(taken);
     }
     // Even after a panic in a commit the writer is closed and lets the index thread go (its
     // sender is dropped here, or closing the journal would wait for that thread forever); only
