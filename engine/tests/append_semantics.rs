@@ -192,6 +192,98 @@ fn a_bad_event_in_a_batch_writes_nothing_and_names_the_event() {
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
 }
 
+/// What a batch of 600 events stores, answers and indexes is what six batches of 100 of the
+/// same events store, answer and index.
+#[test]
+fn a_large_batch_is_stored_answered_and_indexed_as_small_batches_are() {
+    let options = || Options {
+        clock: step_clock(),
+        ..Options::default()
+    };
+    let events: Vec<Envelope> = (0..600)
+        .map(|i| event(i, ["s1", "s2", "s3"][(i % 3) as usize]))
+        .collect();
+    let (large_dir, small_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let large = Journal::open(large_dir.path(), options()).unwrap();
+    let small = Journal::open(small_dir.path(), options()).unwrap();
+    let large_answers = large
+        .append_batch_blocking(&events, AppendOptions::default())
+        .unwrap();
+    let mut small_answers = Vec::new();
+    for chunk in events.chunks(100) {
+        small_answers.extend(
+            small
+                .append_batch_blocking(chunk, AppendOptions::default())
+                .unwrap(),
+        );
+    }
+    // Recording times differ: the small batches are six commits.
+    let key = |a: &journal_engine::Appended| (a.position, a.event_id.to_string(), a.stream_version);
+    assert_eq!(
+        large_answers.iter().map(key).collect::<Vec<_>>(),
+        small_answers.iter().map(key).collect::<Vec<_>>()
+    );
+    let bodies = |j: &Journal| {
+        all_events(j)
+            .into_iter()
+            .map(|s| (s.position, s.envelope))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bodies(&large), bodies(&small));
+    assert_eq!(bodies(&large).len(), 600);
+    for (i, e) in events.iter().enumerate().step_by(37) {
+        let found = large.get(&e.event_id).unwrap().expect("indexed");
+        assert_eq!(found.position, Position(i as u64 + 1));
+    }
+    for filter in [
+        Filter {
+            session: Some("s2".into()),
+            ..Filter::default()
+        },
+        Filter {
+            task: Some("task-1".into()),
+            ..Filter::default()
+        },
+        Filter {
+            run: Some("run-0".into()),
+            ..Filter::default()
+        },
+    ] {
+        let positions = |j: &Journal| {
+            j.query(filter.clone())
+                .unwrap()
+                .map(|e| e.unwrap().position.0)
+                .collect::<Vec<_>>()
+        };
+        assert!(positions(&large).len() >= 200, "{filter:?}");
+        assert_eq!(positions(&large), positions(&small), "{filter:?}");
+    }
+}
+
+/// A bad event anywhere in a large batch is named by its index in the batch, the first one when
+/// there are several, and nothing of the batch is written.
+#[test]
+fn a_bad_event_anywhere_in_a_large_batch_is_named_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, vec![event(10_000, "s1")]);
+    let before = last_segment_bytes(dir.path());
+    for bad_at in [vec![450], vec![20], vec![120, 500]] {
+        let mut events: Vec<Envelope> = (0..600).map(|i| event(i, "s1")).collect();
+        for at in &bad_at {
+            events[*at].timestamp = "yesterday".into();
+        }
+        let err = journal
+            .append_batch_blocking(&events, AppendOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidEvent { index: Some(i), .. } if i == bad_at[0]),
+            "{bad_at:?}: {err:?}"
+        );
+    }
+    assert_eq!(before, last_segment_bytes(dir.path()), "nothing written");
+}
+
 #[test]
 fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
     let clock = || Options {
