@@ -21,7 +21,7 @@
 //! a damaged log could) has its later location in the per-id table.
 
 use crate::error::{Error, Result};
-use crate::index::{IdKey, Located, ID_KEY_LEN};
+use crate::index::{entry_count, IdKey, Located, ID_KEY_LEN};
 
 /// The most entries one id block holds: two blocks fit a 4 KiB redb page.
 pub(crate) const ID_BLOCK_EVENTS: usize = 40;
@@ -30,16 +30,7 @@ pub(crate) const ID_ENTRY_LEN: usize = ID_KEY_LEN + 24;
 
 /// The number of entries of `block`, checked for length.
 pub(crate) fn count(block: &[u8]) -> Result<usize> {
-    if block.is_empty()
-        || !block.len().is_multiple_of(ID_ENTRY_LEN)
-        || block.len() > ID_BLOCK_EVENTS * ID_ENTRY_LEN
-    {
-        return Err(Error::Index(format!(
-            "an id block of {} bytes is malformed",
-            block.len()
-        )));
-    }
-    Ok(block.len() / ID_ENTRY_LEN)
+    entry_count(block, ID_ENTRY_LEN, ID_BLOCK_EVENTS, "id block")
 }
 
 /// Entry `i` of a block whose length [`count`] checked.

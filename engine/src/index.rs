@@ -71,17 +71,21 @@ pub(crate) const BLOCK_EVENTS: usize = 64;
 /// Bytes per block entry: position, segment and offset, each a little-endian `u64`.
 const BLOCK_ENTRY_LEN: usize = 24;
 
-/// The entries of a block, checked for length.
-fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Located> + '_> {
-    if bytes.is_empty()
-        || !bytes.len().is_multiple_of(BLOCK_ENTRY_LEN)
-        || bytes.len() > BLOCK_EVENTS * BLOCK_ENTRY_LEN
-    {
+/// The number of entries of a block of 1 to `max` entries of `entry_len` bytes, checked for
+/// length; `what` names the kind of block in the error.
+pub(crate) fn entry_count(bytes: &[u8], entry_len: usize, max: usize, what: &str) -> Result<usize> {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(entry_len) || bytes.len() > max * entry_len {
         return Err(Error::Index(format!(
-            "an index block of {} bytes is malformed",
+            "an {what} of {} bytes is malformed",
             bytes.len()
         )));
     }
+    Ok(bytes.len() / entry_len)
+}
+
+/// The entries of a block, checked for length.
+fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Located> + '_> {
+    entry_count(bytes, BLOCK_ENTRY_LEN, BLOCK_EVENTS, "index block")?;
     Ok(bytes.chunks_exact(BLOCK_ENTRY_LEN).map(|e| {
         let word = |at: usize| {
             e.get(at..at + 8)
@@ -283,16 +287,14 @@ fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T
     Ok(n)
 }
 
-/// The greatest fixed-width key indexed: the per-id table's or the last id block's (`last`),
-/// whichever is greater.
+/// The greatest fixed-width key indexed: the per-id table's or the last id block's
+/// (`last_block`), whichever is greater.
 fn greatest_keyed<T: ReadableTable<&'static IdKey, Located>>(
     per_id: &T,
-    last: Option<&(IdKey, Vec<u8>)>,
+    last_block: Option<&[u8]>,
 ) -> Result<Option<IdKey>> {
     let per_id = per_id.last()?.map(|(k, _)| *k.value());
-    let blocks = last
-        .map(|(_, block)| id_blocks::last_key(block))
-        .transpose()?;
+    let blocks = last_block.map(id_blocks::last_key).transpose()?;
     Ok(per_id.max(blocks))
 }
 
@@ -424,11 +426,8 @@ impl IdTables {
 
     /// The greatest fixed-width key held, in either table.
     fn greatest_keyed(&self) -> Result<Option<IdKey>> {
-        let last = self
-            .blocks
-            .last()?
-            .map(|(k, v)| (*k.value(), v.value().to_vec()));
-        greatest_keyed(&self.keyed, last.as_ref())
+        let last = self.blocks.last()?;
+        greatest_keyed(&self.keyed, last.as_ref().map(|(_, v)| v.value()))
     }
 
     /// The ids held.
@@ -796,7 +795,10 @@ impl Index {
             let last_block = block_table
                 .last()?
                 .map(|(k, v)| (*k.value(), v.value().to_vec()));
-            let greatest = greatest_keyed(&keyed_ids, last_block.as_ref())?;
+            let greatest = greatest_keyed(
+                &keyed_ids,
+                last_block.as_ref().map(|(_, block)| block.as_slice()),
+            )?;
             let grow = keyed
                 .first()
                 .is_some_and(|(first, _)| greatest.is_none_or(|g| *first > g))
@@ -1170,18 +1172,19 @@ mod tests {
             );
             assert_eq!(index.event(&e.event_id).expect("lookup"), expected);
         }
-        for absent in [
-            "",
-            "a",
-            "evt-000000",
-            "evt-000051",
-            "zzz",
-            "zzz-greatest0",
-            "zzzz",
-        ] {
-            assert_eq!(view.event(absent).expect("lookup"), None, "{absent}");
-            assert_eq!(index.event(absent).expect("lookup"), None, "{absent}");
-        }
+        assert_absent(
+            &index,
+            &view,
+            &[
+                "",
+                "a",
+                "evt-000000",
+                "evt-000051",
+                "zzz",
+                "zzz-greatest0",
+                "zzzz",
+            ],
+        );
         // A view is one snapshot, its greatest id too: ids applied after it, below and above its
         // greatest (a non-ASCII one sorts after every ASCII id), are in a new view, not in it.
         let mut later = entries(51, 53);
@@ -1680,11 +1683,15 @@ mod tests {
                 Some(at(e.position.0))
             );
         }
-        for p in [0, 1, 81, 599, 601] {
-            let absent = format!("evt-{p:06}");
-            assert_eq!(view.event(&absent).expect("lookup"), None, "{absent}");
-            assert_eq!(index.event(&absent).expect("lookup"), None, "{absent}");
-        }
+        let absent: Vec<String> = [0, 1, 81, 599, 601]
+            .iter()
+            .map(|p| format!("evt-{p:06}"))
+            .collect();
+        assert_absent(
+            &index,
+            &view,
+            &absent.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         // A damaged log that holds ids again: they precede the blocks' greatest, go to the
         // per-id table, and are found at their later events.
         let mut again = entries(301, 310);
@@ -1710,6 +1717,14 @@ mod tests {
             Some(at(7)),
             "the others stay where they were"
         );
+    }
+
+    /// Neither `view` nor a single lookup in `index` finds any of `ids`.
+    fn assert_absent(index: &Index, view: &IndexReader, ids: &[&str]) {
+        for id in ids {
+            assert_eq!(view.event(id).expect("lookup"), None, "{id}");
+            assert_eq!(index.event(id).expect("lookup"), None, "{id}");
+        }
     }
 
     /// (id blocks, per-id entries) held.
@@ -1752,15 +1767,16 @@ mod tests {
                 Some(at(e.position.0))
             );
         }
-        for absent in [
-            "evt-0-000000",
-            "evt-1-000050",
-            "evt-9-000100",
-            "evt-9-000201",
-        ] {
-            assert_eq!(view.event(absent).expect("lookup"), None, "{absent}");
-            assert_eq!(index.event(absent).expect("lookup"), None, "{absent}");
-        }
+        assert_absent(
+            &index,
+            &view,
+            &[
+                "evt-0-000000",
+                "evt-1-000050",
+                "evt-9-000100",
+                "evt-9-000201",
+            ],
+        );
         // An id after every id, but behind the apply's first in log order: one entry each.
         let mut next = entries(201, 203);
         for (e, id) in next

@@ -249,12 +249,7 @@ fn a_large_batch_is_stored_answered_and_indexed_as_small_batches_are() {
             ..Filter::default()
         },
     ] {
-        let positions = |j: &Journal| {
-            j.query(filter.clone())
-                .unwrap()
-                .map(|e| e.unwrap().position.0)
-                .collect::<Vec<_>>()
-        };
+        let positions = |j: &Journal| query_positions(j, &filter);
         assert!(positions(&large).len() >= 200, "{filter:?}");
         assert_eq!(positions(&large), positions(&small), "{filter:?}");
     }
@@ -312,12 +307,7 @@ fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
             ..Filter::default()
         },
     ] {
-        let positions = |j: &Journal| {
-            j.query(filter.clone())
-                .unwrap()
-                .map(|e| e.unwrap().position.0)
-                .collect::<Vec<_>>()
-        };
+        let positions = |j: &Journal| query_positions(j, &filter);
         assert!(!positions(&lent).is_empty(), "{filter:?} finds events");
         assert_eq!(positions(&given), positions(&lent), "{filter:?}");
     }

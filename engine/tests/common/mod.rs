@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use journal_engine::seams::Clock;
-use journal_engine::{AppendOptions, Appended, Journal, Limits, Options};
+use journal_engine::{AppendOptions, Appended, Filter, Journal, Limits, Options};
 use journal_format::{Envelope, FrameHeader, Position, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// A clock that advances one millisecond per reading, from a fixed start.
@@ -67,6 +67,15 @@ pub fn append(journal: &Journal, events: Vec<Envelope>) -> Vec<Appended> {
     journal
         .append_batch_blocking(events, AppendOptions::default())
         .expect("append")
+}
+
+/// The positions of the events `filter` selects.
+pub fn query_positions(journal: &Journal, filter: &Filter) -> Vec<u64> {
+    journal
+        .query(filter.clone())
+        .expect("query")
+        .map(|e| e.expect("event").position.0)
+        .collect()
 }
 
 pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
