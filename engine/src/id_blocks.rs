@@ -5,26 +5,38 @@
 //! ids, in log order, often increase from after every id the index holds. Such an apply's ids
 //! are appended to the index's id blocks: the last block filled, then new ones, each keyed by
 //! its first id. One redb insert per block instead of one per id: the per-id inserts were the
-//! larger part of the indexer's work (`docs/PERFORMANCE.md`, "Where the time goes"). An apply
-//! whose ids do not (random ids such as UUID v4, producers with counters of their own
-//! interleaved, a repeated id) puts all of them in the per-id table, as before: a lookup there
-//! is one descent, where a block costs a range and a search, and the blocks of a journal whose
-//! ids never grow stay empty, so that its lookups pay for the per-id table alone.
+//! larger part of the indexer's work (`docs/PERFORMANCE.md`, "Where the time goes").
+//!
+//! Producers whose ids each grow on their own (a counter or a clock each) interleave in the
+//! log, so their apply's ids do not grow as a whole; sorted, they fall into **runs**: ids
+//! between the same two neighbouring blocks whose positions increase with their keys (one
+//! producer's). A run goes to the blocks when it is [`RUN_MIN`] long or continues a block not
+//! yet full (the producer's block from the apply before). Every other id goes to the per-id
+//! table: random ids (UUID v4), whose sorted order is no order of the log, make runs of one or
+//! two and never reach [`RUN_MIN`], so the blocks of a journal whose ids never grow stay empty
+//! and its lookups pay for the per-id table alone (a lookup there is one descent, where a block
+//! costs a range and a search).
 //!
 //! A block's value is its entries in strictly increasing key order, each [`ID_ENTRY_LEN`] bytes:
 //! the id's fixed-width key, then its position, segment and offset as little-endian `u64`s.
 //!
 //! **Invariants** (the index's apply keeps them; a malformed block is an [`Error::Index`] when
 //! read): every block holds 1 to [`ID_BLOCK_EVENTS`] entries, in strictly increasing key order,
-//! the first of them its key; all of a block's keys sort before the next block's key; and ids
-//! enter the blocks only after every fixed-width key of both tables, so an id held twice (only
-//! a damaged log could) has its later location in the per-id table.
+//! the first of them its key; all of a block's keys sort before the next block's key (so the
+//! block that may hold a key is the last one keyed at or before it); and an id enters a block
+//! only where no block's keys span it and the per-id table does not hold it, so an id held
+//! twice (only a damaged log could) has its later location in the per-id table, which a lookup
+//! reads first.
 
 use crate::error::{Error, Result};
 use crate::index::{entry_count, IdKey, Located, ID_KEY_LEN};
 
 /// The most entries one id block holds: two blocks fit a 4 KiB redb page.
 pub(crate) const ID_BLOCK_EVENTS: usize = 40;
+/// The fewest ids of a run (see the module's doc) that start a block of their own. Random ids'
+/// sorted runs are a key or two long: sixteen in a row with increasing positions come by chance
+/// once in 16! (2 × 10^13).
+pub(crate) const RUN_MIN: usize = 16;
 /// Bytes per id block entry: the key, then position, segment and offset.
 pub(crate) const ID_ENTRY_LEN: usize = ID_KEY_LEN + 24;
 

@@ -25,6 +25,7 @@
 //! skipped, so applying entries twice changes nothing, the head included.
 
 use std::cell::OnceCell;
+use std::ops::Bound;
 use std::path::Path;
 
 use foldhash::{HashMap, HashMapExt};
@@ -298,16 +299,17 @@ fn greatest_keyed<T: ReadableTable<&'static IdKey, Located>>(
     Ok(per_id.max(blocks))
 }
 
-/// Appends `run` (keys strictly increasing, each after every fixed-width key indexed) to the
-/// id blocks: `last` (the last block, key and bytes) filled first, then new blocks.
+/// Appends `run` (keys strictly increasing, all between the blocks `before` and the next one)
+/// to the id blocks: `before` (its key and bytes) filled first when it is not full, then new
+/// blocks keyed by their first key.
 fn append_id_blocks(
     table: &mut Table<&IdKey, &[u8]>,
-    last: Option<(IdKey, Vec<u8>)>,
+    before: Option<(IdKey, Vec<u8>)>,
     run: &[(IdKey, Located)],
 ) -> Result<()> {
     // The block being filled: its first key and whether it changed, its bytes in `block` (one
     // buffer for all: see `append_key`).
-    let (mut open, mut block) = match last {
+    let (mut open, mut block) = match before {
         Some((first, block)) if !id_blocks::is_full(&block) => (Some((first, false)), block),
         _ => (None, Vec::new()),
     };
@@ -329,6 +331,85 @@ fn append_id_blocks(
     }
     if let Some((first, true)) = open {
         table.insert(&first, block.as_slice())?;
+    }
+    Ok(())
+}
+
+/// Places the ids of an apply that do not all grow from after every id indexed, `sorted` by
+/// key (stably: a repeated id's later event last). Each **run** of them, keys that fall between
+/// the same two neighbouring blocks and whose positions increase with their keys (one
+/// producer's ids among several producers' whose ids each grow), goes to the blocks when it is
+/// [`id_blocks::RUN_MIN`] long or continues a block that is not full, and the per-id table holds
+/// none of its keys; every other id goes to the per-id table. `blocks_empty`: the block table
+/// held nothing when the apply began (then only long runs can go there, found without a lookup).
+fn place_ids(
+    blocks: &mut Table<&IdKey, &[u8]>,
+    per_id: &mut Table<&IdKey, Located>,
+    sorted: &[(IdKey, Located)],
+    blocks_empty: bool,
+) -> Result<()> {
+    let mut rest = sorted;
+    while let Some(((first, _), _)) = rest.split_first() {
+        // The block at or before the run's first key, and where the block after it starts.
+        let (before, next) = if blocks_empty {
+            (None, None)
+        } else {
+            let before = match blocks.range::<&IdKey>(..=first)?.next_back() {
+                Some(item) => {
+                    let (k, v) = item?;
+                    Some((*k.value(), v.value().to_vec()))
+                }
+                None => None,
+            };
+            let next = match blocks
+                .range::<&IdKey>((Bound::Excluded(first), Bound::Unbounded))?
+                .next()
+            {
+                Some(item) => Some(*item?.0.value()),
+                None => None,
+            };
+            (before, next)
+        };
+        let before_last = match &before {
+            Some((_, block)) => Some(id_blocks::last_key(block)?),
+            None => None,
+        };
+        if let Some(last) = before_last.filter(|last| first <= last) {
+            // Inside a block's keys: these ids (a repeat, or ids of no run) keep an entry each.
+            let inside = rest.partition_point(|(key, _)| *key <= last);
+            let (ids, after) = rest.split_at(inside.max(1));
+            for (key, located) in ids {
+                per_id.insert(key, located)?;
+            }
+            rest = after;
+            continue;
+        }
+        let len = 1 + rest
+            .windows(2)
+            .take_while(|w| {
+                matches!(w, [a, b] if a.0 < b.0 && a.1 .0 < b.1 .0
+                    && next.is_none_or(|next| b.0 < next))
+            })
+            .count();
+        let (run, after) = rest.split_at(len);
+        let continues = before
+            .as_ref()
+            .is_some_and(|(_, block)| !id_blocks::is_full(block));
+        let to_blocks = (len >= id_blocks::RUN_MIN || continues)
+            && match (run.first(), run.last()) {
+                (Some((low, _)), Some((high, _))) => {
+                    per_id.range::<&IdKey>(low..=high)?.next().is_none()
+                }
+                _ => false,
+            };
+        if to_blocks {
+            append_id_blocks(blocks, before, run)?;
+        } else {
+            for (key, located) in run {
+                per_id.insert(key, located)?;
+            }
+        }
+        rest = after;
     }
     Ok(())
 }
@@ -790,8 +871,9 @@ impl Index {
                 }
             }
             // The apply's ids go to the id blocks when they grow, in log order, from after
-            // every fixed-width id indexed; otherwise one by one to the per-id table, sorted
-            // (see `id_blocks` for why, and the invariants).
+            // every fixed-width id indexed; otherwise each run of them that grows between two
+            // blocks does, and the others go one by one to the per-id table, sorted (see
+            // `id_blocks` for why, and the invariants).
             let last_block = block_table
                 .last()?
                 .map(|(k, v)| (*k.value(), v.value().to_vec()));
@@ -807,9 +889,12 @@ impl Index {
                 append_id_blocks(&mut block_table, last_block, &keyed)?;
             } else {
                 keyed.sort_by_key(|(key, _)| *key);
-                for (key, located) in &keyed {
-                    keyed_ids.insert(key, located)?;
-                }
+                place_ids(
+                    &mut block_table,
+                    &mut keyed_ids,
+                    &keyed,
+                    last_block.is_none(),
+                )?;
             }
             other.sort_by(|a, b| a.0.cmp(b.0));
             for (id, located) in &other {
@@ -1735,66 +1820,183 @@ mod tests {
         (blocks.expect("blocks"), keyed.expect("keyed"))
     }
 
+    /// Applies `ids` as the events at positions `from..`, and records where each id is now.
+    fn apply_ids(
+        index: &Index,
+        from: u64,
+        ids: &[String],
+        expected: &mut std::collections::HashMap<String, u64>,
+    ) {
+        let mut batch = entries(from, from + ids.len() as u64 - 1);
+        for (e, id) in batch.iter_mut().zip(ids) {
+            e.event_id.clone_from(id);
+            expected.insert(id.clone(), e.position.0);
+        }
+        index
+            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .expect("apply");
+    }
+
+    /// Both a view and single lookups find each id of `expected` at its position.
+    fn assert_found(index: &Index, expected: &std::collections::HashMap<String, u64>) {
+        let view = index.reader().expect("reader");
+        for (id, &position) in expected {
+            assert_eq!(view.event(id).expect("lookup"), Some(at(position)), "{id}");
+            assert_eq!(index.event(id).expect("lookup"), Some(at(position)), "{id}");
+        }
+    }
+
     #[test]
-    fn ids_that_do_not_grow_in_log_order_keep_an_entry_each() {
+    fn interleaved_producers_ids_fill_blocks_a_run_each() {
         // Two producers' counters interleaved: each grows, the log's order does not.
         let (_dir, index) = open();
-        let mut all = entries(1, 200);
-        for e in &mut all {
-            let p = e.position.0;
-            e.event_id = format!("evt-{}-{:06}", p % 2, p / 2);
-        }
-        index
-            .apply(&borrow(&all[..100]), ChainHash::GENESIS, false)
-            .expect("apply");
+        let id = |producer: u64, n: u64| format!("evt-{producer}-{n:06}");
+        let mut expected = std::collections::HashMap::new();
+        let interleaved: Vec<String> = (1..=100).map(|p| id(p % 2, p / 2)).collect();
+        apply_ids(&index, 1, &interleaved, &mut expected);
         assert_eq!(
             id_tables_len(&index),
-            (0, 100),
-            "no blocks for interleaved ids"
+            (4, 0),
+            "50 ids a producer: a block of 40 and one of 10 each"
         );
-        // Then an apply that grows from after every id: blocks, and both tables answer.
-        for e in &mut all[100..] {
-            e.event_id = format!("evt-9-{:06}", e.position.0);
-        }
-        index
-            .apply(&borrow(&all[100..]), ChainHash::GENESIS, false)
-            .expect("apply");
-        assert_eq!(id_tables_len(&index), (3, 100));
+        // Runs too short for a block of their own continue each producer's last block.
+        let short: Vec<String> = (101..=106).map(|p| id(p % 2, p / 2)).collect();
+        apply_ids(&index, 101, &short, &mut expected);
+        assert_eq!(id_tables_len(&index), (4, 0), "13 ids in each last block");
+        // A run stops where the next block starts, though the positions go on growing past
+        // it: producer 0's five, then producer 1's three, each after its own block.
+        let mut crossing: Vec<String> = (54..=58).map(|n| id(0, n)).collect();
+        crossing.extend((53..=55).map(|n| id(1, n)));
+        apply_ids(&index, 107, &crossing, &mut expected);
+        assert_eq!(id_tables_len(&index), (4, 0));
+        assert_found(&index, &expected);
+        // Producer 0's last block filled; then a short run after a full block keeps an entry
+        // each, and so does a long run that holds an id the per-id table has (a damaged log's
+        // repeat): it is found at its later event.
+        let fill: Vec<String> = (59..=80).map(|n| id(0, n)).collect();
+        apply_ids(&index, 115, &fill, &mut expected);
+        assert_eq!(id_tables_len(&index), (4, 0));
+        let after_full: Vec<String> = (81..=83).map(|n| id(0, n)).collect();
+        apply_ids(&index, 137, &after_full, &mut expected);
+        assert_eq!(id_tables_len(&index), (4, 3));
+        let with_repeat: Vec<String> = std::iter::once(81)
+            .chain(84..=102)
+            .map(|n| id(0, n))
+            .collect();
+        apply_ids(&index, 140, &with_repeat, &mut expected);
+        assert_eq!(id_tables_len(&index), (4, 22));
+        assert_eq!(expected.get(&id(0, 81)), Some(&140));
+        // A long run after a full block starts a block of its own; ids inside a block's span
+        // (a repeat, and one between two of its ids) keep an entry each.
+        let long: Vec<String> = (103..=118).map(|n| id(0, n)).collect();
+        apply_ids(&index, 160, &long, &mut expected);
+        assert_eq!(id_tables_len(&index), (5, 22));
+        let inside = vec![id(0, 110), format!("{}5", id(0, 111)), id(1, 20)];
+        apply_ids(&index, 176, &inside, &mut expected);
+        assert_eq!(id_tables_len(&index), (5, 25));
+        assert_found(&index, &expected);
         let view = index.reader().expect("reader");
-        for e in &all {
-            assert_eq!(
-                view.event(&e.event_id).expect("lookup"),
-                Some(at(e.position.0))
-            );
-        }
         assert_absent(
             &index,
             &view,
             &[
                 "evt-0-000000",
-                "evt-1-000050",
-                "evt-9-000100",
-                "evt-9-000201",
+                "evt-0-000119",
+                "evt-0-0000415",
+                "evt-1-000056",
+                "evt-2-000000",
             ],
         );
-        // An id after every id, but behind the apply's first in log order: one entry each.
-        let mut next = entries(201, 203);
-        for (e, id) in next
-            .iter_mut()
-            .zip(["evt-9-000900", "evt-9-000800", "evt-9-000950"])
-        {
-            e.event_id = id.into();
-        }
-        index
-            .apply(&borrow(&next), ChainHash::GENESIS, false)
-            .expect("apply");
-        assert_eq!(id_tables_len(&index), (3, 103));
+    }
+
+    #[test]
+    fn ids_in_no_order_keep_an_entry_each_until_an_apply_grows() {
+        // Ids whose sorted order is no order of the log (as random ids are): no run is long
+        // enough for a block.
+        let (_dir, index) = open();
+        let mut expected = std::collections::HashMap::new();
+        let shuffled: Vec<String> = (0..200)
+            .map(|p: u64| format!("evt-{:06}", (p * 73) % 200))
+            .collect();
+        apply_ids(&index, 1, &shuffled, &mut expected);
+        assert_eq!(
+            id_tables_len(&index),
+            (0, 200),
+            "no blocks for ids in no order"
+        );
+        // An apply that grows from after every id: blocks, and both tables answer.
+        let growing: Vec<String> = (1000..1120).map(|n| format!("evt-{n:06}")).collect();
+        apply_ids(&index, 201, &growing, &mut expected);
+        assert_eq!(id_tables_len(&index), (3, 200), "three full blocks");
+        // Ids after every id, but out of log order, after a full block: runs too short for a
+        // block of their own, and a repeat, keep an entry each.
+        let next: Vec<String> = [1122, 1120, 1121, 1123, 1090]
+            .iter()
+            .map(|n| format!("evt-{n:06}"))
+            .collect();
+        apply_ids(&index, 321, &next, &mut expected);
+        assert_eq!(id_tables_len(&index), (3, 205));
+        assert_found(&index, &expected);
         let view = index.reader().expect("reader");
-        for e in &next {
-            assert_eq!(
-                view.event(&e.event_id).expect("lookup"),
-                Some(at(e.position.0))
-            );
+        assert_absent(&index, &view, &["evt-000200", "evt-001124", "evt-0010995"]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Applies of ids from several producers whose counters each grow, interleaved in
+        /// stretches of one to twenty, with repeats of earlier ids (as a damaged log holds
+        /// them) and ids in no order among them: wherever each goes (blocks or per-id table),
+        /// every id is found at its last event, and the counters' skipped values are not found.
+        #[test]
+        fn every_id_is_found_at_its_last_event_however_producers_interleave(
+            applies in proptest::collection::vec(
+                proptest::collection::vec((0u8..7, 1u64..4, 1usize..20), 1..12),
+                1..8,
+            )
+        ) {
+            let (_dir, index) = open();
+            let mut expected = std::collections::HashMap::new();
+            let mut drawn: Vec<String> = Vec::new();
+            let mut counters = [0u64; 4];
+            let mut skipped = Vec::new();
+            let mut next_position = 1;
+            for apply in &applies {
+                let mut ids = Vec::new();
+                let stretches = apply.iter().flat_map(|&(kind, step, n)| {
+                    (0..n as u64).map(move |i| (kind, 1 + (step + i) % 3))
+                });
+                for (kind, step) in stretches {
+                    let id = match kind {
+                        0..=3 => {
+                            let counter = &mut counters[usize::from(kind)];
+                            if step > 1 {
+                                skipped.push(format!("p{kind}-{:06}", *counter + 1));
+                            }
+                            *counter += step;
+                            format!("p{kind}-{:06}", *counter)
+                        }
+                        4 | 5 if !drawn.is_empty() => {
+                            let at = (step as usize * 7919 + drawn.len()) % drawn.len();
+                            drawn[at].clone()
+                        }
+                        _ => format!("r{:05}", (next_position * 7919 + step) % 100_000),
+                    };
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                apply_ids(&index, next_position, &ids, &mut expected);
+                next_position += ids.len() as u64;
+                drawn.extend(ids);
+            }
+            assert_found(&index, &expected);
+            let view = index.reader().expect("reader");
+            let absent: Vec<&str> = skipped
+                .iter()
+                .map(String::as_str)
+                .filter(|id| !expected.contains_key(*id))
+                .collect();
+            assert_absent(&index, &view, &absent);
         }
     }
 

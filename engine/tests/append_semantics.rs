@@ -518,6 +518,29 @@ async fn many_concurrent_appenders_get_gapless_positions_and_consistent_stream_v
         "the workload rolled segments"
     );
     assert_stream_versions_count_in_log_order(&journal).await;
+    // The producers' ids interleave in the log, each producer's growing: every one is found
+    // at its position, and each producer's first again is answered as the original.
+    for a in &acked {
+        let stored = journal.get(&a.event_id).unwrap();
+        assert_eq!(
+            stored.map(|s| s.position),
+            Some(a.position),
+            "{}",
+            a.event_id
+        );
+    }
+    for p in 0..producers {
+        let again = journal
+            .append(event(p * 100_000, &format!("s{}", p % 4)))
+            .await
+            .unwrap();
+        let first = acked
+            .iter()
+            .find(|a| *a.event_id == *again.event_id)
+            .unwrap();
+        assert!(again.duplicate, "{}", again.event_id);
+        assert_eq!(again.position, first.position);
+    }
     // Expected-version races: exactly one of two writers expecting the same version wins.
     let version = journal.stream_version("session:s0").unwrap();
     let contenders: Vec<_> = (0..2)
