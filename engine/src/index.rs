@@ -24,7 +24,7 @@
 //! before the index's head, or a key's last indexed position, are already there and are
 //! skipped, so applying entries twice changes nothing, the head included.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::ops::Bound;
 use std::path::Path;
 
@@ -970,6 +970,7 @@ impl Index {
             streams: txn.open_table(STREAMS)?,
             indexed,
             greatest: OnceCell::new(),
+            gaps: RefCell::new(Vec::new()),
         })
     }
 
@@ -1084,6 +1085,36 @@ pub(crate) struct IndexReader {
     /// looks up every new id, most ids grow with time (UUID v7, the journal's own; counters;
     /// ULIDs), and the descent was about 1,400 instructions per event.
     greatest: OnceCell<Greatest>,
+    /// Spans of fixed-width keys after id blocks, found by lookups that missed there (see
+    /// [`IdGap`]); at most [`ID_GAPS_MAX`].
+    gaps: RefCell<Vec<IdGap>>,
+}
+
+/// The most [`IdGap`]s a view keeps: a few per producer whose ids grow on their own.
+const ID_GAPS_MAX: usize = 32;
+
+/// The span of fixed-width keys between an id block's last key and the next block's first
+/// (both excluded; `before: None`, no block after), which a lookup that missed just past the
+/// block found. `clean`: the per-id table holds no key in the span either, so the view holds
+/// none of it. A view never changes, so what it found stays true for the view's life. With
+/// producers whose ids each grow, interleaved, each producer's new ids fall in the span after
+/// its last block: the first lookup there finds the span, the others are answered from it
+/// without a descent (the writer's idempotency check looks up every new id). A span that holds
+/// per-id keys (ids in no order among them) is kept as not clean, so that it is not looked for
+/// again.
+#[derive(Debug)]
+struct IdGap {
+    /// The first key of the block the span follows.
+    block: IdKey,
+    after: IdKey,
+    before: Option<IdKey>,
+    clean: bool,
+}
+
+impl IdGap {
+    fn holds(&self, key: &IdKey) -> bool {
+        self.after < *key && self.before.is_none_or(|before| *key < before)
+    }
 }
 
 impl IndexReader {
@@ -1105,7 +1136,7 @@ impl IndexReader {
         // it.
         let found = match id_key(event_id) {
             Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
-                self.ids.get_keyed(&key)?
+                self.keyed(&key)?
             }
             None if greatest
                 .other
@@ -1117,6 +1148,73 @@ impl IndexReader {
             _ => None,
         };
         Ok(found.map(located))
+    }
+
+    /// Where the event with a fixed-width `key` is: as [`IdTables::get_keyed`] finds it, unless
+    /// a clean [`IdGap`] already holds the key; a miss just past a block records that block's
+    /// gap.
+    fn keyed(&self, key: &IdKey) -> Result<Option<Located>> {
+        if self
+            .gaps
+            .borrow()
+            .iter()
+            .any(|gap| gap.clean && gap.holds(key))
+        {
+            return Ok(None);
+        }
+        if let Some(v) = self.ids.keyed.get(key)? {
+            return Ok(Some(v.value()));
+        }
+        let Some(item) = self.ids.blocks.range::<&IdKey>(..=key)?.next_back() else {
+            return Ok(None);
+        };
+        let (first, block) = item?;
+        let found = id_blocks::find(block.value(), key)?;
+        if found.is_none() {
+            self.learn_gap(first.value(), block.value(), key)?;
+        }
+        Ok(found)
+    }
+
+    /// Records the gap after the id block keyed `first` (`block`), in which a lookup of `key`
+    /// missed, unless `key` lies inside the block's span, the block's gap is known, or the
+    /// view keeps [`ID_GAPS_MAX`] gaps already.
+    fn learn_gap(&self, first: &IdKey, block: &[u8], key: &IdKey) -> Result<()> {
+        let mut gaps = self.gaps.borrow_mut();
+        if gaps.len() >= ID_GAPS_MAX || gaps.iter().any(|gap| gap.block == *first) {
+            return Ok(());
+        }
+        let after = id_blocks::last_key(block)?;
+        if *key <= after {
+            return Ok(());
+        }
+        // The block at or before `key` is `first`'s, so the next block is the first after it.
+        let before = match self
+            .ids
+            .blocks
+            .range::<&IdKey>((Bound::Excluded(key), Bound::Unbounded))?
+            .next()
+        {
+            Some(item) => Some(*item?.0.value()),
+            None => None,
+        };
+        let upper = match &before {
+            Some(before) => Bound::Excluded(before),
+            None => Bound::Unbounded,
+        };
+        let clean = self
+            .ids
+            .keyed
+            .range::<&IdKey>((Bound::Excluded(&after), upper))?
+            .next()
+            .is_none();
+        gaps.push(IdGap {
+            block: *first,
+            after,
+            before,
+            clean,
+        });
+        Ok(())
     }
 
     pub(crate) fn stream_head(&self, stream_key: &str) -> Result<u64> {
@@ -1910,6 +2008,41 @@ mod tests {
     }
 
     #[test]
+    fn a_view_answers_producers_next_ids_from_the_gaps_its_misses_found() {
+        // Three producers, 80 ids each: two full blocks each.
+        let (_dir, index) = open();
+        let id = |producer: u64, n: u64| format!("evt-{producer}-{n:06}");
+        let mut expected = std::collections::HashMap::new();
+        let interleaved: Vec<String> = (1..=240).map(|p| id(p % 3, p / 3)).collect();
+        apply_ids(&index, 1, &interleaved, &mut expected);
+        assert_eq!(id_tables_len(&index), (6, 0));
+        // A per-id entry after producer 0's blocks, before producer 1's: that gap is not clean.
+        let stray = format!("{}5", id(0, 80));
+        apply_ids(&index, 241, std::slice::from_ref(&stray), &mut expected);
+        assert_eq!(id_tables_len(&index), (6, 1));
+        let view = index.reader().expect("reader");
+        for n in 81..90 {
+            for producer in 0..3 {
+                assert_eq!(view.event(&id(producer, n)).expect("lookup"), None);
+            }
+        }
+        assert_eq!(view.event(&stray).expect("lookup"), Some(at(241)));
+        // Producer 2's ids come after every id: answered without a lookup, no gap.
+        let gaps: Vec<(bool, Option<IdKey>)> = view
+            .gaps
+            .borrow()
+            .iter()
+            .map(|gap| (gap.clean, gap.before))
+            .collect();
+        assert_eq!(
+            gaps,
+            vec![(false, id_key(&id(1, 0))), (true, id_key(&id(2, 0)))],
+            "one gap a producer, found once"
+        );
+        assert_found(&index, &expected);
+    }
+
+    #[test]
     fn ids_in_no_order_keep_an_entry_each_until_an_apply_grows() {
         // Ids whose sorted order is no order of the log (as random ids are): no run is long
         // enough for a block.
@@ -1997,6 +2130,25 @@ mod tests {
                 .filter(|id| !expected.contains_key(*id))
                 .collect();
             assert_absent(&index, &view, &absent);
+            // One view answers as single lookups do, whatever gaps its misses taught it: each
+            // producer's next ids, ids held and ids skipped, twice over in two orders.
+            let view = index.reader().expect("reader");
+            let mut probes: Vec<String> = Vec::new();
+            for (producer, counter) in counters.iter().enumerate() {
+                probes.extend((1..4).map(|n| format!("p{producer}-{:06}", counter + n)));
+            }
+            probes.extend(drawn.iter().step_by(3).cloned());
+            probes.extend(skipped.iter().cloned());
+            for pass in 0..2 {
+                for i in 0..probes.len() {
+                    let id = if pass == 0 { &probes[i] } else { &probes[probes.len() - 1 - i] };
+                    proptest::prop_assert_eq!(
+                        view.event(id).expect("lookup"),
+                        index.event(id).expect("lookup"),
+                        "{}", id
+                    );
+                }
+            }
         }
     }
 
