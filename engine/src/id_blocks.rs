@@ -11,7 +11,8 @@
 //! log, so their apply's ids do not grow as a whole; sorted, they fall into **runs**: ids
 //! between the same two neighbouring blocks whose positions increase with their keys (one
 //! producer's). A run goes to the blocks when it is [`RUN_MIN`] long or continues a block not
-//! yet full (the producer's block from the apply before). Every other id goes to the per-id
+//! yet full: comes after it in the log too (the producer's block from the apply before).
+//! Another run starts blocks of its own, so that producers do not share a block. Every other id goes to the per-id
 //! table: random ids (UUID v4), whose sorted order is no order of the log, make runs of one or
 //! two and never reach [`RUN_MIN`], so the blocks of a journal whose ids never grow stay empty
 //! and its lookups pay for the per-id table alone (a lookup there is one descent, where a block
@@ -59,10 +60,13 @@ fn entry(block: &[u8], i: usize) -> Option<(IdKey, Located)> {
 
 /// The last (greatest) key of `block`.
 pub(crate) fn last_key(block: &[u8]) -> Result<IdKey> {
+    last(block).map(|(key, _)| key)
+}
+
+/// The last (greatest) key of `block`, with where its event is.
+pub(crate) fn last(block: &[u8]) -> Result<(IdKey, Located)> {
     let n = count(block)?;
-    entry(block, n - 1)
-        .map(|(key, _)| key)
-        .ok_or_else(|| Error::Index("an id block lost its last entry".into()))
+    entry(block, n - 1).ok_or_else(|| Error::Index("an id block lost its last entry".into()))
 }
 
 /// Where the event with `key` is, if `block` holds it: a binary search over its entries.

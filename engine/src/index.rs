@@ -339,14 +339,15 @@ fn append_id_blocks(
 /// key (stably: a repeated id's later event last). Each **run** of them, keys that fall between
 /// the same two neighbouring blocks and whose positions increase with their keys (one
 /// producer's ids among several producers' whose ids each grow), goes to the blocks when it is
-/// [`id_blocks::RUN_MIN`] long or continues a block that is not full, and the per-id table holds
-/// none of its keys; every other id goes to the per-id table. `blocks_empty`: the block table
-/// held nothing when the apply began (then only long runs can go there, found without a lookup).
+/// [`id_blocks::RUN_MIN`] long (in blocks of its own, unless it continues the block before it)
+/// or continues the block before it (which has room, and whose last id comes before the run
+/// in the log), and the per-id table holds none of its keys; every other id goes to the per-id table. `blocks_empty`: the block table
+/// holds nothing (then, until a run goes there, only long runs can, found without a lookup).
 fn place_ids(
     blocks: &mut Table<&IdKey, &[u8]>,
     per_id: &mut Table<&IdKey, Located>,
     sorted: &[(IdKey, Located)],
-    blocks_empty: bool,
+    mut blocks_empty: bool,
 ) -> Result<()> {
     let mut rest = sorted;
     while let Some(((first, _), _)) = rest.split_first() {
@@ -371,10 +372,10 @@ fn place_ids(
             (before, next)
         };
         let before_last = match &before {
-            Some((_, block)) => Some(id_blocks::last_key(block)?),
+            Some((_, block)) => Some(id_blocks::last(block)?),
             None => None,
         };
-        if let Some(last) = before_last.filter(|last| first <= last) {
+        if let Some((last, _)) = before_last.filter(|(last, _)| first <= last) {
             // Inside a block's keys: these ids (a repeat, or ids of no run) keep an entry each.
             let inside = rest.partition_point(|(key, _)| *key <= last);
             let (ids, after) = rest.split_at(inside.max(1));
@@ -392,9 +393,15 @@ fn place_ids(
             })
             .count();
         let (run, after) = rest.split_at(len);
-        let continues = before
-            .as_ref()
-            .is_some_and(|(_, block)| !id_blocks::is_full(block));
+        // A run continues the block before it when that block has room and the run comes
+        // after its last id in the log too (the same producer's next ids, most likely);
+        // otherwise it starts blocks of its own.
+        let continues = match (&before, before_last, run.first()) {
+            (Some((_, block)), Some((_, (last_position, _, _))), Some((_, (position, _, _)))) => {
+                !id_blocks::is_full(block) && last_position < *position
+            }
+            _ => false,
+        };
         let to_blocks = (len >= id_blocks::RUN_MIN || continues)
             && match (run.first(), run.last()) {
                 (Some((low, _)), Some((high, _))) => {
@@ -403,7 +410,8 @@ fn place_ids(
                 _ => false,
             };
         if to_blocks {
-            append_id_blocks(blocks, before, run)?;
+            append_id_blocks(blocks, before.filter(|_| continues), run)?;
+            blocks_empty = false;
         } else {
             for (key, located) in run {
                 per_id.insert(key, located)?;
@@ -2039,6 +2047,29 @@ mod tests {
             vec![(false, id_key(&id(1, 0))), (true, id_key(&id(2, 0)))],
             "one gap a producer, found once"
         );
+        assert_found(&index, &expected);
+    }
+
+    #[test]
+    fn a_repeat_inside_one_apply_keeps_an_entry_of_its_own() {
+        // A damaged log's apply: twenty ids, the last again, twenty more. The first run
+        // starts the blocks; the repeat lies inside their span and takes an entry of its own;
+        // the rest continue the block.
+        let (_dir, index) = open();
+        let mut expected = std::collections::HashMap::new();
+        let mut ids: Vec<String> = (1..=20).map(|n| format!("evt-{n:06}")).collect();
+        ids.push(format!("evt-{:06}", 20));
+        ids.extend((21..=40).map(|n| format!("evt-{n:06}")));
+        let mut batch = entries(1, ids.len() as u64);
+        for (e, id) in batch.iter_mut().zip(&ids) {
+            e.event_id.clone_from(id);
+            expected.insert(id.clone(), e.position.0);
+        }
+        index
+            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .expect("apply");
+        assert_eq!(id_tables_len(&index), (1, 1));
+        assert_eq!(expected.get("evt-000020"), Some(&21));
         assert_found(&index, &expected);
     }
 
