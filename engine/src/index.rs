@@ -1144,7 +1144,7 @@ impl IndexReader {
         // it.
         let found = match id_key(event_id) {
             Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
-                self.keyed(&key)?
+                self.get_keyed(&key)?
             }
             None if greatest
                 .other
@@ -1161,7 +1161,7 @@ impl IndexReader {
     /// Where the event with a fixed-width `key` is: as [`IdTables::get_keyed`] finds it, unless
     /// a clean [`IdGap`] already holds the key; a miss just past a block records that block's
     /// gap.
-    fn keyed(&self, key: &IdKey) -> Result<Option<Located>> {
+    fn get_keyed(&self, key: &IdKey) -> Result<Option<Located>> {
         if self
             .gaps
             .borrow()
