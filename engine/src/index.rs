@@ -494,23 +494,32 @@ impl IdTables {
     /// Where the event with `id` is, looked up in the tables its id belongs to.
     fn get(&self, id: &str) -> Result<Option<Located>> {
         match id_key(id) {
-            Some(key) => self.get_keyed(&key),
+            Some(key) => self.get_keyed(&key, |_, _| Ok(())),
             None => Ok(self.other.get(id)?.map(|v| v.value())),
         }
     }
 
     /// Where the event with a fixed-width `key` is: in the per-id table (which has the later
-    /// location, should a damaged log hold an id twice: a repeat never comes after every id
-    /// indexed, so it never goes to the blocks), else in the block whose first key is the
-    /// greatest at or before it.
-    fn get_keyed(&self, key: &IdKey) -> Result<Option<Located>> {
+    /// location, should a damaged log hold an id twice: a repeat never enters the blocks, see
+    /// [`crate::id_blocks`]), else in the block whose first key is the greatest at or before
+    /// it. When that block does not hold `key`, `missed` is given the block's key and bytes.
+    fn get_keyed(
+        &self,
+        key: &IdKey,
+        missed: impl FnOnce(&IdKey, &[u8]) -> Result<()>,
+    ) -> Result<Option<Located>> {
         if let Some(v) = self.keyed.get(key)? {
             return Ok(Some(v.value()));
         }
-        match self.blocks.range::<&IdKey>(..=key)?.next_back() {
-            Some(item) => id_blocks::find(item?.1.value(), key),
-            None => Ok(None),
+        let Some(item) = self.blocks.range::<&IdKey>(..=key)?.next_back() else {
+            return Ok(None);
+        };
+        let (first, block) = item?;
+        let found = id_blocks::find(block.value(), key)?;
+        if found.is_none() {
+            missed(first.value(), block.value())?;
         }
+        Ok(found)
     }
 
     /// The greatest fixed-width key held, in either table.
@@ -1170,18 +1179,8 @@ impl IndexReader {
         {
             return Ok(None);
         }
-        if let Some(v) = self.ids.keyed.get(key)? {
-            return Ok(Some(v.value()));
-        }
-        let Some(item) = self.ids.blocks.range::<&IdKey>(..=key)?.next_back() else {
-            return Ok(None);
-        };
-        let (first, block) = item?;
-        let found = id_blocks::find(block.value(), key)?;
-        if found.is_none() {
-            self.learn_gap(first.value(), block.value(), key)?;
-        }
-        Ok(found)
+        self.ids
+            .get_keyed(key, |first, block| self.learn_gap(first, block, key))
     }
 
     /// Records the gap after the id block keyed `first` (`block`), in which a lookup of `key`
