@@ -18,12 +18,13 @@ use crate::filler::Filler;
 use crate::index::{By, Index, IndexBatch, IndexEntry};
 use crate::indexer::{self, IndexProgress};
 use crate::log::{Head, Log};
-use crate::options::Options;
+use crate::options::{Durability, Options};
 use crate::read::{self, EventIter};
 use crate::recovery::{self, RecoveryAction, RecoveryReport};
 use crate::seams::uuid_v7;
 use crate::storage::StorageLock;
 use crate::strings::Strings;
+use crate::syncer::{Publisher, Syncer};
 use crate::writer::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
 
 /// The index file inside the journal directory.
@@ -263,6 +264,12 @@ impl Journal {
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let (tx, rx) = mpsc::channel();
+        let publisher = Arc::new(Publisher::new(
+            Arc::clone(&log),
+            Arc::clone(&shared),
+            Arc::clone(&progress),
+            index_tx,
+        ));
         let writer = Writer {
             storage: Arc::clone(&storage),
             dir: dir.clone(),
@@ -272,7 +279,13 @@ impl Journal {
             clock: Arc::clone(&options.clock),
             limits: options.limits,
             durability: options.durability,
-            indexer: Some(index_tx),
+            syncer: match options.durability {
+                Durability::Durable => Some(Syncer::start(Arc::clone(&publisher))?),
+                Durability::Buffered { .. } => None,
+            },
+            publisher,
+            ahead: None,
+            queued: Arc::default(),
             progress: Arc::clone(&progress),
             index_complete_at,
             tail,

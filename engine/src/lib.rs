@@ -42,6 +42,7 @@ pub mod sim_disk;
 pub mod storage;
 mod strings;
 mod subscribe;
+mod syncer;
 mod verify;
 mod writer;
 

@@ -14,13 +14,18 @@
 //! whoever holds it is the only one appending. A caller does not lead while requests wait in
 //! the writer thread's queue: they were there first.
 //!
+//! The sync and what follows it (the answers, the log's head, the index entries) may go to the
+//! syncer thread ([`crate::syncer`]): a write of 256 KiB or more made while requests wait is
+//! handed over, and the writer stages those requests during its sync. Groups are published in
+//! the order they were written, each after a sync that began after its write.
+//!
 //! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -39,14 +44,15 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::filler::Filler;
 use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
-use crate::indexer::{self, IndexMsg, IndexProgress};
-use crate::log::{Head, Log, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::indexer::{self, IndexProgress};
+use crate::log::{Log, Segment, SegmentEnd, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
 use crate::recent::Recent;
 use crate::recovery::SEGMENTS_DIR;
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
 use crate::strings::{Span, Strings};
+use crate::syncer::{Publisher, Reply, Syncer, Written};
 
 /// What the journal assigned to one appended event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -214,9 +220,18 @@ pub(crate) struct Writer {
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     pub durability: Durability,
-    /// Where committed entries go; `None` once the writer is closed (dropping it lets the
-    /// index thread finish).
-    pub indexer: Option<Sender<IndexMsg>>,
+    /// Publishes durable groups: moves the tail's end and the log's head, answers, and sends
+    /// index entries to the indexer.
+    pub publisher: Arc<Publisher>,
+    /// Syncs and publishes written groups while the writer goes on (durable mode; `None` in
+    /// buffered mode, where nothing waits on a sync).
+    pub syncer: Option<Syncer>,
+    /// Where the frames written to the tail end, when the syncer has not published them all
+    /// yet (ahead of the tail's state); `None` or behind the tail's state otherwise.
+    pub ahead: Option<SegmentEnd>,
+    /// How many commands wait in the writer thread's queue, not yet taken (shared with
+    /// [`WriterCell`]): a group written while some wait is handed to the syncer.
+    pub queued: Arc<AtomicUsize>,
     pub progress: Arc<IndexProgress>,
     /// Set when open left an index backlog to the index thread: the position the index must
     /// reach before the writer may look up ids and stream versions in it. Cleared once reached.
@@ -256,8 +271,11 @@ const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 /// How long an append waits for an index that lags too far before it goes on regardless.
 const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 
-/// Where a request's answer goes.
-type Reply = oneshot::Sender<Result<Vec<Appended>>>;
+/// The smallest write handed to the syncer while requests wait (see [`crate::syncer`]), or half
+/// the batch limit when that is less (small limits, as the simulator's, hand over too): with 8
+/// producers on two cores, smaller writes (batches of 1 or 100) gained nothing from the overlap
+/// and lost to the hand-over's wake-ups (`docs/PERFORMANCE.md`).
+const HAND_OVER_BYTES: u64 = 256 * 1024;
 
 /// The capacity a new staging buffer starts with.
 const STAGED_BYTES: usize = 64 * 1024;
@@ -315,14 +333,14 @@ pub(crate) type Cell = Arc<WriterCell>;
 #[derive(Debug)]
 pub(crate) struct WriterCell {
     writer: Mutex<Writer>,
-    queued: AtomicUsize,
+    queued: Arc<AtomicUsize>,
 }
 
 impl WriterCell {
     pub(crate) fn new(writer: Writer) -> WriterCell {
         WriterCell {
+            queued: Arc::clone(&writer.queued),
             writer: Mutex::new(writer),
-            queued: AtomicUsize::new(0),
         }
     }
 
@@ -450,7 +468,8 @@ pub(crate) fn run(
             }
         }
         wait_for_index(cell, progress, log);
-        let taken = group.len();
+        // Taken: no longer waiting (a group written while others wait is handed to the syncer).
+        writer_cell.unqueue(group.len());
         match lock(cell) {
             Ok(mut w) => w.commit_group(group),
             Err(_) => {
@@ -466,14 +485,13 @@ pub(crate) fn run(
                 }
             }
         }
-        writer_cell.unqueue(taken);
     }
     // Even after a panic in a commit the writer is closed and lets the index thread go (its
     // sender is dropped here, or closing the journal would wait for that thread forever); only
     // an intact writer syncs and trims its tail.
     let intact = !cell.is_poisoned();
     let mut w = cell.lock().unwrap_or_else(|p| p.into_inner());
-    if intact {
+    if intact && w.settle().is_ok() {
         let _ = w.sync_if_needed();
         if w.shared.poisoned().is_none() {
             // A clean close leaves the tail exactly as long as its frames.
@@ -481,7 +499,9 @@ pub(crate) fn run(
         }
     }
     w.closed = true;
-    w.indexer = None;
+    // The syncer publishes what it was handed, then stops; then the index thread may finish.
+    w.syncer = None;
+    w.publisher.close_indexer();
 }
 
 impl Writer {
@@ -494,7 +514,7 @@ impl Writer {
         let path = self.dir.join(SEGMENTS_DIR).join(self.tail.id.file_name());
         match self.storage.open(&path, OpenMode::ReadWrite) {
             Ok(file) => {
-                let end = self.tail.end().end_offset;
+                let end = self.end().end_offset;
                 let sync = self.durability == Durability::Durable;
                 filler.attach(file, end, self.limits.segment_bytes_max, sync);
             }
@@ -512,7 +532,7 @@ impl Writer {
         if let Some(filler) = &self.filler {
             filler.detach();
         }
-        let end = self.tail.end().end_offset;
+        let end = self.end().end_offset;
         let len = self.tail.file.len().map_err(Error::io_with(|| {
             format!("reading the length of segment {}", self.tail.id)
         }))?;
@@ -549,13 +569,28 @@ impl Writer {
     }
 
     fn poison(&self, cause: &Error) {
-        tracing::error!(error = %cause, "journal writer poisoned");
-        let mut poisoned = self
-            .shared
-            .poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        poisoned.get_or_insert_with(|| cause.to_string());
+        self.publisher.poison(cause);
+    }
+
+    /// Where the frames written to the tail end: past what the syncer has yet to publish.
+    fn end(&self) -> SegmentEnd {
+        let published = self.tail.end();
+        match self.ahead {
+            Some(ahead) if ahead.end_offset > published.end_offset => ahead,
+            _ => published,
+        }
+    }
+
+    /// Waits until the syncer has published every group handed to it; then
+    /// [`Error::Poisoned`] if a sync (the syncer's or any other) failed.
+    fn settle(&self) -> Result<()> {
+        if let Some(syncer) = &self.syncer {
+            syncer.drain();
+        }
+        match self.shared.poisoned() {
+            Some(cause) => Err(Error::Poisoned(cause)),
+            None => Ok(()),
+        }
     }
 
     /// An empty staging area for a write after the tail's last frame: the one the last commit
@@ -577,7 +612,7 @@ impl Writer {
 
     /// Empties `staged` for a write after the tail's last frame (after a flush or a roll).
     fn restage(&self, staged: &mut Staged) {
-        let end = self.tail.end();
+        let end = self.end();
         staged.buf.clear();
         staged.entries.clear();
         staged.sparse.clear();
@@ -627,7 +662,10 @@ impl Writer {
             let request = match cmd {
                 Command::Write(request) => request,
                 Command::Sync(reply) => {
-                    let result = self.flush(&mut staged).and_then(|()| self.sync_if_needed());
+                    let result = self
+                        .flush(&mut staged)
+                        .and_then(|()| self.settle())
+                        .and_then(|()| self.sync_if_needed());
                     self.restage(&mut staged);
                     let _ = reply.send(result);
                     continue;
@@ -638,7 +676,7 @@ impl Writer {
                 continue;
             }
             let request_bytes = request.frame_bytes();
-            let end = self.tail.end().end_offset + staged.buf.len() as u64;
+            let end = self.end().end_offset + staged.buf.len() as u64;
             if end + request_bytes > self.limits.segment_bytes_max
                 && end > SEGMENT_HEADER_LEN as u64
             {
@@ -807,7 +845,7 @@ impl Writer {
             .rev()
             .find(|(_, repeat)| repeat.is_none())
             .map(|(i, _)| *i);
-        let tail_end = self.tail.end();
+        let tail_end = self.end();
         let base_offset = tail_end.end_offset;
         let tail_last_sparse = tail_end.last_sparse_offset;
         let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
@@ -1017,7 +1055,7 @@ impl Writer {
             }
             return Ok(());
         }
-        let state = self.tail.end();
+        let state = self.end();
         let end = state.end_offset + staged.buf.len() as u64;
         if let Some(filler) = &self.filler {
             filler.before_write(end);
@@ -1032,16 +1070,7 @@ impl Writer {
         if let (Ok(()), Some(filler)) = (&write, &self.filler) {
             filler.after_write(end, staged.buf.len() as u64);
         }
-        let result = write.and_then(|()| match self.durability {
-            Durability::Durable => self.tail.file.sync_data().map_err(Error::io_with(|| {
-                format!("syncing segment {}", self.tail.id)
-            })),
-            Durability::Buffered { .. } => {
-                self.unsynced = true;
-                Ok(())
-            }
-        });
-        if let Err(e) = result {
+        if let Err(e) = write {
             self.poison(&e);
             let cause = self.shared.poisoned().unwrap_or_default();
             for (reply, _) in replies {
@@ -1055,35 +1084,67 @@ impl Writer {
             last_position > state.last_position,
             "positions must strictly increase across commits"
         );
-        {
-            let mut s = self.tail.state.write().unwrap_or_else(|p| p.into_inner());
-            s.end_offset += staged.buf.len() as u64;
-            s.last_position = last_position;
-            s.last_hash = staged.prev_hash;
-            s.sparse.append(&mut staged.sparse);
-        }
-        self.log.head.send_replace(Head {
-            position: last_position,
-            hash: staged.prev_hash,
-        });
-        for (reply, answers) in replies {
-            let _ = reply.send(Ok(answers));
-        }
-        let entries = std::mem::take(&mut staged.entries);
-        if let Some(indexer) = &self.indexer {
-            let sent = indexer.send(IndexMsg::Entries {
-                entries,
-                head: (last_position, staged.prev_hash),
-            });
-            if sent.is_err() {
-                // The index thread is gone (it stopped on an error or panicked): say so to
-                // whoever waits for the index, once, and stop sending.
-                self.progress.stop("the index thread stopped");
-                self.indexer = None;
+        let written = Written {
+            segment: Arc::clone(&self.tail),
+            end: SegmentEnd {
+                end_offset: end,
+                last_position,
+                last_hash: staged.prev_hash,
+                last_sparse_offset: staged
+                    .sparse
+                    .last()
+                    .map(|e| e.offset.0)
+                    .or(state.last_sparse_offset),
+            },
+            sparse: std::mem::take(&mut staged.sparse),
+            replies,
+            entries: std::mem::take(&mut staged.entries),
+        };
+        staged.buf.clear();
+        let syncer = match (&self.durability, &self.syncer) {
+            (Durability::Buffered { .. }, _) => {
+                self.unsynced = true;
+                self.publisher.publish(written, Ok(()));
+                return Ok(());
+            }
+            (Durability::Durable, syncer) => syncer,
+        };
+        // Handed over while the syncer has groups of its own (they are published first), and
+        // when the group is large and requests wait: the writer stages them during the sync.
+        // Synced here otherwise: a small group's sync is shorter than what a hand-over's
+        // wake-ups add on the way to the answer.
+        if let Some(syncer) = syncer {
+            let large = HAND_OVER_BYTES.min(self.limits.batch_bytes_max / 2);
+            let overlap = written.end.end_offset - state.end_offset >= large
+                && self.queued.load(Ordering::SeqCst) > 0;
+            if overlap || !syncer.idle() {
+                self.ahead = Some(written.end);
+                syncer.hand(written);
+                return Ok(());
             }
         }
-        staged.buf.clear();
-        Ok(())
+        // A sync that failed before (the syncer's) left the bytes written since in doubt: a
+        // later sync that succeeds does not make them durable.
+        if let Some(cause) = self.shared.poisoned() {
+            self.publisher
+                .publish(written, Err(Error::Poisoned(cause.clone())));
+            return Err(Error::Poisoned(cause));
+        }
+        let synced = self.tail.file.sync_data().map_err(Error::io_with(|| {
+            format!("syncing segment {}", self.tail.id)
+        }));
+        match synced {
+            Ok(()) => {
+                self.publisher.publish(written, Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                self.publisher
+                    .publish(written, Err(Error::Poisoned(e.to_string())));
+                Err(e)
+            }
+        }
     }
 
     /// Seals the tail segment with its footer and starts the next one.
@@ -1096,6 +1157,7 @@ impl Writer {
     }
 
     fn try_roll(&mut self) -> Result<()> {
+        self.settle()?;
         self.sync_if_needed()?;
         // The footer goes right after the frames and ends the file: cut the zeros first.
         self.trim_preallocated()?;
@@ -1135,6 +1197,7 @@ impl Writer {
             .push(Arc::clone(&next));
         tracing::debug!(segment = %next.id, "rolled to a new segment");
         self.tail = next;
+        self.ahead = None;
         self.fill_tail();
         Ok(())
     }

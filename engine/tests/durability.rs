@@ -14,19 +14,29 @@ use journal_engine::storage::{FsStorage, OpenMode, Storage, StorageFile, Storage
 use journal_engine::{AppendOptions, Durability, Error, Journal, Options};
 use journal_format::Position;
 
-/// The real file system, except that `sync_data` fails with EIO while `fail` is set, and syncs
-/// are counted.
+/// The real file system, except that `sync_data` fails with EIO while `fail` is set (on the
+/// syncer thread only, while `fail_in_syncer` is), and syncs are counted (the syncer thread's
+/// apart as well).
 #[derive(Debug, Default)]
 struct FlakyDisk {
     fail: Arc<AtomicBool>,
+    fail_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
+    syncer_syncs: Arc<AtomicUsize>,
 }
 
 #[derive(Debug)]
 struct FlakyFile {
     inner: Arc<dyn StorageFile>,
     fail: Arc<AtomicBool>,
+    fail_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
+    syncer_syncs: Arc<AtomicUsize>,
+}
+
+/// Whether this is the journal's syncer thread.
+fn on_syncer() -> bool {
+    std::thread::current().name() == Some("journal-syncer")
 }
 
 impl StorageFile for FlakyFile {
@@ -38,6 +48,12 @@ impl StorageFile for FlakyFile {
     }
     fn sync_data(&self) -> io::Result<()> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
+        if on_syncer() {
+            self.syncer_syncs.fetch_add(1, Ordering::SeqCst);
+            if self.fail_in_syncer.load(Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+        }
         if self.fail.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(5));
         }
@@ -56,7 +72,9 @@ impl Storage for FlakyDisk {
         Ok(Arc::new(FlakyFile {
             inner: FsStorage.open(path, mode)?,
             fail: Arc::clone(&self.fail),
+            fail_in_syncer: Arc::clone(&self.fail_in_syncer),
             syncs: Arc::clone(&self.syncs),
+            syncer_syncs: Arc::clone(&self.syncer_syncs),
         }))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -167,6 +185,130 @@ async fn group_commit_shares_syncs_among_concurrent_appenders() {
         used < 1280,
         "1280 durable appends took {used} syncs: group commit must share them"
     );
+}
+
+/// Producers appending large batches at once: each written group of 256 KiB or more, written
+/// while others wait, goes to the syncer thread. Each producer's count of acknowledged events,
+/// and the error it stopped at.
+fn large_batches_at_once(
+    journal: &Journal,
+    producers: u64,
+    batches: u64,
+) -> Vec<(u64, Option<Error>)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..producers)
+            .map(|p| {
+                scope.spawn(move || {
+                    let mut acknowledged = 0;
+                    for b in 0..batches {
+                        let events: Vec<_> = (0..1000)
+                            .map(|i| event((p * batches + b) * 1000 + i, &format!("s{p}")))
+                            .collect();
+                        let answers =
+                            match journal.append_batch_blocking(events, AppendOptions::default()) {
+                                Ok(answers) => answers,
+                                Err(e) => return (acknowledged, Some(e)),
+                            };
+                        // Answered, so published: every event of the batch is readable now.
+                        for answer in [answers.first(), answers.last()].into_iter().flatten() {
+                            let stored = journal.get_position(answer.position).unwrap();
+                            assert_eq!(stored.envelope.event_id, *answer.event_id);
+                        }
+                        acknowledged += answers.len() as u64;
+                    }
+                    (acknowledged, None)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn large_groups_synced_beside_the_writer_are_answered_durable_and_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FlakyDisk::default());
+    let syncer_syncs = Arc::clone(&disk.syncer_syncs);
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            storage: disk,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let acknowledged: u64 = large_batches_at_once(&journal, 4, 8)
+        .into_iter()
+        .map(|(n, error)| {
+            assert!(error.is_none(), "{error:?}");
+            n
+        })
+        .sum();
+    assert_eq!(acknowledged, 32_000);
+    assert_eq!(journal.head().position, Position(32_000));
+    assert!(
+        syncer_syncs.load(Ordering::SeqCst) > 0,
+        "no group went to the syncer thread"
+    );
+    journal.close();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(journal.head().position, Position(32_000));
+    let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
+    assert!(report.ok, "{report:?}");
+    // Each producer's events are in the log in the order it appended them.
+    let mut last_seen: std::collections::HashMap<String, u64> = Default::default();
+    for stored in all_events(&journal) {
+        let (session, i) = stored.envelope.event_id.rsplit_once('-').unwrap();
+        let i: u64 = i.parse().unwrap();
+        if let Some(before) = last_seen.insert(session.to_string(), i) {
+            assert!(i > before, "{session}: {i} after {before}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FlakyDisk::default());
+    disk.fail_in_syncer.store(true, Ordering::SeqCst);
+    let syncer_syncs = Arc::clone(&disk.syncer_syncs);
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            storage: disk,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let results = large_batches_at_once(&journal, 4, 8);
+    assert!(
+        syncer_syncs.load(Ordering::SeqCst) > 0,
+        "the syncer never synced"
+    );
+    let mut acknowledged = 0;
+    for (n, error) in results {
+        acknowledged += n;
+        match error {
+            Some(Error::Poisoned(cause)) => assert!(cause.contains("syncing"), "{cause}"),
+            other => panic!("every producer stops at the failed sync: {other:?}"),
+        }
+    }
+    // Producers stop at their first refusal; what was acknowledged before the failure stays.
+    let status = journal.status().unwrap();
+    assert!(status.poisoned.is_some());
+    assert_eq!(
+        journal.head().position.0,
+        acknowledged,
+        "acknowledged = published"
+    );
+    journal.close();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    assert!(
+        journal.head().position.0 >= acknowledged,
+        "an acknowledged event was lost"
+    );
+    let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
+    assert!(report.ok, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -522,9 +522,16 @@ fn run(seed: u64) -> (u64, u64, u64) {
                 // Concurrent producers: a burst of appends that group commit may share one
                 // write. (Thread scheduling decides the grouping, so a burst's interleaving is
                 // the one part of a run a seed does not replay exactly.)
+                // One burst in three of larger batches, whose groups (half the batch limit or
+                // more, written while others wait) go to the syncer thread.
                 let producers = 2 + sim.rng.below(6) as usize;
+                let events = if sim.rng.chance(333) {
+                    20 + sim.rng.below(20)
+                } else {
+                    1 + sim.rng.below(4)
+                };
                 let batches: Vec<Vec<Envelope>> = (0..producers)
-                    .map(|_| (0..1 + sim.rng.below(4)).map(|_| sim.event()).collect())
+                    .map(|_| (0..events).map(|_| sim.event()).collect())
                     .collect();
                 let results: Vec<_> = std::thread::scope(|scope| {
                     let handles: Vec<_> = batches

@@ -1,0 +1,284 @@
+//! The syncer: makes written groups durable and publishes them, on a thread of its own, while
+//! the writer stages and writes the next group.
+//!
+//! In durable mode a commit is a `write` of the group's frames, an `fdatasync`, and then its
+//! publication: the tail's end and the log's head move past the frames, the requests are
+//! answered, the index entries go to the indexer. Done in line, the writer thread waits out the
+//! `fdatasync` before it stages the next group, and with many producers its staging and the
+//! disk's flush take turns instead of overlapping (`docs/PERFORMANCE.md`). When requests are
+//! waiting as a group is written, the writer hands the written group ([`Written`]) to the
+//! syncer instead and goes on; one `fdatasync` then covers every group handed over before it
+//! started.
+//!
+//! **Invariants.** Groups are published in the order they were written, each only after an
+//! `fdatasync` that began after its `write` returned: nothing is answered, shown to readers or
+//! indexed before it is durable. The writer publishes a group itself only when the syncer is
+//! idle (nothing handed over and not yet published), so the two never publish out of order.
+//! Every group handed over is in the tail segment: the writer waits for the syncer to go idle
+//! ([`Syncer::drain`]) before it seals the tail, answers a sync, or closes. A failed
+//! `fdatasync` poisons the journal; every group it covered, and every group after it, is
+//! answered [`Error::Poisoned`].
+
+use std::collections::VecDeque;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use journal_format::FooterEntry;
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::index::IndexBatch;
+use crate::indexer::{IndexMsg, IndexProgress};
+use crate::log::{Head, Log, Segment, SegmentEnd};
+use crate::writer::{Appended, Shared};
+
+/// Where a request's answer goes.
+pub(crate) type Reply = oneshot::Sender<Result<Vec<Appended>>>;
+
+/// A group whose frames are written to the tail segment, waiting for the sync that makes it
+/// durable and its publication.
+pub(crate) struct Written {
+    /// The segment the frames were written to.
+    pub segment: Arc<Segment>,
+    /// Where the segment's frames end after this group.
+    pub end: SegmentEnd,
+    /// The group's sparse index entries.
+    pub sparse: Vec<FooterEntry>,
+    /// Each request of the group, with its answers.
+    pub replies: Vec<(Reply, Vec<Appended>)>,
+    /// The group's index entries.
+    pub entries: IndexBatch,
+}
+
+/// Publishes durable groups: shared by the writer and the syncer thread.
+pub(crate) struct Publisher {
+    pub log: Arc<Log>,
+    pub shared: Arc<Shared>,
+    pub progress: Arc<IndexProgress>,
+    /// Where published entries go; `None` once the writer is closed (dropping the sender lets
+    /// the index thread finish) or the index thread is gone.
+    indexer: Mutex<Option<Sender<IndexMsg>>>,
+}
+
+impl Publisher {
+    pub(crate) fn new(
+        log: Arc<Log>,
+        shared: Arc<Shared>,
+        progress: Arc<IndexProgress>,
+        indexer: Sender<IndexMsg>,
+    ) -> Publisher {
+        Publisher {
+            log,
+            shared,
+            progress,
+            indexer: Mutex::new(Some(indexer)),
+        }
+    }
+
+    /// Records `cause` as the reason the writer is poisoned (the first reason stays).
+    pub(crate) fn poison(&self, cause: &Error) {
+        tracing::error!(error = %cause, "journal writer poisoned");
+        let mut poisoned = self
+            .shared
+            .poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        poisoned.get_or_insert_with(|| cause.to_string());
+    }
+
+    /// Publishes `written` after its sync: on success moves the segment's end and the log's
+    /// head past it, answers its requests and sends its entries to the indexer; on failure
+    /// (`synced` is the sync's error, already recorded as the poison) answers them
+    /// [`Error::Poisoned`].
+    pub(crate) fn publish(&self, mut written: Written, synced: Result<()>) {
+        if synced.is_err() {
+            let cause = self.shared.poisoned().unwrap_or_default();
+            for (reply, _) in written.replies {
+                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
+            }
+            return;
+        }
+        let end = written.end;
+        {
+            let mut s = written
+                .segment
+                .state
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            assert!(
+                end.last_position > s.last_position && end.end_offset > s.end_offset,
+                "groups are published in the order they were written"
+            );
+            s.end_offset = end.end_offset;
+            s.last_position = end.last_position;
+            s.last_hash = end.last_hash;
+            s.sparse.append(&mut written.sparse);
+        }
+        self.log.head.send_replace(Head {
+            position: end.last_position,
+            hash: end.last_hash,
+        });
+        for (reply, answers) in written.replies {
+            let _ = reply.send(Ok(answers));
+        }
+        let mut indexer = self.indexer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sender) = &*indexer {
+            let sent = sender.send(IndexMsg::Entries {
+                entries: written.entries,
+                head: (end.last_position, end.last_hash),
+            });
+            if sent.is_err() {
+                // The index thread is gone (it stopped on an error or panicked): say so to
+                // whoever waits for the index, once, and stop sending.
+                self.progress.stop("the index thread stopped");
+                *indexer = None;
+            }
+        }
+    }
+
+    /// Drops the indexer's sender: the index thread finishes once it has applied what it got.
+    pub(crate) fn close_indexer(&self) {
+        *self.indexer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Groups handed over and not yet taken for a sync, oldest first.
+    queue: VecDeque<Written>,
+    /// Whether groups taken from the queue are being synced and published now.
+    busy: bool,
+    stop: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Signalled when a group is handed over, when the syncer goes idle, and on stop.
+    changed: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The syncer thread and what it shares with the writer.
+pub(crate) struct Syncer {
+    inner: Arc<Inner>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    /// Starts the syncer thread, publishing through `publisher`.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub(crate) fn start(publisher: Arc<Publisher>) -> Result<Syncer> {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let thread = {
+            let inner = Arc::clone(&inner);
+            std::thread::Builder::new()
+                .name("journal-syncer".into())
+                .spawn(move || run(&inner, &publisher))
+                .map_err(Error::io("starting the syncer thread"))?
+        };
+        Ok(Syncer {
+            inner,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether every group handed over is published.
+    pub(crate) fn idle(&self) -> bool {
+        let state = self.inner.lock();
+        state.queue.is_empty() && !state.busy
+    }
+
+    /// Hands `written` over, to be synced and published after every group handed over before.
+    pub(crate) fn hand(&self, written: Written) {
+        let mut state = self.inner.lock();
+        state.queue.push_back(written);
+        self.inner.changed.notify_all();
+    }
+
+    /// Waits until every group handed over is published.
+    pub(crate) fn drain(&self) {
+        let mut state = self.inner.lock();
+        while !state.queue.is_empty() || state.busy {
+            state = self.inner.wait(state);
+        }
+    }
+}
+
+impl Drop for Syncer {
+    /// Publishes what was handed over, then stops the thread.
+    fn drop(&mut self) {
+        self.inner.lock().stop = true;
+        self.inner.changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The syncer thread: takes every group handed over, syncs once, publishes them in order; until
+/// stopped with nothing left.
+fn run(inner: &Inner, publisher: &Publisher) {
+    let mut state = inner.lock();
+    loop {
+        if state.queue.is_empty() {
+            if state.stop {
+                return;
+            }
+            state = inner.wait(state);
+            continue;
+        }
+        let groups: Vec<Written> = state.queue.drain(..).collect();
+        state.busy = true;
+        drop(state);
+        let synced = sync(&groups, publisher);
+        for written in groups {
+            let synced = match &synced {
+                Ok(()) => Ok(()),
+                Err(e) => Err(Error::Poisoned(e.to_string())),
+            };
+            publisher.publish(written, synced);
+        }
+        state = inner.lock();
+        state.busy = false;
+        inner.changed.notify_all();
+    }
+}
+
+/// One `fdatasync` of the segment every group in `groups` was written to; refused when the
+/// writer is already poisoned (a group written after a failed sync is not durable either).
+fn sync(groups: &[Written], publisher: &Publisher) -> Result<()> {
+    if let Some(cause) = publisher.shared.poisoned() {
+        return Err(Error::Poisoned(cause));
+    }
+    let Some(first) = groups.first() else {
+        return Ok(());
+    };
+    assert!(
+        groups
+            .iter()
+            .all(|w| Arc::ptr_eq(&w.segment, &first.segment)),
+        "groups handed to the syncer are in the tail segment: the writer drains it before a roll"
+    );
+    let result = first.segment.file.sync_data().map_err(Error::io_with(|| {
+        format!("syncing segment {}", first.segment.id)
+    }));
+    if let Err(e) = &result {
+        publisher.poison(e);
+    }
+    result
+}
