@@ -6,18 +6,19 @@
 //! answered, the index entries go to the indexer. Done in line, the writer thread waits out the
 //! `fdatasync` before it stages the next group, and with many producers its staging and the
 //! disk's flush take turns instead of overlapping (`docs/PERFORMANCE.md`). When requests are
-//! waiting as a group is written, the writer hands the written group ([`Written`]) to the
-//! syncer instead and goes on; one `fdatasync` then covers every group handed over before it
-//! started.
+//! waiting as a large group is written, the writer hands the written group ([`Written`]) to
+//! the syncer instead and stages the next while it syncs.
 //!
-//! **Invariants.** Groups are published in the order they were written, each only after an
-//! `fdatasync` that began after its `write` returned: nothing is answered, shown to readers or
-//! indexed before it is durable. The writer publishes a group itself only when the syncer is
-//! idle (nothing handed over and not yet published), so the two never publish out of order.
-//! Every group handed over is in the tail segment: the writer waits for the syncer to go idle
-//! ([`Syncer::drain`]) before it seals the tail, answers a sync, or closes. A failed
-//! `fdatasync` poisons the journal; every group it covered, and every group after it, is
-//! answered [`Error::Poisoned`].
+//! **Invariants.** At most one write is unsynced: the writer waits for the syncer to go idle
+//! ([`Syncer::drain`]) before it writes again, so a power failure never keeps a later write
+//! and loses an earlier one (which recovery could not tell from damage). Groups are published
+//! in the order they were written, each only after an `fdatasync` that began after its
+//! `write` returned: nothing is answered, shown to readers or indexed before it is durable.
+//! The writer publishes a group itself only when the syncer is idle, so the two never publish
+//! out of order. Every group handed over is in the tail segment: the writer drains the syncer
+//! before it seals the tail, answers a sync, or closes. A failed `fdatasync` poisons the
+//! journal; the group it covered is answered [`Error::Poisoned`], and nothing is written
+//! after it.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
@@ -195,12 +196,6 @@ impl Syncer {
             inner,
             thread: Some(thread),
         })
-    }
-
-    /// Whether every group handed over is published.
-    pub(crate) fn idle(&self) -> bool {
-        let state = self.inner.lock();
-        state.queue.is_empty() && !state.busy
     }
 
     /// Hands `written` over, to be synced and published after every group handed over before.

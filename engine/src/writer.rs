@@ -15,9 +15,10 @@
 //! the writer thread's queue: they were there first.
 //!
 //! The sync and what follows it (the answers, the log's head, the index entries) may go to the
-//! syncer thread ([`crate::syncer`]): a write of 256 KiB or more made while requests wait is
-//! handed over, and the writer stages those requests during its sync. Groups are published in
-//! the order they were written, each after a sync that began after its write.
+//! syncer thread ([`crate::syncer`]): a write of 512 KiB or more made while requests wait is
+//! handed over, and the writer stages those requests during its sync; it writes them once that
+//! sync is done (at most one write is unsynced). Groups are published in the order they were
+//! written, each after a sync that began after its write.
 //!
 //! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
@@ -273,9 +274,10 @@ const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 
 /// The smallest write handed to the syncer while requests wait (see [`crate::syncer`]), or half
 /// the batch limit when that is less (small limits, as the simulator's, hand over too): with 8
-/// producers on two cores, smaller writes (batches of 1 or 100) gained nothing from the overlap
-/// and lost to the hand-over's wake-ups (`docs/PERFORMANCE.md`).
-const HAND_OVER_BYTES: u64 = 256 * 1024;
+/// producers on two cores, smaller writes gained nothing from the overlap and lost to the
+/// hand-over's wake-ups (batch 100 4–7% slower with every write handed over, 6% with those of
+/// 256 KiB or more; `docs/PERFORMANCE.md`).
+const HAND_OVER_BYTES: u64 = 512 * 1024;
 
 /// The capacity a new staging buffer starts with.
 const STAGED_BYTES: usize = 64 * 1024;
@@ -1055,6 +1057,20 @@ impl Writer {
             }
             return Ok(());
         }
+        // At most one write is unsynced in durable mode: the group the syncer holds is synced
+        // before these frames are written. Were both unsynced, a power failure could keep this
+        // write and lose part of that one, which recovery cannot tell from damage followed by a
+        // valid write (it refuses to open: README, "Buffered mode and power failures").
+        if let Some(syncer) = &self.syncer {
+            syncer.drain();
+        }
+        if let Some(cause) = self.shared.poisoned() {
+            for (reply, _) in replies {
+                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
+            }
+            staged.buf.clear();
+            return Err(Error::Poisoned(cause));
+        }
         let state = self.end();
         let end = state.end_offset + staged.buf.len() as u64;
         if let Some(filler) = &self.filler {
@@ -1109,26 +1125,19 @@ impl Writer {
             }
             (Durability::Durable, syncer) => syncer,
         };
-        // Handed over while the syncer has groups of its own (they are published first), and
-        // when the group is large and requests wait: the writer stages them during the sync.
-        // Synced here otherwise: a small group's sync is shorter than what a hand-over's
-        // wake-ups add on the way to the answer.
+        // Handed over when the group is large and requests wait: the writer stages them during
+        // the sync. Synced here otherwise: a small group's sync is shorter than what a
+        // hand-over's wake-ups add on the way to the answer. (The syncer is idle: drained
+        // above.)
         if let Some(syncer) = syncer {
             let large = HAND_OVER_BYTES.min(self.limits.batch_bytes_max / 2);
-            let overlap = written.end.end_offset - state.end_offset >= large
-                && self.queued.load(Ordering::SeqCst) > 0;
-            if overlap || !syncer.idle() {
+            if written.end.end_offset - state.end_offset >= large
+                && self.queued.load(Ordering::SeqCst) > 0
+            {
                 self.ahead = Some(written.end);
                 syncer.hand(written);
                 return Ok(());
             }
-        }
-        // A sync that failed before (the syncer's) left the bytes written since in doubt: a
-        // later sync that succeeds does not make them durable.
-        if let Some(cause) = self.shared.poisoned() {
-            self.publisher
-                .publish(written, Err(Error::Poisoned(cause.clone())));
-            return Err(Error::Poisoned(cause));
         }
         let synced = self.tail.file.sync_data().map_err(Error::io_with(|| {
             format!("syncing segment {}", self.tail.id)

@@ -17,12 +17,24 @@ use journal_format::Position;
 /// The real file system, except that `sync_data` fails with EIO while `fail` is set (on the
 /// syncer thread only, while `fail_in_syncer` is), and syncs are counted (the syncer thread's
 /// apart as well).
+///
+/// It also watches the segments' frames: `overlaps` counts each write of frames (bytes not all
+/// zero: the filler writes zeros) made while an earlier write of frames was not yet synced, or
+/// while a sync other than the filler's was under way.
 #[derive(Debug, Default)]
 struct FlakyDisk {
     fail: Arc<AtomicBool>,
     fail_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
     syncer_syncs: Arc<AtomicUsize>,
+    frames: Arc<FrameWatch>,
+}
+
+#[derive(Debug, Default)]
+struct FrameWatch {
+    unsynced: AtomicUsize,
+    syncing: AtomicUsize,
+    overlaps: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -32,6 +44,8 @@ struct FlakyFile {
     fail_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
     syncer_syncs: Arc<AtomicUsize>,
+    /// Set for segment files.
+    frames: Option<Arc<FrameWatch>>,
 }
 
 /// Whether this is the journal's syncer thread.
@@ -44,9 +58,39 @@ impl StorageFile for FlakyFile {
         self.inner.read_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if let Some(frames) = self.frames.as_ref().filter(|_| buf.iter().any(|b| *b != 0)) {
+            let unsynced = frames.unsynced.fetch_add(1, Ordering::SeqCst);
+            if unsynced > 0 || frames.syncing.load(Ordering::SeqCst) > 0 {
+                frames.overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+        }
         self.inner.write_all_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
+        let watched = self
+            .frames
+            .as_ref()
+            .filter(|_| std::thread::current().name() != Some("journal-filler"));
+        if let Some(frames) = watched {
+            frames.syncing.fetch_add(1, Ordering::SeqCst);
+            frames.unsynced.store(0, Ordering::SeqCst);
+        }
+        let result = self.sync_data_once();
+        if let Some(frames) = watched {
+            frames.syncing.fetch_sub(1, Ordering::SeqCst);
+        }
+        result
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+impl FlakyFile {
+    fn sync_data_once(&self) -> io::Result<()> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
         if on_syncer() {
             self.syncer_syncs.fetch_add(1, Ordering::SeqCst);
@@ -59,12 +103,6 @@ impl StorageFile for FlakyFile {
         }
         self.inner.sync_data()
     }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
 }
 
 impl Storage for FlakyDisk {
@@ -75,6 +113,8 @@ impl Storage for FlakyDisk {
             fail_in_syncer: Arc::clone(&self.fail_in_syncer),
             syncs: Arc::clone(&self.syncs),
             syncer_syncs: Arc::clone(&self.syncer_syncs),
+            frames: (path.extension().is_some_and(|e| e == "seg"))
+                .then(|| Arc::clone(&self.frames)),
         }))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -187,7 +227,7 @@ async fn group_commit_shares_syncs_among_concurrent_appenders() {
     );
 }
 
-/// Producers appending large batches at once: each written group of 256 KiB or more, written
+/// Producers appending large batches at once: each written group of 512 KiB or more, written
 /// while others wait, goes to the syncer thread. Each producer's count of acknowledged events,
 /// and the error it stopped at.
 fn large_batches_at_once(
@@ -229,6 +269,7 @@ fn large_groups_synced_beside_the_writer_are_answered_durable_and_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FlakyDisk::default());
     let syncer_syncs = Arc::clone(&disk.syncer_syncs);
+    let frames = Arc::clone(&disk.frames);
     let journal = Journal::open(
         dir.path(),
         Options {
@@ -249,6 +290,12 @@ fn large_groups_synced_beside_the_writer_are_answered_durable_and_in_order() {
     assert!(
         syncer_syncs.load(Ordering::SeqCst) > 0,
         "no group went to the syncer thread"
+    );
+    assert_eq!(
+        frames.overlaps.load(Ordering::SeqCst),
+        0,
+        "frames were written while earlier ones were unsynced: a power failure could keep the \
+         later write and lose the earlier"
     );
     journal.close();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
