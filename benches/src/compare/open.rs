@@ -3,7 +3,7 @@
 //! appends a batch of 100 events, and leaves with `std::process::exit` once the batch is
 //! acknowledged: no close, the index behind the log, as after a kill. The parent then times
 //! `Journal::open` (recovery, the index check and catch-up), and, for reference, an open after
-//! the clean close that follows.
+//! the clean close that follows. At least [`OPEN_ROUNDS_MIN`] rounds, whatever `--rounds` says.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -15,6 +15,12 @@ use serde_json::json;
 
 use super::stats::median_duration;
 use super::{built_journal, ms, run_child, Context, Res, Section};
+
+/// The fewest rounds of each open timed. An open after a crash reads the filler's zeros after
+/// the last frame, as many as the child's filler wrote before it left (up to 2 MiB), which
+/// varies from round to round: the median of 3 put the ratio of the two sizes' opens at 1.3 in
+/// one run and 2.9 in the next (twenty-first session, `docs/PERFORMANCE.md`).
+const OPEN_ROUNDS_MIN: usize = 9;
 
 /// The child of a crash: open, append 100 events, print the head, exit without closing.
 ///
@@ -42,7 +48,7 @@ fn open_times(ctx: &Context, events: u64) -> Res<(u64, Duration, Duration)> {
     let mut crashed = Vec::new();
     let mut clean = Vec::new();
     let mut head = 0;
-    for _ in 0..ctx.rounds {
+    for _ in 0..ctx.rounds.max(OPEN_ROUNDS_MIN) {
         run_child(ctx, &["crash-append"], &dir)?;
         let t = Instant::now();
         let journal = Journal::open(&dir, Options::default())?;
@@ -97,7 +103,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
         name: "open",
         text,
         json: json!({
-            "rounds": ctx.rounds,
+            "rounds": ctx.rounds.max(OPEN_ROUNDS_MIN),
             "small": {"events": small_head, "crashMs": ms(small_crash), "cleanMs": ms(small_clean)},
             "large": {"events": large_head, "crashMs": ms(large_crash), "cleanMs": ms(large_clean)},
             "crashRatio": ratio,
