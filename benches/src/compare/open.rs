@@ -3,7 +3,7 @@
 //! appends a batch of 100 events, and leaves with `std::process::exit` once the batch is
 //! acknowledged: no close, the index behind the log, as after a kill. The parent then times
 //! `Journal::open` (recovery, the index check and catch-up), and, for reference, an open after
-//! the clean close that follows. At least [`OPEN_ROUNDS_MIN`] rounds, whatever `--rounds` says.
+//! the clean close that follows. At least `OPEN_ROUNDS_MIN` rounds, whatever `--rounds` says.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
