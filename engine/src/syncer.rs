@@ -199,16 +199,20 @@ impl Syncer {
     }
 
     /// Hands `written` over, to be synced and published after every group handed over before.
+    /// (Dropped unanswered if the syncer thread is gone: see [`OnPanic`].)
     pub(crate) fn hand(&self, written: Written) {
         let mut state = self.inner.lock();
+        if state.stop {
+            return;
+        }
         state.queue.push_back(written);
         self.inner.changed.notify_all();
     }
 
-    /// Waits until every group handed over is published.
+    /// Waits until every group handed over is published (or the syncer thread is gone).
     pub(crate) fn drain(&self) {
         let mut state = self.inner.lock();
-        while !state.queue.is_empty() || state.busy {
+        while !state.stop && (!state.queue.is_empty() || state.busy) {
             state = self.inner.wait(state);
         }
     }
@@ -228,6 +232,7 @@ impl Drop for Syncer {
 /// The syncer thread: takes every group handed over, syncs once, publishes them in order; until
 /// stopped with nothing left.
 fn run(inner: &Inner, publisher: &Publisher) {
+    let _on_panic = OnPanic { inner, publisher };
     let mut state = inner.lock();
     loop {
         if state.queue.is_empty() {
@@ -251,6 +256,29 @@ fn run(inner: &Inner, publisher: &Publisher) {
         state = inner.lock();
         state.busy = false;
         inner.changed.notify_all();
+    }
+}
+
+/// Set up by the syncer thread: if it unwinds (a panic in a sync or a publication), poisons the
+/// journal and stops the syncer, so that a writer in [`Syncer::drain`] goes on (and refuses
+/// what follows) instead of waiting for a thread that is gone. The groups it held are dropped
+/// unanswered: their callers are told the journal is closed.
+struct OnPanic<'a> {
+    inner: &'a Inner,
+    publisher: &'a Publisher,
+}
+
+impl Drop for OnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.publisher
+                .poison(&Error::Poisoned("the syncer thread panicked".into()));
+            let mut state = self.inner.lock();
+            state.queue.clear();
+            state.busy = false;
+            state.stop = true;
+            self.inner.changed.notify_all();
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use journal_format::Position;
 struct FlakyDisk {
     fail: Arc<AtomicBool>,
     fail_in_syncer: Arc<AtomicBool>,
+    panic_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
     syncer_syncs: Arc<AtomicUsize>,
     frames: Arc<FrameWatch>,
@@ -42,6 +43,7 @@ struct FlakyFile {
     inner: Arc<dyn StorageFile>,
     fail: Arc<AtomicBool>,
     fail_in_syncer: Arc<AtomicBool>,
+    panic_in_syncer: Arc<AtomicBool>,
     syncs: Arc<AtomicUsize>,
     syncer_syncs: Arc<AtomicUsize>,
     /// Set for segment files.
@@ -97,6 +99,10 @@ impl FlakyFile {
             if self.fail_in_syncer.load(Ordering::SeqCst) {
                 return Err(io::Error::from_raw_os_error(5));
             }
+            assert!(
+                !self.panic_in_syncer.load(Ordering::SeqCst),
+                "a sync on the syncer thread panics, as the test asked"
+            );
         }
         if self.fail.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(5));
@@ -111,6 +117,7 @@ impl Storage for FlakyDisk {
             inner: FsStorage.open(path, mode)?,
             fail: Arc::clone(&self.fail),
             fail_in_syncer: Arc::clone(&self.fail_in_syncer),
+            panic_in_syncer: Arc::clone(&self.panic_in_syncer),
             syncs: Arc::clone(&self.syncs),
             syncer_syncs: Arc::clone(&self.syncer_syncs),
             frames: (path.extension().is_some_and(|e| e == "seg"))
@@ -356,6 +363,47 @@ fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
     );
     let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
     assert!(report.ok, "{report:?}");
+}
+
+#[test]
+fn a_panic_on_the_syncer_thread_poisons_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FlakyDisk::default());
+    disk.panic_in_syncer.store(true, Ordering::SeqCst);
+    let syncer_syncs = Arc::clone(&disk.syncer_syncs);
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            storage: disk,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let results = large_batches_at_once(&journal, 4, 8);
+    assert!(
+        syncer_syncs.load(Ordering::SeqCst) > 0,
+        "the syncer never synced"
+    );
+    let mut acknowledged = 0;
+    for (n, error) in results {
+        acknowledged += n;
+        // Its group's callers are told the journal closed; everyone after, that it is poisoned.
+        assert!(
+            matches!(error, Some(Error::Poisoned(_)) | Some(Error::Closed)),
+            "{error:?}"
+        );
+    }
+    assert!(journal.status().unwrap().poisoned.is_some());
+    assert_eq!(journal.head().position.0, acknowledged);
+    journal.close();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    assert!(journal.head().position.0 >= acknowledged);
+    assert!(
+        journal
+            .verify(&Default::default(), &mut |_, _| {})
+            .unwrap()
+            .ok
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
