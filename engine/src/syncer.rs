@@ -18,7 +18,8 @@
 //! out of order. Every group handed over is in the tail segment: the writer drains the syncer
 //! before it seals the tail, answers a sync, or closes. A failed `fdatasync` poisons the
 //! journal; the group it covered is answered [`Error::Poisoned`], and nothing is written
-//! after it.
+//! after it. A panic on the syncer thread poisons the journal too, and stops the syncer
+//! (`OnPanic`): the writer never waits for a thread that is gone.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
