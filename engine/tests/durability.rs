@@ -1,5 +1,7 @@
 //! Durability rules: a failed sync poisons the writer until reopen; buffered mode acknowledges
-//! before syncing and syncs on request; closing and reopening keeps every acknowledged event.
+//! before syncing and syncs on request; closing and reopening keeps every acknowledged event;
+//! large groups synced on the syncer thread are answered only once durable, in order, with at
+//! most one write unsynced, and a failed sync or a panic there poisons instead of hanging.
 
 mod common;
 
