@@ -21,7 +21,6 @@
 //! after it. A panic on the syncer thread poisons the journal too, and stops the syncer
 //! (`OnPanic`): the writer never waits for a thread that is gone.
 
-use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -53,7 +52,7 @@ pub(crate) struct Written {
     pub entries: IndexBatch,
 }
 
-/// Publishes durable groups: shared by the writer and the syncer thread.
+/// Syncs and publishes written groups: shared by the writer and the syncer thread.
 pub(crate) struct Publisher {
     pub log: Arc<Log>,
     pub shared: Arc<Shared>,
@@ -89,18 +88,39 @@ impl Publisher {
         poisoned.get_or_insert_with(|| cause.to_string());
     }
 
-    /// Publishes `written` after its sync: on success moves the segment's end and the log's
-    /// head past it, answers its requests and sends its entries to the indexer; on failure
-    /// (`synced` is the sync's error, already recorded as the poison) answers them
-    /// [`Error::Poisoned`].
-    pub(crate) fn publish(&self, mut written: Written, synced: Result<()>) {
-        if synced.is_err() {
-            let cause = self.shared.poisoned().unwrap_or_default();
-            for (reply, _) in written.replies {
-                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
-            }
-            return;
+    /// Answers `replies` [`Error::Poisoned`], with the cause recorded.
+    pub(crate) fn refuse(&self, replies: Vec<(Reply, Vec<Appended>)>) {
+        let cause = self.shared.poisoned().unwrap_or_default();
+        for (reply, _) in replies {
+            let _ = reply.send(Err(Error::Poisoned(cause.clone())));
         }
+    }
+
+    /// Syncs the segment `written` is in and publishes it; when the sync fails, poisons the
+    /// journal, refuses its requests and returns the sync's error.
+    pub(crate) fn sync_and_publish(&self, written: Written) -> Result<()> {
+        let segment = &written.segment;
+        let synced = segment
+            .file
+            .sync_data()
+            .map_err(Error::io_with(|| format!("syncing segment {}", segment.id)));
+        match synced {
+            Ok(()) => {
+                self.publish(written);
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                self.refuse(written.replies);
+                Err(e)
+            }
+        }
+    }
+
+    /// Publishes `written`, durable (synced, or written in buffered mode): moves the segment's
+    /// end and the log's head past it, answers its requests and sends its entries to the
+    /// indexer.
+    pub(crate) fn publish(&self, mut written: Written) {
         let end = written.end;
         {
             let mut s = written
@@ -147,9 +167,10 @@ impl Publisher {
 
 #[derive(Default)]
 struct State {
-    /// Groups handed over and not yet taken for a sync, oldest first.
-    queue: VecDeque<Written>,
-    /// Whether groups taken from the queue are being synced and published now.
+    /// The group handed over and not yet taken for its sync: one at most, since the writer
+    /// drains the syncer before it writes again.
+    handed: Option<Written>,
+    /// Whether a group taken is being synced and published now.
     busy: bool,
     stop: bool,
 }
@@ -199,21 +220,25 @@ impl Syncer {
         })
     }
 
-    /// Hands `written` over, to be synced and published after every group handed over before.
-    /// (Dropped unanswered if the syncer thread is gone: see [`OnPanic`].)
+    /// Hands `written` over, to be synced and published, once the syncer is idle
+    /// ([`Syncer::drain`]). (Dropped unanswered if the syncer thread is gone: see [`OnPanic`].)
     pub(crate) fn hand(&self, written: Written) {
         let mut state = self.inner.lock();
         if state.stop {
             return;
         }
-        state.queue.push_back(written);
+        assert!(
+            state.handed.is_none() && !state.busy,
+            "one group at a time: the writer drains the syncer before it writes again"
+        );
+        state.handed = Some(written);
         self.inner.changed.notify_all();
     }
 
-    /// Waits until every group handed over is published (or the syncer thread is gone).
+    /// Waits until the group handed over is published (or the syncer thread is gone).
     pub(crate) fn drain(&self) {
         let mut state = self.inner.lock();
-        while !state.stop && (!state.queue.is_empty() || state.busy) {
+        while !state.stop && (state.handed.is_some() || state.busy) {
             state = self.inner.wait(state);
         }
     }
@@ -230,30 +255,23 @@ impl Drop for Syncer {
     }
 }
 
-/// The syncer thread: takes every group handed over, syncs once, publishes them in order; until
-/// stopped with nothing left.
+/// The syncer thread: syncs and publishes each group handed over; until stopped with nothing
+/// left.
 fn run(inner: &Inner, publisher: &Publisher) {
     let _on_panic = OnPanic { inner, publisher };
     let mut state = inner.lock();
     loop {
-        if state.queue.is_empty() {
+        let Some(written) = state.handed.take() else {
             if state.stop {
                 return;
             }
             state = inner.wait(state);
             continue;
-        }
-        let groups: Vec<Written> = state.queue.drain(..).collect();
+        };
         state.busy = true;
         drop(state);
-        let synced = sync(&groups, publisher);
-        for written in groups {
-            let synced = match &synced {
-                Ok(()) => Ok(()),
-                Err(e) => Err(Error::Poisoned(e.to_string())),
-            };
-            publisher.publish(written, synced);
-        }
+        // A failure is recorded as the poison: the writer refuses what follows.
+        let _ = publisher.sync_and_publish(written);
         state = inner.lock();
         state.busy = false;
         inner.changed.notify_all();
@@ -275,34 +293,10 @@ impl Drop for OnPanic<'_> {
             self.publisher
                 .poison(&Error::Poisoned("the syncer thread panicked".into()));
             let mut state = self.inner.lock();
-            state.queue.clear();
+            state.handed = None;
             state.busy = false;
             state.stop = true;
             self.inner.changed.notify_all();
         }
     }
-}
-
-/// One `fdatasync` of the segment every group in `groups` was written to; refused when the
-/// writer is already poisoned (a group written after a failed sync is not durable either).
-fn sync(groups: &[Written], publisher: &Publisher) -> Result<()> {
-    if let Some(cause) = publisher.shared.poisoned() {
-        return Err(Error::Poisoned(cause));
-    }
-    let Some(first) = groups.first() else {
-        return Ok(());
-    };
-    assert!(
-        groups
-            .iter()
-            .all(|w| Arc::ptr_eq(&w.segment, &first.segment)),
-        "groups handed to the syncer are in the tail segment: the writer drains it before a roll"
-    );
-    let result = first.segment.file.sync_data().map_err(Error::io_with(|| {
-        format!("syncing segment {}", first.segment.id)
-    }));
-    if let Err(e) = &result {
-        publisher.poison(e);
-    }
-    result
 }

@@ -1061,15 +1061,10 @@ impl Writer {
         // before these frames are written. Were both unsynced, a power failure could keep this
         // write and lose part of that one, which recovery cannot tell from damage followed by a
         // valid write (it refuses to open: README, "Buffered mode and power failures").
-        if let Some(syncer) = &self.syncer {
-            syncer.drain();
-        }
-        if let Some(cause) = self.shared.poisoned() {
-            for (reply, _) in replies {
-                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
-            }
+        if let Err(e) = self.settle() {
+            self.publisher.refuse(replies);
             staged.buf.clear();
-            return Err(Error::Poisoned(cause));
+            return Err(e);
         }
         let state = self.end();
         let end = state.end_offset + staged.buf.len() as u64;
@@ -1088,10 +1083,7 @@ impl Writer {
         }
         if let Err(e) = write {
             self.poison(&e);
-            let cause = self.shared.poisoned().unwrap_or_default();
-            for (reply, _) in replies {
-                let _ = reply.send(Err(Error::Poisoned(cause.clone())));
-            }
+            self.publisher.refuse(replies);
             staged.buf.clear();
             return Err(e);
         }
@@ -1120,7 +1112,7 @@ impl Writer {
         let syncer = match (&self.durability, &self.syncer) {
             (Durability::Buffered { .. }, _) => {
                 self.unsynced = true;
-                self.publisher.publish(written, Ok(()));
+                self.publisher.publish(written);
                 return Ok(());
             }
             (Durability::Durable, syncer) => syncer,
@@ -1139,21 +1131,7 @@ impl Writer {
                 return Ok(());
             }
         }
-        let synced = self.tail.file.sync_data().map_err(Error::io_with(|| {
-            format!("syncing segment {}", self.tail.id)
-        }));
-        match synced {
-            Ok(()) => {
-                self.publisher.publish(written, Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                self.poison(&e);
-                self.publisher
-                    .publish(written, Err(Error::Poisoned(e.to_string())));
-                Err(e)
-            }
-        }
+        self.publisher.sync_and_publish(written)
     }
 
     /// Seals the tail segment with its footer and starts the next one.
