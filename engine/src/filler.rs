@@ -22,9 +22,10 @@
 //! a clean close trim them first, after [`Filler::detach`].
 
 use std::ops::Range;
-use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, MutexGuard};
 use std::thread::JoinHandle;
 
+use crate::signal::Signal;
 use crate::storage::StorageFile;
 
 /// How much the filler writes at a time (and the length of [`ZEROS`]).
@@ -47,7 +48,7 @@ static ZEROS: LazyLock<Box<[u8]>> = LazyLock::new(|| {
     vec![0; usize::try_from(FILL_CHUNK_BYTES).unwrap_or(1 << 20)].into_boxed_slice()
 });
 
-/// What the writer and the filler thread share, under [`Shared::state`].
+/// What the writer and the filler thread share ([`Shared`]).
 #[derive(Debug, Default)]
 struct State {
     /// The tail segment being filled, through the filler's own handle; `None` between segments,
@@ -69,25 +70,9 @@ struct State {
     stop: bool,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    /// Signalled when the writer asks for more zeros or stops the filler, and when a chunk is
-    /// done.
-    changed: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // The state is a handful of numbers, consistent after every statement: a panic elsewhere
-        // leaves nothing half-updated.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// What the writer and the filler thread share: the state, signalled when the writer asks for
+/// more zeros or stops the filler, and when a chunk is done.
+type Shared = Signal<State>;
 
 /// The writer's side of the filler thread. Dropping it stops and joins the thread.
 #[derive(Debug)]
@@ -137,7 +122,7 @@ impl Filler {
             filling: None,
             stop: false,
         };
-        self.shared.changed.notify_all();
+        self.shared.changed();
     }
 
     /// Called before frames are written up to `end`: waits for a chunk being filled that they
@@ -163,7 +148,7 @@ impl Filler {
         let mut state = self.shared.lock();
         if state.file.is_some() && state.wanted < end + ahead / 2 {
             state.wanted = (end + ahead).min(state.limit);
-            self.shared.changed.notify_all();
+            self.shared.changed();
         }
     }
 
@@ -184,7 +169,7 @@ impl Drop for Filler {
             let mut state = self.shared.lock();
             state.stop = true;
             state.file = None;
-            self.shared.changed.notify_all();
+            self.shared.changed();
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -255,7 +240,7 @@ fn fill<'a>(
             state.file = None;
         }
     }
-    shared.changed.notify_all();
+    shared.changed();
     state
 }
 #[cfg(test)]

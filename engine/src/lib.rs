@@ -38,6 +38,7 @@ mod recent;
 mod recovery;
 mod scan;
 pub mod seams;
+mod signal;
 pub mod sim_disk;
 pub mod storage;
 mod strings;

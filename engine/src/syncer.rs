@@ -22,7 +22,7 @@
 //! (`OnPanic`): the writer never waits for a thread that is gone.
 
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use journal_format::FooterEntry;
@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::index::IndexBatch;
 use crate::indexer::{IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentEnd};
+use crate::signal::Signal;
 use crate::writer::{Appended, Shared};
 
 /// Where a request's answer goes.
@@ -175,21 +176,9 @@ struct State {
     stop: bool,
 }
 
-struct Inner {
-    state: Mutex<State>,
-    /// Signalled when a group is handed over, when the syncer goes idle, and on stop.
-    changed: Condvar,
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// What the writer and the syncer thread share: the state, signalled when a group is handed
+/// over, when the syncer goes idle, and on stop.
+type Inner = Signal<State>;
 
 /// The syncer thread and what it shares with the writer.
 pub(crate) struct Syncer {
@@ -203,10 +192,7 @@ impl Syncer {
     /// # Errors
     /// The thread cannot be started.
     pub(crate) fn start(publisher: Arc<Publisher>) -> Result<Syncer> {
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-        });
+        let inner = Arc::new(Inner::default());
         let thread = {
             let inner = Arc::clone(&inner);
             std::thread::Builder::new()
@@ -232,7 +218,7 @@ impl Syncer {
             "one group at a time: the writer drains the syncer before it writes again"
         );
         state.handed = Some(written);
-        self.inner.changed.notify_all();
+        self.inner.changed();
     }
 
     /// Waits until the group handed over is published (or the syncer thread is gone).
@@ -248,7 +234,7 @@ impl Drop for Syncer {
     /// Publishes what was handed over, then stops the thread.
     fn drop(&mut self) {
         self.inner.lock().stop = true;
-        self.inner.changed.notify_all();
+        self.inner.changed();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -274,7 +260,7 @@ fn run(inner: &Inner, publisher: &Publisher) {
         let _ = publisher.sync_and_publish(written);
         state = inner.lock();
         state.busy = false;
-        inner.changed.notify_all();
+        inner.changed();
     }
 }
 
@@ -296,7 +282,7 @@ impl Drop for OnPanic<'_> {
             state.handed = None;
             state.busy = false;
             state.stop = true;
-            self.inner.changed.notify_all();
+            self.inner.changed();
         }
     }
 }
