@@ -149,19 +149,43 @@ impl Storage for FlakyDisk {
     }
 }
 
-#[test]
-fn a_failed_sync_poisons_the_writer_until_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Arc::new(FlakyDisk::default());
-    let fail = Arc::clone(&disk.fail);
-    let journal = Journal::open(
-        dir.path(),
+/// A journal in `dir` on `disk`, with the default options otherwise.
+fn open_on(dir: &Path, disk: Arc<FlakyDisk>) -> Journal {
+    Journal::open(
+        dir,
         Options {
             storage: disk,
             ..Options::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// After a failure poisoned `journal`: it says so, it published exactly the `acknowledged`
+/// events, and once closed and reopened it still has them all and verifies.
+fn assert_poisoned_keeping(journal: Journal, dir: &Path, acknowledged: u64) {
+    assert!(journal.status().unwrap().poisoned.is_some());
+    assert_eq!(
+        journal.head().position.0,
+        acknowledged,
+        "acknowledged = published"
+    );
+    journal.close();
+    let journal = Journal::open(dir, Options::default()).unwrap();
+    assert!(
+        journal.head().position.0 >= acknowledged,
+        "an acknowledged event was lost"
+    );
+    let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
+    assert!(report.ok, "{report:?}");
+}
+
+#[test]
+fn a_failed_sync_poisons_the_writer_until_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(FlakyDisk::default());
+    let fail = Arc::clone(&disk.fail);
+    let journal = open_on(dir.path(), disk);
     append(&journal, vec![event(1, "s1")]);
     fail.store(true, Ordering::SeqCst);
     let err = journal
@@ -203,14 +227,7 @@ async fn group_commit_shares_syncs_among_concurrent_appenders() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FlakyDisk::default());
     let syncs = Arc::clone(&disk.syncs);
-    let journal = Journal::open(
-        dir.path(),
-        Options {
-            storage: disk,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let journal = open_on(dir.path(), disk);
     let before = syncs.load(Ordering::SeqCst);
     let tasks: Vec<_> = (0..64u64)
         .map(|p| {
@@ -279,14 +296,7 @@ fn large_groups_synced_beside_the_writer_are_answered_durable_and_in_order() {
     let disk = Arc::new(FlakyDisk::default());
     let syncer_syncs = Arc::clone(&disk.syncer_syncs);
     let frames = Arc::clone(&disk.frames);
-    let journal = Journal::open(
-        dir.path(),
-        Options {
-            storage: disk,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let journal = open_on(dir.path(), disk);
     let acknowledged: u64 = large_batches_at_once(&journal, 4, 8)
         .into_iter()
         .map(|(n, error)| {
@@ -328,14 +338,7 @@ fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
     let disk = Arc::new(FlakyDisk::default());
     disk.fail_in_syncer.store(true, Ordering::SeqCst);
     let syncer_syncs = Arc::clone(&disk.syncer_syncs);
-    let journal = Journal::open(
-        dir.path(),
-        Options {
-            storage: disk,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let journal = open_on(dir.path(), disk);
     let results = large_batches_at_once(&journal, 4, 8);
     assert!(
         syncer_syncs.load(Ordering::SeqCst) > 0,
@@ -350,21 +353,7 @@ fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
         }
     }
     // Producers stop at their first refusal; what was acknowledged before the failure stays.
-    let status = journal.status().unwrap();
-    assert!(status.poisoned.is_some());
-    assert_eq!(
-        journal.head().position.0,
-        acknowledged,
-        "acknowledged = published"
-    );
-    journal.close();
-    let journal = Journal::open(dir.path(), Options::default()).unwrap();
-    assert!(
-        journal.head().position.0 >= acknowledged,
-        "an acknowledged event was lost"
-    );
-    let report = journal.verify(&Default::default(), &mut |_, _| {}).unwrap();
-    assert!(report.ok, "{report:?}");
+    assert_poisoned_keeping(journal, dir.path(), acknowledged);
 }
 
 #[test]
@@ -373,14 +362,7 @@ fn a_panic_on_the_syncer_thread_poisons_instead_of_hanging() {
     let disk = Arc::new(FlakyDisk::default());
     disk.panic_in_syncer.store(true, Ordering::SeqCst);
     let syncer_syncs = Arc::clone(&disk.syncer_syncs);
-    let journal = Journal::open(
-        dir.path(),
-        Options {
-            storage: disk,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let journal = open_on(dir.path(), disk);
     let results = large_batches_at_once(&journal, 4, 8);
     assert!(
         syncer_syncs.load(Ordering::SeqCst) > 0,
@@ -395,17 +377,7 @@ fn a_panic_on_the_syncer_thread_poisons_instead_of_hanging() {
             "{error:?}"
         );
     }
-    assert!(journal.status().unwrap().poisoned.is_some());
-    assert_eq!(journal.head().position.0, acknowledged);
-    journal.close();
-    let journal = Journal::open(dir.path(), Options::default()).unwrap();
-    assert!(journal.head().position.0 >= acknowledged);
-    assert!(
-        journal
-            .verify(&Default::default(), &mut |_, _| {})
-            .unwrap()
-            .ok
-    );
+    assert_poisoned_keeping(journal, dir.path(), acknowledged);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
