@@ -1926,6 +1926,19 @@ mod tests {
     }
 
     /// Applies `ids` as the events at positions `from..`, and records where each id is now.
+    /// Event `n` of `producer`, as a producer's counter names it.
+    fn producer_id(producer: u64, n: u64) -> String {
+        format!("evt-{producer}-{n:06}")
+    }
+
+    /// `count` ids of `producers` producers, interleaved in the log: the `p`th (from 1) is
+    /// producer `p % producers`'s event `p / producers`.
+    fn interleaved_ids(producers: u64, count: u64) -> Vec<String> {
+        (1..=count)
+            .map(|p| producer_id(p % producers, p / producers))
+            .collect()
+    }
+
     fn apply_ids(
         index: &Index,
         from: u64,
@@ -1955,9 +1968,9 @@ mod tests {
     fn interleaved_producers_ids_fill_blocks_a_run_each() {
         // Two producers' counters interleaved: each grows, the log's order does not.
         let (_dir, index) = open();
-        let id = |producer: u64, n: u64| format!("evt-{producer}-{n:06}");
+        let id = producer_id;
         let mut expected = std::collections::HashMap::new();
-        let interleaved: Vec<String> = (1..=100).map(|p| id(p % 2, p / 2)).collect();
+        let interleaved = interleaved_ids(2, 100);
         apply_ids(&index, 1, &interleaved, &mut expected);
         assert_eq!(
             id_tables_len(&index),
@@ -2018,9 +2031,9 @@ mod tests {
     fn a_view_answers_producers_next_ids_from_the_gaps_its_misses_found() {
         // Three producers, 80 ids each: two full blocks each.
         let (_dir, index) = open();
-        let id = |producer: u64, n: u64| format!("evt-{producer}-{n:06}");
+        let id = producer_id;
         let mut expected = std::collections::HashMap::new();
-        let interleaved: Vec<String> = (1..=240).map(|p| id(p % 3, p / 3)).collect();
+        let interleaved = interleaved_ids(3, 240);
         apply_ids(&index, 1, &interleaved, &mut expected);
         assert_eq!(id_tables_len(&index), (6, 0));
         // A per-id entry after producer 0's blocks, before producer 1's: that gap is not clean.
