@@ -1925,7 +1925,6 @@ mod tests {
         (blocks.expect("blocks"), keyed.expect("keyed"))
     }
 
-    /// Applies `ids` as the events at positions `from..`, and records where each id is now.
     /// Event `n` of `producer`, as a producer's counter names it.
     fn producer_id(producer: u64, n: u64) -> String {
         format!("evt-{producer}-{n:06}")
@@ -1939,6 +1938,7 @@ mod tests {
             .collect()
     }
 
+    /// Applies `ids` as the events at positions `from..`, and records where each id is now.
     fn apply_ids(
         index: &Index,
         from: u64,
