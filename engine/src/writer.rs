@@ -1109,19 +1109,16 @@ impl Writer {
             entries: std::mem::take(&mut staged.entries),
         };
         staged.buf.clear();
-        let syncer = match (&self.durability, &self.syncer) {
-            (Durability::Buffered { .. }, _) => {
-                self.unsynced = true;
-                self.publisher.publish(written);
-                return Ok(());
-            }
-            (Durability::Durable, syncer) => syncer,
-        };
+        if let Durability::Buffered { .. } = self.durability {
+            self.unsynced = true;
+            self.publisher.publish(written);
+            return Ok(());
+        }
         // Handed over when the group is large and requests wait: the writer stages them during
         // the sync. Synced here otherwise: a small group's sync is shorter than what a
         // hand-over's wake-ups add on the way to the answer. (The syncer is idle: drained
         // above.)
-        if let Some(syncer) = syncer {
+        if let Some(syncer) = &self.syncer {
             let large = HAND_OVER_BYTES.min(self.limits.batch_bytes_max / 2);
             if written.end.end_offset - state.end_offset >= large
                 && self.queued.load(Ordering::SeqCst) > 0
