@@ -22,7 +22,11 @@ use journal_format::Position;
 ///
 /// It also watches the segments' frames: `overlaps` counts each write of frames (bytes not all
 /// zero: the filler writes zeros) made while an earlier write of frames was not yet synced, or
-/// while a sync other than the filler's was under way.
+/// while a sync other than the filler's was under way. A write of frames of
+/// [`LARGE_WRITE_BYTES`] or more takes [`LARGE_WRITE_PAUSE`] longer, so that other producers'
+/// requests queue while it lasts, as on a slow disk: the writer hands a written group to the
+/// syncer thread only when requests wait, and on a busy machine producers that took turns
+/// left the syncer idle for a whole test.
 #[derive(Debug, Default)]
 struct FlakyDisk {
     fail: Arc<AtomicBool>,
@@ -32,6 +36,10 @@ struct FlakyDisk {
     syncer_syncs: Arc<AtomicUsize>,
     frames: Arc<FrameWatch>,
 }
+
+/// A write of frames this large is slowed down by [`LARGE_WRITE_PAUSE`] (see [`FlakyDisk`]).
+const LARGE_WRITE_BYTES: usize = 256 * 1024;
+const LARGE_WRITE_PAUSE: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Default)]
 struct FrameWatch {
@@ -66,6 +74,9 @@ impl StorageFile for FlakyFile {
             let unsynced = frames.unsynced.fetch_add(1, Ordering::SeqCst);
             if unsynced > 0 || frames.syncing.load(Ordering::SeqCst) > 0 {
                 frames.overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            if buf.len() >= LARGE_WRITE_BYTES {
+                std::thread::sleep(LARGE_WRITE_PAUSE);
             }
         }
         self.inner.write_all_at(buf, offset)
@@ -332,11 +343,15 @@ fn large_groups_synced_beside_the_writer_are_answered_durable_and_in_order() {
     }
 }
 
-#[test]
-fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
+/// Large batches from 4 producers at once on a disk whose syncs on the syncer thread fail in the
+/// way `fault` (a flag of the disk) turns on; asserts the syncer thread did sync. The journal,
+/// its directory, and each producer's acknowledged count and error.
+fn large_batches_with_syncer_fault(
+    fault: fn(&FlakyDisk) -> &AtomicBool,
+) -> (tempfile::TempDir, Journal, Vec<(u64, Option<Error>)>) {
     let dir = tempfile::tempdir().unwrap();
     let disk = Arc::new(FlakyDisk::default());
-    disk.fail_in_syncer.store(true, Ordering::SeqCst);
+    fault(&disk).store(true, Ordering::SeqCst);
     let syncer_syncs = Arc::clone(&disk.syncer_syncs);
     let journal = open_on(dir.path(), disk);
     let results = large_batches_at_once(&journal, 4, 8);
@@ -344,6 +359,12 @@ fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
         syncer_syncs.load(Ordering::SeqCst) > 0,
         "the syncer never synced"
     );
+    (dir, journal, results)
+}
+
+#[test]
+fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
+    let (dir, journal, results) = large_batches_with_syncer_fault(|disk| &disk.fail_in_syncer);
     let mut acknowledged = 0;
     for (n, error) in results {
         acknowledged += n;
@@ -358,16 +379,7 @@ fn a_failed_sync_on_the_syncer_thread_answers_nothing_it_covered_and_poisons() {
 
 #[test]
 fn a_panic_on_the_syncer_thread_poisons_instead_of_hanging() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Arc::new(FlakyDisk::default());
-    disk.panic_in_syncer.store(true, Ordering::SeqCst);
-    let syncer_syncs = Arc::clone(&disk.syncer_syncs);
-    let journal = open_on(dir.path(), disk);
-    let results = large_batches_at_once(&journal, 4, 8);
-    assert!(
-        syncer_syncs.load(Ordering::SeqCst) > 0,
-        "the syncer never synced"
-    );
+    let (dir, journal, results) = large_batches_with_syncer_fault(|disk| &disk.panic_in_syncer);
     let mut acknowledged = 0;
     for (n, error) in results {
         acknowledged += n;
