@@ -1,0 +1,186 @@
+/*
+ * A model of the journal's durable commit on the disk at hand, without the journal: a batch of
+ * BATCH bytes written with `pwrite` and made durable, N times, with or without a thread that
+ * writes and syncs zeros ahead of the writes (the engine's filler, `engine/src/filler.rs`:
+ * 1 MiB at a time, 2 MiB ahead). It answers "would this way of syncing pay?" before the engine
+ * is changed (docs/PERFORMANCE.md, "Where the time goes", twenty-fourth session).
+ *
+ * Not part of the build or of CI. Needs liburing (Debian: liburing-dev):
+ *
+ *   gcc -O2 -o /tmp/commit_model benches/models/commit_model.c -luring -lpthread
+ *   /tmp/commit_model MODE BATCH N FILE [CPU_US [PARTS]]
+ *
+ * MODE:
+ *   0  into a file zero-filled and synced before the clock (the comparison's bound)
+ *   1  the filler ahead; `fdatasync` per batch (the engine today)
+ *   2  the filler ahead; io_uring's IORING_OP_FSYNC (DATASYNC) limited to the batch's bytes
+ *   3  no filler, the file extended by each write; `fdatasync`
+ *   4  no filler; the range-limited io_uring sync
+ *   5  the filler ahead; CPU_US of work spun before each batch's write (preparing, staging),
+ *      then `fdatasync`
+ *   6  as 5, the batch in PARTS parts: each part's work, its write, and its sync started
+ *      through io_uring while the next part's work is done (the sync before waited for first)
+ *
+ * Prints the mean time per batch, its p50, p99 and max, and the mean wait for the filler.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK (1L << 20)
+#define AHEAD (2L << 20)
+
+static int fd;
+static _Atomic long written_end = 0; /* the writes' end */
+static _Atomic long zero_end = 0;    /* the end of the zeros written and synced */
+static _Atomic int stop = 0;
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void die(const char *what) {
+  perror(what);
+  exit(1);
+}
+
+static void *filler(void *arg) {
+  (void)arg;
+  char *zeros = calloc(1, CHUNK);
+  while (!stop) {
+    long end = zero_end;
+    if (end < written_end + AHEAD) {
+      if (pwrite(fd, zeros, CHUNK, end) != CHUNK) die("the filler's pwrite");
+      if (fdatasync(fd) != 0) die("the filler's fdatasync");
+      zero_end = end + CHUNK;
+    } else {
+      usleep(50);
+    }
+  }
+  free(zeros);
+  return NULL;
+}
+
+static void spin(double us) {
+  double end = now_us() + us;
+  while (now_us() < end) {
+  }
+}
+
+/* Starts a sync of [at, at + len) through the ring (len 0: the whole file). */
+static void start_sync(struct io_uring *ring, long at, long len) {
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+  io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+  sqe->off = at;
+  sqe->len = len;
+  if (io_uring_submit(ring) != 1) die("io_uring_submit");
+}
+
+static void wait_sync(struct io_uring *ring) {
+  struct io_uring_cqe *cqe;
+  if (io_uring_wait_cqe(ring, &cqe) != 0) die("io_uring_wait_cqe");
+  if (cqe->res < 0) {
+    fprintf(stderr, "the ring's sync failed: %s\n", strerror(-cqe->res));
+    exit(1);
+  }
+  io_uring_cqe_seen(ring, cqe);
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "usage: %s MODE BATCH N FILE [CPU_US [PARTS]]\n", argv[0]);
+    return 2;
+  }
+  int mode = atoi(argv[1]);
+  long batch = atol(argv[2]);
+  int n = atoi(argv[3]);
+  double cpu = argc > 5 ? atof(argv[5]) : 0;
+  int parts = argc > 6 ? atoi(argv[6]) : 1;
+  if (mode < 0 || mode > 6 || batch <= 0 || n <= 0 || parts <= 0) {
+    fprintf(stderr, "bad arguments\n");
+    return 2;
+  }
+  fd = open(argv[4], O_CREAT | O_TRUNC | O_RDWR, 0644);
+  if (fd < 0) die("open");
+  char *frames = malloc(batch);
+  memset(frames, 0xA5, batch);
+  struct io_uring ring;
+  if (io_uring_queue_init(8, &ring, 0) != 0) die("io_uring_queue_init");
+  if (mode == 0) {
+    char *zeros = calloc(1, CHUNK);
+    for (long at = 0; at < batch * (long)n + CHUNK; at += CHUNK)
+      if (pwrite(fd, zeros, CHUNK, at) != CHUNK) die("pwrite of the zeros");
+    if (fsync(fd) != 0) die("fsync");
+    free(zeros);
+  }
+  int filling = mode == 1 || mode == 2 || mode == 5 || mode == 6;
+  pthread_t thread;
+  if (filling) {
+    pthread_create(&thread, NULL, filler, NULL);
+    while (zero_end < AHEAD) usleep(100);
+  }
+  double *latencies = malloc(sizeof(double) * n);
+  double waits = 0;
+  double start = now_us();
+  long at = 0;
+  for (int i = 0; i < n; i++) {
+    double t = now_us();
+    if (mode == 6) {
+      long piece = batch / parts, off = at;
+      int pending = 0;
+      for (int p = 0; p < parts; p++) {
+        long len = p == parts - 1 ? batch - piece * (parts - 1) : piece;
+        spin(cpu / parts);
+        double w = now_us();
+        while (filling && zero_end < off + len) {
+        }
+        waits += now_us() - w;
+        if (pending) wait_sync(&ring);
+        if (pwrite(fd, frames, len, off) != len) die("pwrite");
+        start_sync(&ring, 0, 0);
+        pending = 1;
+        off += len;
+      }
+      wait_sync(&ring);
+    } else {
+      spin(cpu);
+      double w = now_us();
+      while (filling && zero_end < at + batch) {
+      }
+      waits += now_us() - w;
+      if (pwrite(fd, frames, batch, at) != batch) die("pwrite");
+      if (mode == 2 || mode == 4) {
+        start_sync(&ring, at, batch);
+        wait_sync(&ring);
+      } else if (fdatasync(fd) != 0) {
+        die("fdatasync");
+      }
+    }
+    at += batch;
+    written_end = at;
+    latencies[i] = now_us() - t;
+  }
+  double elapsed = now_us() - start;
+  stop = 1;
+  if (filling) pthread_join(thread, NULL);
+  qsort(latencies, n, sizeof(double), by_value);
+  printf("mode %d batch %ld cpu %.0f parts %d: mean %.1f us p50 %.1f p99 %.1f max %.1f, "
+         "waits for zeros %.1f us a batch\n",
+         mode, batch, cpu, parts, elapsed / n, latencies[n / 2], latencies[n * 99 / 100],
+         latencies[n - 1], waits / n);
+  return 0;
+}
