@@ -20,6 +20,8 @@
  *      then `fdatasync`
  *   6  as 5, the batch in PARTS parts: each part's work, its write, and its sync started
  *      through io_uring while the next part's work is done (the sync before waited for first)
+ *   7  as 5, the filler writing its zeros without syncing them: a chunk is ready for frames
+ *      once a commit's `fdatasync` that began after the chunk's write has ended
  *
  * Prints the mean time per batch, its p50, p99 and max, and the mean wait for the filler.
  */
@@ -40,6 +42,8 @@
 static int fd;
 static _Atomic long written_end = 0; /* the writes' end */
 static _Atomic long zero_end = 0;    /* the end of the zeros written and synced */
+static _Atomic long zero_written = 0; /* the end of the zeros written (mode 7) */
+static int piggyback = 0;             /* mode 7: the commits' syncs make the zeros durable */
 static _Atomic int stop = 0;
 
 static double now_us(void) {
@@ -57,9 +61,13 @@ static void *filler(void *arg) {
   (void)arg;
   char *zeros = calloc(1, CHUNK);
   while (!stop) {
-    long end = zero_end;
+    long end = piggyback ? zero_written : zero_end;
     if (end < written_end + AHEAD) {
       if (pwrite(fd, zeros, CHUNK, end) != CHUNK) die("the filler's pwrite");
+      if (piggyback) {
+        zero_written = end + CHUNK;
+        continue;
+      }
       if (fdatasync(fd) != 0) die("the filler's fdatasync");
       zero_end = end + CHUNK;
     } else {
@@ -110,7 +118,7 @@ int main(int argc, char **argv) {
   int n = atoi(argv[3]);
   double cpu = argc > 5 ? atof(argv[5]) : 0;
   int parts = argc > 6 ? atoi(argv[6]) : 1;
-  if (mode < 0 || mode > 6 || batch <= 0 || n <= 0 || parts <= 0) {
+  if (mode < 0 || mode > 7 || batch <= 0 || n <= 0 || parts <= 0) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }
@@ -127,10 +135,16 @@ int main(int argc, char **argv) {
     if (fsync(fd) != 0) die("fsync");
     free(zeros);
   }
-  int filling = mode == 1 || mode == 2 || mode == 5 || mode == 6;
+  int filling = mode == 1 || mode == 2 || mode == 5 || mode == 6 || mode == 7;
+  piggyback = mode == 7;
   pthread_t thread;
   if (filling) {
     pthread_create(&thread, NULL, filler, NULL);
+    if (piggyback) {
+      while (zero_written < AHEAD) usleep(100);
+      if (fdatasync(fd) != 0) die("fdatasync");
+      zero_end = zero_written;
+    }
     while (zero_end < AHEAD) usleep(100);
   }
   double *latencies = malloc(sizeof(double) * n);
@@ -166,8 +180,10 @@ int main(int argc, char **argv) {
       if (mode == 2 || mode == 4) {
         start_sync(&ring, at, batch);
         wait_sync(&ring);
-      } else if (fdatasync(fd) != 0) {
-        die("fdatasync");
+      } else {
+        long zeros = zero_written; /* written before the sync begins: durable after it */
+        if (fdatasync(fd) != 0) die("fdatasync");
+        if (piggyback && zeros > zero_end) zero_end = zeros;
       }
     }
     at += batch;
