@@ -22,6 +22,8 @@
  *      through io_uring while the next part's work is done (the sync before waited for first)
  *   7  as 5, the filler writing its zeros without syncing them: a chunk is ready for frames
  *      once a commit's `fdatasync` that began after the chunk's write has ended
+ *   8  as 5, the filler writing and syncing a batch's length of zeros (not 1 MiB) each time
+ *      a commit's sync ends, while the next batch's CPU work runs
  *
  * Prints the mean time per batch, its p50, p99 and max, and the mean wait for the filler.
  */
@@ -44,6 +46,8 @@ static _Atomic long written_end = 0; /* the writes' end */
 static _Atomic long zero_end = 0;    /* the end of the zeros written and synced */
 static _Atomic long zero_written = 0; /* the end of the zeros written (mode 7) */
 static int piggyback = 0;             /* mode 7: the commits' syncs make the zeros durable */
+static long paced = 0;                /* mode 8: the zeros' piece, written after each commit */
+static _Atomic long commits = 0;      /* mode 8: commits ended */
 static _Atomic int stop = 0;
 
 static double now_us(void) {
@@ -60,6 +64,17 @@ static void die(const char *what) {
 static void *filler(void *arg) {
   (void)arg;
   char *zeros = calloc(1, CHUNK);
+  long seen = 0;
+  while (paced && !stop) {
+    if (commits == seen && zero_end >= written_end + AHEAD) {
+      continue;
+    }
+    seen = commits;
+    long end = zero_end;
+    if (pwrite(fd, zeros, paced, end) != paced) die("the filler's pwrite");
+    if (fdatasync(fd) != 0) die("the filler's fdatasync");
+    zero_end = end + paced;
+  }
   while (!stop) {
     long end = piggyback ? zero_written : zero_end;
     if (end < written_end + AHEAD) {
@@ -118,7 +133,7 @@ int main(int argc, char **argv) {
   int n = atoi(argv[3]);
   double cpu = argc > 5 ? atof(argv[5]) : 0;
   int parts = argc > 6 ? atoi(argv[6]) : 1;
-  if (mode < 0 || mode > 7 || batch <= 0 || n <= 0 || parts <= 0) {
+  if (mode < 0 || mode > 8 || batch <= 0 || n <= 0 || parts <= 0) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }
@@ -135,8 +150,9 @@ int main(int argc, char **argv) {
     if (fsync(fd) != 0) die("fsync");
     free(zeros);
   }
-  int filling = mode == 1 || mode == 2 || mode == 5 || mode == 6 || mode == 7;
+  int filling = mode == 1 || mode == 2 || (mode >= 5 && mode <= 8);
   piggyback = mode == 7;
+  paced = mode == 8 ? batch : 0;
   pthread_t thread;
   if (filling) {
     pthread_create(&thread, NULL, filler, NULL);
@@ -188,6 +204,7 @@ int main(int argc, char **argv) {
     }
     at += batch;
     written_end = at;
+    commits++;
     latencies[i] = now_us() - t;
   }
   double elapsed = now_us() - start;
