@@ -10,14 +10,14 @@
  *   gcc -O2 -o /tmp/commit_model benches/models/commit_model.c -luring -lpthread
  *   /tmp/commit_model MODE BATCH N FILE [CPU_US [PARTS]]
  *
- * MODE:
+ * CPU_US (default 0): microseconds of CPU work spun before each batch's write, as the engine's
+ * preparing and staging; PARTS (mode 6, default 1). MODE:
  *   0  into a file zero-filled and synced before the clock (the comparison's bound)
  *   1  the filler ahead; `fdatasync` per batch (the engine today)
  *   2  the filler ahead; io_uring's IORING_OP_FSYNC (DATASYNC) limited to the batch's bytes
  *   3  no filler, the file extended by each write; `fdatasync`
  *   4  no filler; the range-limited io_uring sync
- *   5  the filler ahead; CPU_US of work spun before each batch's write (preparing, staging),
- *      then `fdatasync`
+ *   5  as 1 (the name docs/PERFORMANCE.md quotes it by with CPU_US)
  *   6  as 5, the batch in PARTS parts: each part's work, its write, and its sync started
  *      through io_uring while the next part's work is done (the sync before waited for first)
  *   7  as 5, the filler writing its zeros without syncing them: a chunk is ready for frames
@@ -67,6 +67,7 @@ static void *filler(void *arg) {
   long seen = 0;
   while (paced && !stop) {
     if (commits == seen && zero_end >= written_end + AHEAD) {
+      usleep(20);
       continue;
     }
     seen = commits;
