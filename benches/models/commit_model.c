@@ -27,6 +27,9 @@
  *   9  as 5, the filler writing its zeros with O_DIRECT (no copy into the page cache) into a
  *      file sized up front (`ftruncate`), then asking for the chunk to be read into the page
  *      cache (`posix_fadvise` WILLNEED), so that the frames' writes find their pages there
+ *  10  as 0 (zero-filled before the clock), the frames written with O_DIRECT | O_DSYNC from
+ *      whole pages (the last, partial page written again by the next batch), no `fdatasync`
+ *  11  as 10, with the filler ahead writing its zeros with O_DIRECT (no page cache at all)
  *
  * Prints the mean time per batch, its p50, p99 and max, the mean wait for the filler, and the
  * filler thread's CPU time per batch.
@@ -52,7 +55,8 @@ static _Atomic long zero_written = 0; /* the end of the zeros written (mode 7) *
 static int piggyback = 0;             /* mode 7: the commits' syncs make the zeros durable */
 static long paced = 0;                /* mode 8: the zeros' piece, written after each commit */
 static _Atomic long commits = 0;      /* mode 8: commits ended */
-static int direct_fd = -1;            /* mode 9: the file opened with O_DIRECT */
+static int direct_fd = -1;            /* modes 9, 11: the file opened with O_DIRECT */
+static int skip_fadvise = 0;          /* mode 11: the zeros are not read into the page cache */
 static _Atomic double filler_cpu_us = 0; /* the filler thread's CPU time */
 static _Atomic int stop = 0;
 
@@ -83,7 +87,8 @@ static void *filler(void *arg) {
     if (end < written_end + AHEAD) {
       if (pwrite(direct_fd, zeros, CHUNK, end) != CHUNK) die("the filler's O_DIRECT pwrite");
       if (fdatasync(direct_fd) != 0) die("the filler's fdatasync");
-      if (posix_fadvise(fd, end, CHUNK, POSIX_FADV_WILLNEED) != 0) die("posix_fadvise");
+      if (!skip_fadvise && posix_fadvise(fd, end, CHUNK, POSIX_FADV_WILLNEED) != 0)
+        die("posix_fadvise");
       zero_end = end + CHUNK;
     } else {
       usleep(50);
@@ -160,7 +165,7 @@ int main(int argc, char **argv) {
   int n = atoi(argv[3]);
   double cpu = argc > 5 ? atof(argv[5]) : 0;
   int parts = argc > 6 ? atoi(argv[6]) : 1;
-  if (mode < 0 || mode > 9 || batch <= 0 || n <= 0 || parts <= 0) {
+  if (mode < 0 || mode > 11 || batch <= 0 || n <= 0 || parts <= 0) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }
@@ -170,7 +175,13 @@ int main(int argc, char **argv) {
   memset(frames, 0xA5, batch);
   struct io_uring ring;
   if (io_uring_queue_init(8, &ring, 0) != 0) die("io_uring_queue_init");
-  if (mode == 0) {
+  int dsync_fd = -1;
+  char *pages = NULL;
+  if (mode == 10 || mode == 11) {
+    if (posix_memalign((void **)&pages, 4096, batch + 8192) != 0) die("posix_memalign");
+    memset(pages, 0xA5, batch + 8192);
+  }
+  if (mode == 0 || mode == 10) {
     char *zeros = calloc(1, CHUNK);
     for (long at = 0; at < batch * (long)n + CHUNK; at += CHUNK)
       if (pwrite(fd, zeros, CHUNK, at) != CHUNK) die("pwrite of the zeros");
@@ -182,7 +193,16 @@ int main(int argc, char **argv) {
     direct_fd = open(argv[4], O_RDWR | O_DIRECT);
     if (direct_fd < 0) die("open with O_DIRECT");
   }
-  int filling = mode == 1 || mode == 2 || (mode >= 5 && mode <= 9);
+  if (mode == 11) {
+    direct_fd = open(argv[4], O_RDWR | O_DIRECT);
+    if (direct_fd < 0) die("open with O_DIRECT");
+    skip_fadvise = 1;
+  }
+  if (mode == 10 || mode == 11) {
+    dsync_fd = open(argv[4], O_RDWR | O_DIRECT | O_DSYNC);
+    if (dsync_fd < 0) die("open with O_DIRECT | O_DSYNC");
+  }
+  int filling = mode == 1 || mode == 2 || (mode >= 5 && mode <= 9) || mode == 11;
   piggyback = mode == 7;
   paced = mode == 8 ? batch : 0;
   pthread_t thread;
@@ -224,8 +244,12 @@ int main(int argc, char **argv) {
       while (filling && zero_end < at + batch) {
       }
       waits += now_us() - w;
-      if (pwrite(fd, frames, batch, at) != batch) die("pwrite");
-      if (mode == 2 || mode == 4) {
+      if (mode == 10 || mode == 11) {
+        long from = at & ~4095L, to = (at + batch + 4095) & ~4095L;
+        if (pwrite(dsync_fd, pages, to - from, from) != to - from) die("O_DIRECT pwrite");
+      } else if (pwrite(fd, frames, batch, at) != batch) die("pwrite");
+      if (mode == 10 || mode == 11) {
+      } else if (mode == 2 || mode == 4) {
         start_sync(&ring, at, batch);
         wait_sync(&ring);
       } else {
