@@ -56,7 +56,7 @@ static int piggyback = 0;             /* mode 7: the commits' syncs make the zer
 static long paced = 0;                /* mode 8: the zeros' piece, written after each commit */
 static _Atomic long commits = 0;      /* mode 8: commits ended */
 static int direct_fd = -1;            /* modes 9, 11: the file opened with O_DIRECT */
-static int skip_fadvise = 0;          /* mode 11: the zeros are not read into the page cache */
+static int read_back = 0;             /* mode 9: the zeros are read into the page cache */
 static _Atomic double filler_cpu_us = 0; /* the filler thread's CPU time */
 static _Atomic int stop = 0;
 
@@ -82,43 +82,25 @@ static void *filler(void *arg) {
   char *zeros;
   if (posix_memalign((void **)&zeros, 4096, CHUNK) != 0) die("posix_memalign");
   memset(zeros, 0, CHUNK);
-  while (direct_fd >= 0 && !stop) {
-    long end = zero_end;
-    if (end < written_end + AHEAD) {
-      if (pwrite(direct_fd, zeros, CHUNK, end) != CHUNK) die("the filler's O_DIRECT pwrite");
-      if (fdatasync(direct_fd) != 0) die("the filler's fdatasync");
-      if (!skip_fadvise && posix_fadvise(fd, end, CHUNK, POSIX_FADV_WILLNEED) != 0)
-        die("posix_fadvise");
-      zero_end = end + CHUNK;
-    } else {
-      usleep(50);
-    }
-  }
-  long seen = 0;
-  while (paced && !stop) {
-    if (commits == seen && zero_end >= written_end + AHEAD) {
-      usleep(20);
+  int out = direct_fd >= 0 ? direct_fd : fd; /* modes 9, 11: the zeros with O_DIRECT */
+  long piece = paced ? paced : CHUNK;
+  long seen = 0; /* mode 8: the commits the filler has followed */
+  while (!stop) {
+    long end = piggyback ? zero_written : zero_end;
+    if (end >= written_end + AHEAD && !(paced && commits != seen)) {
+      usleep(paced ? 20 : 50);
       continue;
     }
     seen = commits;
-    long end = zero_end;
-    if (pwrite(fd, zeros, paced, end) != paced) die("the filler's pwrite");
-    if (fdatasync(fd) != 0) die("the filler's fdatasync");
-    zero_end = end + paced;
-  }
-  while (!stop) {
-    long end = piggyback ? zero_written : zero_end;
-    if (end < written_end + AHEAD) {
-      if (pwrite(fd, zeros, CHUNK, end) != CHUNK) die("the filler's pwrite");
-      if (piggyback) {
-        zero_written = end + CHUNK;
-        continue;
-      }
-      if (fdatasync(fd) != 0) die("the filler's fdatasync");
-      zero_end = end + CHUNK;
-    } else {
-      usleep(50);
+    if (pwrite(out, zeros, piece, end) != piece) die("the filler's pwrite");
+    if (piggyback) {
+      zero_written = end + piece;
+      continue;
     }
+    if (fdatasync(out) != 0) die("the filler's fdatasync");
+    if (read_back && posix_fadvise(fd, end, piece, POSIX_FADV_WILLNEED) != 0)
+      die("posix_fadvise");
+    zero_end = end + piece;
   }
   free(zeros);
   filler_cpu_us = thread_cpu_us();
@@ -171,16 +153,13 @@ int main(int argc, char **argv) {
   }
   fd = open(argv[4], O_CREAT | O_TRUNC | O_RDWR, 0644);
   if (fd < 0) die("open");
-  char *frames = malloc(batch);
-  memset(frames, 0xA5, batch);
+  /* The frames: page-aligned and a page longer on each side, for the O_DIRECT writes. */
+  char *frames;
+  if (posix_memalign((void **)&frames, 4096, batch + 8192) != 0) die("posix_memalign");
+  memset(frames, 0xA5, batch + 8192);
   struct io_uring ring;
   if (io_uring_queue_init(8, &ring, 0) != 0) die("io_uring_queue_init");
   int dsync_fd = -1;
-  char *pages = NULL;
-  if (mode == 10 || mode == 11) {
-    if (posix_memalign((void **)&pages, 4096, batch + 8192) != 0) die("posix_memalign");
-    memset(pages, 0xA5, batch + 8192);
-  }
   if (mode == 0 || mode == 10) {
     char *zeros = calloc(1, CHUNK);
     for (long at = 0; at < batch * (long)n + CHUNK; at += CHUNK)
@@ -188,16 +167,12 @@ int main(int argc, char **argv) {
     if (fsync(fd) != 0) die("fsync");
     free(zeros);
   }
-  if (mode == 9) {
-    if (ftruncate(fd, batch * (long)n + AHEAD + CHUNK) != 0) die("ftruncate");
+  if (mode == 9 && ftruncate(fd, batch * (long)n + AHEAD + CHUNK) != 0) die("ftruncate");
+  if (mode == 9 || mode == 11) {
     direct_fd = open(argv[4], O_RDWR | O_DIRECT);
     if (direct_fd < 0) die("open with O_DIRECT");
   }
-  if (mode == 11) {
-    direct_fd = open(argv[4], O_RDWR | O_DIRECT);
-    if (direct_fd < 0) die("open with O_DIRECT");
-    skip_fadvise = 1;
-  }
+  read_back = mode == 9;
   if (mode == 10 || mode == 11) {
     dsync_fd = open(argv[4], O_RDWR | O_DIRECT | O_DSYNC);
     if (dsync_fd < 0) die("open with O_DIRECT | O_DSYNC");
@@ -248,7 +223,7 @@ int main(int argc, char **argv) {
       }
       waits += now_us() - w;
       if (direct) {
-        if (pwrite(dsync_fd, pages, to - from, from) != to - from) die("O_DIRECT pwrite");
+        if (pwrite(dsync_fd, frames, to - from, from) != to - from) die("O_DIRECT pwrite");
       } else if (pwrite(fd, frames, batch, at) != batch) {
         die("pwrite");
       }
