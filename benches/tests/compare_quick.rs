@@ -35,6 +35,9 @@ fn compare_quick_reports_every_workload_and_engine() {
         for engine in ["bound", "journal", "sqlite", "redb", "okaywal"] {
             let events_per_s = cell["engines"][engine]["eventsPerSec"].as_f64();
             assert!(events_per_s.is_some_and(|v| v > 0.0), "{engine} in {cell}");
+            // Every engine spends some CPU on every event it stores.
+            let cpu = cell["engines"][engine]["cpuUsPerEvent"].as_f64();
+            assert!(cpu.is_some_and(|v| v > 0.0), "{engine}'s CPU in {cell}");
         }
     }
     // The scratch directory is removed at the end of the run.

@@ -22,6 +22,9 @@ pub const PRODUCERS: [u64; 2] = [1, 8];
 struct Run {
     events: u64,
     elapsed: Duration,
+    /// The process's CPU time inside the clock, every thread's (the engine's own threads, the
+    /// producers').
+    cpu: Duration,
     latencies: Vec<Duration>,
     msgpack_bytes: u64,
     disk_bytes: u64,
@@ -58,7 +61,7 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
     let frame_bytes = msgpack_bytes + events * journal_format::FRAME_HEADER_LEN as u64;
     let engine: Box<dyn Engine> = kind.open(&dir, usize::try_from(producers)?, frame_bytes)?;
     let barrier = Barrier::new(usize::try_from(producers)? + 1);
-    let (elapsed, latencies) = std::thread::scope(|scope| -> Res<_> {
+    let (elapsed, cpu, latencies) = std::thread::scope(|scope| -> Res<_> {
         let handles: Vec<_> = work
             .into_iter()
             .enumerate()
@@ -80,6 +83,7 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
             .collect();
         barrier.wait();
         let start = Instant::now();
+        let cpu_start = process_cpu();
         let mut latencies = Vec::new();
         let mut spent = Vec::new();
         for h in handles {
@@ -88,8 +92,9 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
             spent.push(batches);
         }
         let elapsed = start.elapsed();
+        let cpu = process_cpu().saturating_sub(cpu_start);
         drop(spent);
-        Ok((elapsed, latencies))
+        Ok((elapsed, cpu, latencies))
     })?;
     engine.close()?;
     let disk_bytes = dir_bytes(&dir);
@@ -102,11 +107,21 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
     Ok(Run {
         events,
         elapsed,
+        cpu,
         latencies,
         msgpack_bytes,
         disk_bytes,
         log_bytes,
     })
+}
+
+/// The CPU time the process has used so far, every thread's (exited ones' too).
+fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or_default(),
+        u32::try_from(t.tv_nsec).unwrap_or_default(),
+    )
 }
 
 /// The medians of one engine's runs of a cell.
@@ -118,6 +133,7 @@ struct Figures {
     bytes_per_event: f64,
     log_bytes_per_event: f64,
     msgpack_bytes_per_event: f64,
+    cpu_us_per_event: f64,
 }
 
 fn figures(runs: &[Run]) -> Figures {
@@ -140,6 +156,7 @@ fn figures(runs: &[Run]) -> Figures {
         bytes_per_event: per(&|r| r.disk_bytes as f64 / r.events as f64),
         log_bytes_per_event: per(&|r| r.log_bytes as f64 / r.events as f64),
         msgpack_bytes_per_event: per(&|r| r.msgpack_bytes as f64 / r.events as f64),
+        cpu_us_per_event: per(&|r| r.cpu.as_secs_f64() * 1e6 / r.events as f64),
     }
 }
 
@@ -151,7 +168,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
     let mut text = String::new();
     writeln!(
         text,
-        "{:>5} {:>4} {:<8} {:>11} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9}",
+        "{:>5} {:>4} {:<8} {:>11} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>9} {:>7}",
         "batch",
         "prod",
         "engine",
@@ -163,7 +180,8 @@ pub fn run(ctx: &Context) -> Res<Section> {
         "B/event",
         "×bound",
         "×journal",
-        "p99×bound"
+        "p99×bound",
+        "CPU µs"
     )?;
     let mut cells = Vec::new();
     let kinds: Vec<Kind> = Kind::ALL
@@ -202,7 +220,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
                 let p99_to_bound = f.latency.p99.as_secs_f64() / bound.latency.p99.as_secs_f64();
                 writeln!(
                     text,
-                    "{batch:>5} {producers:>4} {:<8} {:>11.0} {:>7.1} {:>8.3} {:>8.3} {:>8.3} {:>7.0} {:>7.2} {:>8.2} {:>9.2}",
+                    "{batch:>5} {producers:>4} {:<8} {:>11.0} {:>7.1} {:>8.3} {:>8.3} {:>8.3} {:>7.0} {:>7.2} {:>8.2} {:>9.2} {:>7.2}",
                     kind.name(),
                     f.events_per_s,
                     f.mb_per_s,
@@ -213,6 +231,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
                     to_bound,
                     to_journal,
                     p99_to_bound,
+                    f.cpu_us_per_event,
                 )?;
                 engines.insert(
                     kind.name().into(),
@@ -227,6 +246,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
                         "ratioToBound": to_bound,
                         "ratioToJournal": to_journal,
                         "p99RatioToBound": p99_to_bound,
+                        "cpuUsPerEvent": f.cpu_us_per_event,
                     }),
                 );
             }
@@ -242,7 +262,9 @@ pub fn run(ctx: &Context) -> Res<Section> {
     writeln!(
         text,
         "MB/s counts MessagePack bytes; B/event is everything the engine left on disk (the \
-         journal's log alone: see logBytesPerEvent in the JSON); medians of {} rounds.",
+         journal's log alone: see logBytesPerEvent in the JSON); CPU µs is the process's CPU \
+         time inside the clock (every thread's, the kernel's work for it included) per event; \
+         medians of {} rounds.",
         ctx.rounds
     )?;
     Ok(Section {
