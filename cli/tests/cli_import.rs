@@ -9,10 +9,10 @@ use common::journal;
 use serde_json::Value;
 
 fn agent_logs() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agent-logs");
     assert!(
         dir.is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir

@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The journal directory defaults to `./journal-data`; the fixtures are read from
-//! `../shared/spec/agentruntime/fixtures/lime-profile` beside the workspace. Running it twice
+//! `testdata/agentruntime/fixtures/lime-profile`. Running it twice
 //! stores nothing new: event ids are idempotent.
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .map_or_else(|| PathBuf::from("journal-data"), PathBuf::from);
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/spec/agentruntime/fixtures/lime-profile");
+        .join("../testdata/agentruntime/fixtures/lime-profile");
     if !fixtures.is_dir() {
         return Err(format!(
             "the Agent Runtime fixtures are missing: expected {}",

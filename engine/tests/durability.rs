@@ -431,7 +431,7 @@ fn a_second_open_of_the_same_directory_is_refused() {
 
 #[test]
 fn agent_runtime_fixtures_round_trip_through_the_journal() {
-    let fixtures = shared_dir().join("spec/agentruntime/fixtures/lime-profile");
+    let fixtures = testdata_dir().join("agentruntime/fixtures/lime-profile");
     let mut originals = Vec::new();
     for entry in std::fs::read_dir(&fixtures).unwrap() {
         let path = entry.unwrap().path();

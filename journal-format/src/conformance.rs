@@ -1,5 +1,5 @@
 //! Conformance with the Agent Runtime JSON Schemas (v0.4, Apache-2.0, vendored in
-//! `journal-format/schemas/agentruntime/` from `shared/spec/agentruntime/`, unmodified).
+//! `journal-format/schemas/agentruntime/` from the Agent Runtime repository, unmodified: `SOURCE.txt`).
 //!
 //! The Lime profile schemas refer to the core schemas by a relative `$ref` that resolves under
 //! `https://limecloud.github.io/agentruntime/schemas/`, while the core schemas declare their

@@ -1,40 +1,20 @@
-//! The vendored Agent Runtime schemas against `shared/spec/agentruntime/`, and every fixture event
-//! against the typed payload check and both event schemas.
+//! Every Agent Runtime fixture event (`testdata/agentruntime/`) against the typed payload check
+//! and both vendored event schemas.
 
 use std::path::{Path, PathBuf};
 
 use journal_format::conformance::Schema;
 use journal_format::Envelope;
 
-/// `shared/spec/agentruntime` beside the workspace root; panics with a clear message when missing.
+/// `testdata/agentruntime` in the repository; panics with a clear message when missing.
 fn spec_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec/agentruntime");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agentruntime");
     assert!(
         dir.join("fixtures").is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir
-}
-
-#[test]
-fn vendored_schemas_are_the_shared_ones_unmodified() {
-    let spec = spec_dir();
-    for schema in [
-        Schema::Event,
-        Schema::LimeEvent,
-        Schema::Snapshot,
-        Schema::LimeSnapshot,
-    ] {
-        let shared = std::fs::read_to_string(spec.join("schemas").join(schema.file_name()))
-            .expect("read shared schema");
-        assert_eq!(
-            shared,
-            schema.text(),
-            "{} differs from shared",
-            schema.file_name()
-        );
-    }
 }
 
 fn fixture_events() -> Vec<(String, serde_json::Value)> {

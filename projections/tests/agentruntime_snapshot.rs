@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 
 fn fixtures() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/spec/agentruntime/fixtures/lime-profile");
+        .join("../testdata/agentruntime/fixtures/lime-profile");
     assert!(
         dir.is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir

@@ -1,4 +1,4 @@
-//! Import of the real agent sessions in `../shared/fixtures/agent-logs/`: each summary's counts
+//! Import of the real agent sessions in `testdata/agent-logs/`: each summary's counts
 //! against counts taken from the file here, independently of the importer; re-import adds
 //! nothing; replay agrees with the summary; damaged copies are refused with their line.
 
@@ -11,10 +11,10 @@ use journal_replay::Scope;
 use serde_json::Value;
 
 fn agent_logs() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/agent-logs");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agent-logs");
     assert!(
         dir.is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir

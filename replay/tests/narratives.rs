@@ -290,10 +290,10 @@ fn time_travel_tells_the_story_as_of_any_position() {
 
 fn fixtures() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/spec/agentruntime/fixtures/lime-profile");
+        .join("../testdata/agentruntime/fixtures/lime-profile");
     assert!(
         dir.is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir

@@ -1,5 +1,5 @@
 //! The import workload: how fast a real agent session becomes journal events, on the largest
-//! shared file (the Claude Code transcript in `../shared/fixtures/agent-logs/`), against two
+//! shared file (the Claude Code transcript in `testdata/agent-logs/`), against two
 //! baselines in the same run: parsing the same lines as JSON and nothing else (the floor any
 //! importer pays), and appending the already-mapped events (the journal's share).
 //!
@@ -19,11 +19,11 @@ use super::{ms, stats, Context, Res, Section};
 /// The largest shared agent session, and the directory of its file-history backups.
 fn shared_file() -> Res<(PathBuf, PathBuf)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/agent-logs/claude-code");
+        .join("../testdata/agent-logs/claude-code");
     let file = dir.join("cctrace_phase0-investigation_main.jsonl");
     if !file.is_file() {
         return Err(format!(
-            "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+            "the test data is missing: expected {} (`testdata/` in the repository)",
             file.display()
         )
         .into());

@@ -130,12 +130,12 @@ pub fn all_events(journal: &Journal) -> Vec<journal_format::StoredEvent> {
         .expect("read all")
 }
 
-/// The shared directory next to the workspace root; panics with a clear message when missing.
-pub fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared");
+/// The repository's `testdata/` directory; panics with a clear message when missing.
+pub fn testdata_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata");
     assert!(
-        dir.join("spec/agentruntime/fixtures").is_dir(),
-        "the shared data is missing: expected {} (the `shared` directory beside the workspace root)",
+        dir.join("agentruntime/fixtures").is_dir(),
+        "the test data is missing: expected {} (`testdata/` in the repository)",
         dir.display()
     );
     dir

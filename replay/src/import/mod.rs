@@ -1,5 +1,5 @@
 //! Import of agent sessions that other runtimes wrote: Claude Code transcripts, Codex rollouts
-//! and OpenHands trajectories (`../shared/fixtures/agent-logs/FORMATS.md`), turned into
+//! and OpenHands trajectories (`testdata/agent-logs/FORMATS.md`), turned into
 //! normalized events (MODEL.md §2) and appended to a journal, so that the read models and
 //! [`crate::narrative`] tell what happened in the source session.
 //!
