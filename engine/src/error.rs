@@ -33,6 +33,18 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// The log does not hold what the journal's evidence of its past says it held (`HEAD`, or
+    /// the index's head): history was lost or rewritten. Nothing was repaired; opening with
+    /// salvage accepts the log as it is and records that it did.
+    #[error("history lost or rewritten: {detail} (evidence: {evidence}; open with --salvage to accept the log as it is)")]
+    HistoryMismatch {
+        /// Which file holds the evidence (`HEAD`, `index.redb`).
+        evidence: String,
+        /// The first position concerned.
+        position: Position,
+        /// What the evidence says and what the log holds.
+        detail: String,
+    },
     /// An event is malformed; nothing of the request was written.
     #[error("invalid event{}: {source}", .index.map(|i| format!(" #{i} of the batch")).unwrap_or_default())]
     InvalidEvent {
@@ -126,7 +138,10 @@ impl Error {
     /// Whether this error reports damaged stored data.
     #[must_use]
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corruption { .. })
+        matches!(
+            self,
+            Error::Corruption { .. } | Error::HistoryMismatch { .. }
+        )
     }
 }
 

@@ -695,6 +695,9 @@ pub(crate) struct IndexCounts {
     pub by_run: u64,
 }
 
+/// The index file inside the journal directory.
+pub(crate) const INDEX_FILE: &str = "index.redb";
+
 /// The redb database holding the index.
 #[derive(Debug)]
 pub(crate) struct Index {

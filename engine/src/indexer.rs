@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use journal_format::{ChainHash, Position};
 
@@ -30,6 +30,10 @@ use crate::log::Log;
 
 /// How long the indexer waits, idle, before making its work durable.
 const PERSIST_IDLE: Duration = Duration::from_millis(500);
+/// The longest the indexer goes, busy, without making its work durable: a process killed while
+/// appends never pause re-indexes at most this much of the log at its next open, and the head
+/// record (written with each durable commit) is at most this old.
+const PERSIST_INTERVAL: Duration = Duration::from_secs(1);
 /// How many applies the indexer makes, busy, before it makes its work durable anyway. redb
 /// reuses the pages a non-durable commit frees only after a durable one: without this, a
 /// journal never idle for `PERSIST_IDLE` (single appends arriving without pause) grows its
@@ -166,9 +170,49 @@ impl IndexProgress {
     }
 }
 
+/// How much the indexer has applied and not yet made durable, and since when.
+struct Persistence {
+    /// Applies (or an open's catch-up, counted as one) not yet made durable.
+    unpersisted: u32,
+    /// When the index was last made durable.
+    last: Instant,
+}
+
+/// The time between durable commits is measured, not recorded anywhere: it needs no clock seam
+/// (the indexer's waits are real time too).
+#[allow(clippy::disallowed_methods)]
+fn now() -> Instant {
+    Instant::now()
+}
+
+impl Persistence {
+    /// Whether the applies since the last durable commit should be made durable now: after
+    /// [`PERSIST_APPLIES`] of them, or [`PERSIST_INTERVAL`] after the last durable commit.
+    fn due(&self) -> bool {
+        self.unpersisted >= PERSIST_APPLIES
+            || (self.unpersisted > 0 && self.last.elapsed() >= PERSIST_INTERVAL)
+    }
+
+    /// Makes the index's applies durable; on failure
+    /// tells waiting readers and returns `false` (the indexer then stops).
+    fn persist(&mut self, index: &Index, progress: &IndexProgress) -> bool {
+        if self.unpersisted == 0 {
+            return true;
+        }
+        if let Err(e) = index.persist() {
+            progress.fail(e.to_string());
+            return false;
+        }
+        self.unpersisted = 0;
+        self.last = now();
+        true
+    }
+}
+
 /// Runs until the writer drops its sender. First indexes `backlog` (positions `from..=to` of
-/// the log that open left to it), then what the writer sends. `dirty` says the index holds
-/// commits not yet made durable (a catch-up at open), which the first idle moment persists.
+/// the log that open left to it) and makes it durable, then what the writer sends. `dirty` says
+/// the index holds commits not yet made durable (a catch-up at open), which the first idle
+/// moment persists.
 pub(crate) fn run(
     index: Arc<Index>,
     progress: Arc<IndexProgress>,
@@ -176,8 +220,10 @@ pub(crate) fn run(
     backlog: Option<(Arc<Log>, Position, Position)>,
     dirty: bool,
 ) {
-    // Applies (or an open's catch-up, counted as one) not yet made durable.
-    let mut unpersisted: u32 = u32::from(dirty);
+    let mut persistence = Persistence {
+        unpersisted: u32::from(dirty),
+        last: now(),
+    };
     if let Some((log, from, to)) = backlog {
         if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
@@ -185,98 +231,99 @@ pub(crate) fn run(
             return;
         }
         progress.set(to);
-        unpersisted = 1;
+        persistence.unpersisted = 1;
+        // Made durable at once: were the process killed again before its next idle moment,
+        // the next open would index this backlog again, and more each time.
+        if !persistence.persist(&index, &progress) {
+            return;
+        }
     }
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => {
-                if unpersisted > 0 {
-                    if !persist(&index, &progress) {
-                        return;
-                    }
-                    unpersisted = 0;
+                if !persistence.persist(&index, &progress) {
+                    return;
                 }
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let IndexMsg::Entries { entries, mut head } = msg;
-        // The batches gathered, applied together.
-        let mut gathered = entries.len();
-        let mut batches = vec![entries];
-        let mut idle_slices = 0;
-        let mut open = true;
-        while gathered < APPLY_ENTRIES_MAX {
-            let gather = gathered < GATHER_ENTRIES
-                && progress.waiting.load(Ordering::SeqCst) == 0
-                && idle_slices < GATHER_IDLE_SLICES;
-            let take = || {
-                rx.try_recv().map_err(|e| match e {
-                    TryRecvError::Empty => RecvTimeoutError::Timeout,
-                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                })
-            };
-            let mut next = take();
-            if gather && matches!(next, Err(RecvTimeoutError::Timeout)) {
-                // Sleeps rather than waits on the channel: a sender to a receiver blocked on it
-                // wakes that thread (a system call on the committing caller's path, per
-                // commit); one that sends while the indexer sleeps only queues its message.
-                std::thread::sleep(GATHER_SLICE);
-                next = take();
-            }
-            match next {
-                Ok(IndexMsg::Entries {
-                    entries: more,
-                    head: h,
-                }) => {
-                    gathered += more.len();
-                    batches.push(more);
-                    head = h;
-                }
-                Err(RecvTimeoutError::Timeout) if gather => idle_slices += 1,
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    open = false;
-                    break;
-                }
-            }
-        }
-        let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
-        if let Err(e) = index.apply(&entries, head.1, false) {
-            tracing::error!(error = %e, "index update failed");
-            progress.fail(e.to_string());
-            return;
-        }
-        progress.set(head.0);
-        unpersisted += 1;
-        if unpersisted >= PERSIST_APPLIES {
-            if !persist(&index, &progress) {
+        let (head, open) = match gather_and_apply(&index, &progress, &rx, msg) {
+            Ok(applied) => applied,
+            Err(e) => {
+                tracing::error!(error = %e, "index update failed");
+                progress.fail(e.to_string());
                 return;
             }
-            unpersisted = 0;
+        };
+        progress.set(head.0);
+        persistence.unpersisted += 1;
+        if persistence.due() && !persistence.persist(&index, &progress) {
+            return;
         }
         if !open {
             break;
         }
     }
-    if unpersisted > 0 {
-        if let Err(e) = index.persist() {
-            tracing::error!(error = %e, "making the index durable at close failed");
-        }
+    if persistence.unpersisted > 0 && !persistence.persist(&index, &progress) {
+        tracing::error!("making the index durable at close failed");
     }
 }
 
-/// Makes the index's applies durable; on failure tells waiting readers and returns `false`
-/// (the indexer then stops).
-fn persist(index: &Index, progress: &IndexProgress) -> bool {
-    match index.persist() {
-        Ok(()) => true,
-        Err(e) => {
-            progress.fail(e.to_string());
-            false
+/// Gathers the entries of `first` and of the commits that follow it (see the module's doc) and
+/// applies them in one transaction. Returns the head applied and whether the channel is still
+/// open.
+fn gather_and_apply(
+    index: &Index,
+    progress: &IndexProgress,
+    rx: &Receiver<IndexMsg>,
+    first: IndexMsg,
+) -> Result<((Position, ChainHash), bool)> {
+    let IndexMsg::Entries { entries, mut head } = first;
+    // The batches gathered, applied together.
+    let mut gathered = entries.len();
+    let mut batches = vec![entries];
+    let mut idle_slices = 0;
+    let mut open = true;
+    while gathered < APPLY_ENTRIES_MAX {
+        let gather = gathered < GATHER_ENTRIES
+            && progress.waiting.load(Ordering::SeqCst) == 0
+            && idle_slices < GATHER_IDLE_SLICES;
+        let take = || {
+            rx.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            })
+        };
+        let mut next = take();
+        if gather && matches!(next, Err(RecvTimeoutError::Timeout)) {
+            // Sleeps rather than waits on the channel: a sender to a receiver blocked on it
+            // wakes that thread (a system call on the committing caller's path, per
+            // commit); one that sends while the indexer sleeps only queues its message.
+            std::thread::sleep(GATHER_SLICE);
+            next = take();
+        }
+        match next {
+            Ok(IndexMsg::Entries {
+                entries: more,
+                head: h,
+            }) => {
+                gathered += more.len();
+                batches.push(more);
+                head = h;
+            }
+            Err(RecvTimeoutError::Timeout) if gather => idle_slices += 1,
+            Err(RecvTimeoutError::Timeout) => break,
+            Err(RecvTimeoutError::Disconnected) => {
+                open = false;
+                break;
+            }
         }
     }
+    let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
+    index.apply(&entries, head.1, false)?;
+    Ok((head, open))
 }
 
 #[cfg(test)]

@@ -8,14 +8,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use journal_format::head_record::HeadRecord;
 use journal_format::{ChainHash, Envelope, EventIds, Position, SegmentId, StoredEvent};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::blobs::BlobStore;
 use crate::error::{Error, Result};
+use crate::evidence::{self, IndexVerdict};
 use crate::filler::Filler;
-use crate::index::{By, Index, IndexBatch, IndexEntry};
+use crate::head_file::{self, HeadFile};
+use crate::index::{By, Index, IndexBatch, IndexEntry, INDEX_FILE};
 use crate::indexer::{self, IndexProgress};
 use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
@@ -27,8 +30,6 @@ use crate::strings::Strings;
 use crate::syncer::{Publisher, Syncer};
 use crate::writer::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
 
-/// The index file inside the journal directory.
-const INDEX_FILE: &str = "index.redb";
 /// The lock file inside the journal directory.
 const LOCK_FILE: &str = "LOCK";
 /// How long a read that needs the index waits for it to reach the head.
@@ -184,35 +185,36 @@ impl Journal {
                 Error::io_with(|| format!("locking {}", dir.display()))(e)
             }
         })?;
-        // The index is opened first: its head is the checkpoint after which recovery scans
+        // The head record is read before the log: it is the evidence the log is held against.
+        let (record, unreadable_record) = read_head_record(&*storage, &dir, options.salvage)?;
+        // The index is opened next: its head is the checkpoint after which recovery scans
         // the tail segment. Recovery checks the checkpoint against the log before using it.
         let index_path = dir.join(INDEX_FILE);
         let existed = index_path.exists();
         let (index, recreated) = Index::open(&index_path)?;
         let index = Arc::new(index);
+        // Salvage looks at every frame of the tail, not only those after the checkpoint.
         let checkpoint = match index.checkpoint() {
-            Ok(Some(c)) => index
+            Ok(Some(c)) if !options.salvage => index
                 .sparse_of(c.segment, Position(1), c.position)
                 .ok()
                 .map(|sparse| (c, sparse)),
             _ => None,
         };
-        let recovered = recovery::recover(&*storage, &dir, options.salvage, checkpoint, false)?;
+        let index_head = index.indexed()?;
+        let committed = evidence::committed(record, index_head);
+        let recovered = recovery::recover(
+            &*storage,
+            &dir,
+            options.salvage,
+            checkpoint,
+            committed,
+            false,
+        )?;
         let mut report = recovered.report;
-        let mut segments = recovered.segments;
+        report.actions.extend(unreadable_record);
+        let segments = recovered.segments;
         let head = recovered.head;
-        let needs_tail = segments.last().is_none_or(|s| s.snapshot().sealed);
-        if needs_tail {
-            let id = journal_format::SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
-            segments.push(Arc::new(writer::create_segment(
-                &*storage,
-                &dir,
-                id,
-                head.position.next(),
-                head.hash,
-            )?));
-        }
-        let tail = segments.last().cloned().ok_or(Error::Closed)?;
         let log = Arc::new(Log::new(segments, head));
 
         if let Some(why) = recreated {
@@ -224,10 +226,18 @@ impl Journal {
                 reason: "the index file was missing".into(),
             });
         }
-        if let Some(reason) = index_inconsistency(&log, &index, head)? {
+        let verdict = evidence::check(&log, record, index_head, options.salvage, &mut report)?;
+        if let IndexVerdict::Rebuild(reason) = verdict {
             index.clear()?;
             report.actions.push(RecoveryAction::IndexRebuilt { reason });
         }
+        if options.salvage {
+            recovery::keep_salvage_report(&*storage, &dir, &report)?;
+        }
+        // Only once the log stands against its evidence is anything written.
+        let tail = open_tail(&*storage, &dir, &log)?;
+        let buffered = matches!(options.durability, Durability::Buffered { .. });
+        let head_file = Arc::new(HeadFile::create(&*storage, &dir, head, buffered)?);
         let (indexed, _) = index.indexed()?;
         // A small backlog is indexed by the index thread once the journal is open (readers and
         // the writer wait for it, see `IndexProgress`); a large one here. Either way the
@@ -284,6 +294,8 @@ impl Journal {
                 Durability::Buffered { .. } => None,
             },
             publisher,
+            head_file,
+            head_recorded_ns: last_recorded_ns(&log, head)?,
             ahead: None,
             queued: Arc::default(),
             progress: Arc::clone(&progress),
@@ -333,9 +345,14 @@ impl Journal {
 
     fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
         let storage = Arc::clone(&options.storage);
-        let recovered = recovery::recover(&*storage, &dir, false, None, true)?;
+        let (record, _) = read_head_record(&*storage, &dir, false)?;
+        let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
+        let recovered = recovery::recover(&*storage, &dir, false, None, committed, true)?;
         let head = recovered.head;
         let log = Arc::new(Log::new(recovered.segments, head));
+        let mut report = recovered.report;
+        let no_index = (Position::ZERO, ChainHash::GENESIS);
+        evidence::check(&log, record, no_index, false, &mut report)?;
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
         Ok(Journal {
             inner: Arc::new(Inner {
@@ -350,7 +367,7 @@ impl Journal {
                 cell: None,
                 writer: Mutex::new(None),
                 indexer: Mutex::new(None),
-                report: recovered.report,
+                report,
                 blobs,
                 _lock: None,
             }),
@@ -380,7 +397,7 @@ impl Journal {
         let segments = log.segments();
         let Some(tail) = segments.last().cloned() else {
             // Nothing was there at open: look again from scratch.
-            let recovered = recovery::recover(storage, dir, false, None, true)?;
+            let recovered = recovery::recover(storage, dir, false, None, Position::ZERO, true)?;
             *log.segments.write().unwrap_or_else(|p| p.into_inner()) = recovered.segments;
             log.head.send_replace(recovered.head);
             return Ok(recovered.head);
@@ -423,6 +440,7 @@ impl Journal {
                 len,
                 &header,
                 Some(state),
+                Position::ZERO,
                 true,
                 &mut scratch,
             )
@@ -444,6 +462,7 @@ impl Journal {
                     is_last,
                     head,
                     None,
+                    Position::ZERO,
                     true,
                     &mut scratch,
                 ) {
@@ -1063,28 +1082,55 @@ impl Iterator for Query {
     }
 }
 
-/// Why the index cannot be trusted, if it cannot: its head is ahead of the log, or its head's
-/// chain link differs from the log's at that position.
-fn index_inconsistency(log: &Log, index: &Index, head: Head) -> Result<Option<String>> {
-    let (indexed, hash) = index.indexed()?;
-    if indexed == Position::ZERO {
-        return Ok(None);
+/// The log's tail segment: its last segment when that is unsealed, else a new one created after
+/// it and added to the log.
+fn open_tail(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    log: &Log,
+) -> Result<Arc<crate::log::Segment>> {
+    let segments = log.segments();
+    if let Some(last) = segments.last().filter(|s| !s.snapshot().sealed) {
+        return Ok(Arc::clone(last));
     }
-    if indexed > head.position {
-        return Ok(Some(format!(
-            "the index reflects position {indexed}, ahead of the log's head {}",
-            head.position
-        )));
-    }
-    match read::read_position(log, indexed) {
-        Ok(event) if event.hash == hash => Ok(None),
-        Ok(event) => Ok(Some(format!(
-            "the index's head hash {hash} differs from the log's {} at position {indexed}",
-            event.hash
-        ))),
-        Err(e) => Ok(Some(format!(
-            "the index's head at position {indexed} cannot be read: {e}"
-        ))),
+    let head = log.head();
+    let id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
+    let tail = Arc::new(writer::create_segment(
+        storage,
+        dir,
+        id,
+        head.position.next(),
+        head.hash,
+    )?);
+    log.segments
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Arc::clone(&tail));
+    Ok(tail)
+}
+
+/// The head record in `dir`, if any. A damaged one refuses the open, unless `salvage`: then it
+/// is set aside as no evidence, with the action that says so.
+fn read_head_record(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    salvage: bool,
+) -> Result<(Option<HeadRecord>, Option<RecoveryAction>)> {
+    match head_file::read(storage, dir) {
+        Ok(record) => Ok((record, None)),
+        Err(Error::HistoryMismatch {
+            evidence,
+            position,
+            detail,
+        }) if salvage => Ok((
+            None,
+            Some(RecoveryAction::HistoryAccepted {
+                evidence,
+                position: position.0,
+                detail,
+            }),
+        )),
+        Err(e) => Err(e),
     }
 }
 

@@ -26,7 +26,9 @@
 
 mod blobs;
 mod error;
+mod evidence;
 mod filler;
+mod head_file;
 mod id_blocks;
 mod index;
 mod indexer;

@@ -83,6 +83,16 @@ pub enum RecoveryAction {
         /// How many readable frames the moved bytes hold.
         readable_frames: u64,
     },
+    /// Salvage: the log contradicts the journal's evidence of its past (`HEAD` or the index's
+    /// head: history lost or rewritten) and was accepted as it is.
+    HistoryAccepted {
+        /// The file holding the evidence.
+        evidence: String,
+        /// The first position concerned.
+        position: u64,
+        /// What the evidence records and what the log holds.
+        detail: String,
+    },
     /// The index was cleared and rebuilt from the log.
     IndexRebuilt {
         /// Why.
@@ -145,11 +155,16 @@ fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
 pub(crate) type TailCheckpoint = (Checkpoint, Vec<FooterEntry>);
 
 /// Opens the log in `dir`, applying the recovery table.
+///
+/// `committed` is the last position the journal's evidence (`HEAD`, the index) records as
+/// durably committed: bytes a torn-write rule would cut at or before it were acknowledged, so
+/// they are damage instead (`Position::ZERO` when there is no evidence).
 pub(crate) fn recover(
     storage: &dyn Storage,
     dir: &Path,
     salvage: bool,
     checkpoint: Option<TailCheckpoint>,
+    committed: Position,
     read_only: bool,
 ) -> Result<Recovered> {
     let seg_dir = dir.join(SEGMENTS_DIR);
@@ -180,6 +195,7 @@ pub(crate) fn recover(
                 is_last,
                 head,
                 checkpoint.as_ref(),
+                committed,
                 read_only,
                 &mut report,
             )
@@ -239,6 +255,7 @@ pub(crate) fn open_segment(
     is_last: bool,
     prev: Head,
     checkpoint: Option<&TailCheckpoint>,
+    committed: Position,
     read_only: bool,
     report: &mut RecoveryReport,
 ) -> Result<Option<Segment>, Damage> {
@@ -361,7 +378,7 @@ pub(crate) fn open_segment(
         Err(_) => {
             let start = checkpoint.and_then(|c| tail_start(&file, id, len, &header, c));
             let state = scan_tail(
-                storage, dir, id, &file, len, &header, start, read_only, report,
+                storage, dir, id, &file, len, &header, start, committed, read_only, report,
             )?;
             Ok(Some(Segment {
                 id,
@@ -448,6 +465,7 @@ pub(crate) fn scan_tail(
     len: u64,
     header: &SegmentHeader,
     start: Option<SegmentState>,
+    committed_evidence: Position,
     read_only: bool,
     report: &mut RecoveryReport,
 ) -> Result<SegmentState, Damage> {
@@ -589,6 +607,17 @@ pub(crate) fn scan_tail(
             }
         }
     };
+    // Row "a cut the evidence forbids": what the rules below would cut holds positions the
+    // journal's evidence records as committed, so it was acknowledged: damage, never cut.
+    if committed.last_position < committed_evidence {
+        return Err(damage(
+            cut_at,
+            Some(committed.last_position.next()),
+            format!(
+                "{detail} at offset {cut_at}, but position {committed_evidence} was recorded as committed (HEAD or the index), so these bytes were acknowledged: damage, not a torn write"
+            ),
+        ));
+    }
     // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
     let cut_bytes = len - cut_at;
     let saved_to =
@@ -911,6 +940,7 @@ fn quarantine(
                 offset,
                 &header,
                 None,
+                Position::ZERO,
                 false,
                 &mut scratch,
             )
@@ -975,6 +1005,41 @@ fn quarantine(
         readable_frames: readable,
     };
     Ok((kept, action))
+}
+
+/// Keeps the report of an open with salvage in `quarantine/salvage.N.json` when salvage moved or
+/// accepted anything, so that what it decided outlives the process that decided it.
+///
+/// # Errors
+/// An I/O error writing the file.
+pub(crate) fn keep_salvage_report(
+    storage: &dyn Storage,
+    dir: &Path,
+    report: &RecoveryReport,
+) -> Result<()> {
+    let salvaged = report.actions.iter().any(|a| {
+        matches!(
+            a,
+            RecoveryAction::Quarantined { .. } | RecoveryAction::HistoryAccepted { .. }
+        )
+    });
+    if !salvaged {
+        return Ok(());
+    }
+    let qdir = dir.join(QUARANTINE_DIR);
+    let io = |e: String| Error::Io {
+        context: String::from("keeping the salvage report"),
+        source: std::io::Error::other(e),
+    };
+    storage
+        .create_dir_all(&qdir)
+        .map_err(|e| io(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(report).map_err(|e| io(e.to_string()))?;
+    let (_, file) = create_unique(storage, &qdir, "salvage", "json").map_err(io)?;
+    file.write_all_at(&json, 0)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| io(e.to_string()))?;
+    storage.sync_dir(&qdir).map_err(|e| io(e.to_string()))
 }
 
 /// The first and last positions, and the count, of checksum-valid frames anywhere in `bytes`.

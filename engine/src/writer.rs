@@ -44,6 +44,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::filler::Filler;
+use crate::head_file::HeadFile;
 use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
 use crate::indexer::{self, IndexProgress};
 use crate::log::{Log, Segment, SegmentEnd, SegmentState, SPARSE_INTERVAL_BYTES};
@@ -224,6 +225,12 @@ pub(crate) struct Writer {
     /// Publishes durable groups: moves the tail's end and the log's head, answers, and sends
     /// index entries to the indexer.
     pub publisher: Arc<Publisher>,
+    /// The head record: the writer records the head at every seal, at a clean close, after a
+    /// commit when [`HEAD_RECORD_INTERVAL`] of recorded time passed since the last record
+    /// (durable mode), and after each sync (buffered mode).
+    pub head_file: Arc<HeadFile>,
+    /// The recorded time (`recordedAt`) of the commit that last updated the head record.
+    pub head_recorded_ns: i64,
     /// Syncs and publishes written groups while the writer goes on (durable mode; `None` in
     /// buffered mode, where nothing waits on a sync).
     pub syncer: Option<Syncer>,
@@ -278,6 +285,10 @@ const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 /// hand-over's wake-ups (batch 100 4–7% slower with every write handed over, 6% with those of
 /// 256 KiB or more; `docs/PERFORMANCE.md`).
 const HAND_OVER_BYTES: u64 = 512 * 1024;
+/// How much recorded time may pass between updates of the head record while appends continue
+/// (durable mode): a log cut back by more than about this much of its history is refused at open
+/// (`docs/FORMAT.md`, "Head record"). One small write and sync a second.
+pub(crate) const HEAD_RECORD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The capacity a new staging buffer starts with.
 const STAGED_BYTES: usize = 64 * 1024;
@@ -448,7 +459,9 @@ pub(crate) fn run(
                     Ok(cmd) => cmd,
                     Err(RecvTimeoutError::Timeout) => {
                         if let Ok(mut w) = lock(cell) {
-                            let _ = w.sync_if_needed();
+                            if w.sync_if_needed().is_ok() {
+                                w.record_head();
+                            }
                         }
                         continue;
                     }
@@ -498,6 +511,7 @@ pub(crate) fn run(
         if w.shared.poisoned().is_none() {
             // A clean close leaves the tail exactly as long as its frames.
             let _ = w.trim_preallocated();
+            w.record_head();
         }
     }
     w.closed = true;
@@ -547,6 +561,16 @@ impl Writer {
             }))?;
         }
         Ok(())
+    }
+
+    /// Records the end of the tail's frames in the head record. Only called when they are all
+    /// synced (after a seal, a sync, or at close). A failure is logged: the head record is
+    /// evidence, and an older record is still true.
+    fn record_head(&self) {
+        let end = self.end();
+        if let Err(e) = self.head_file.record(end.last_position, end.last_hash) {
+            tracing::warn!(error = %e, "cannot update the head record");
+        }
     }
 
     fn sync_if_needed(&mut self) -> Result<()> {
@@ -704,6 +728,26 @@ impl Writer {
         }
         let _ = self.flush(&mut staged);
         self.keep_spare(staged);
+        self.record_head_if_due();
+    }
+
+    /// In durable mode, records the published head (every published position is synced) in the
+    /// head record once [`HEAD_RECORD_INTERVAL`] of recorded time passed since the last record.
+    /// Recorded time, not the clock read again: a seeded clock keeps the simulator's files
+    /// the same from run to run.
+    fn record_head_if_due(&mut self) {
+        if self.durability != Durability::Durable {
+            return;
+        }
+        let interval = i64::try_from(HEAD_RECORD_INTERVAL.as_nanos()).unwrap_or(i64::MAX);
+        if self.last_recorded_ns.saturating_sub(self.head_recorded_ns) < interval {
+            return;
+        }
+        self.head_recorded_ns = self.last_recorded_ns;
+        let head = self.log.head();
+        if let Err(e) = self.head_file.record(head.position, head.hash) {
+            tracing::warn!(error = %e, "cannot update the head record");
+        }
     }
 
     /// The current version of a stream, counting what is staged. A stream not written since
@@ -1166,6 +1210,7 @@ impl Writer {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .sealed = true;
+        self.record_head();
         let next = create_segment(
             &*self.storage,
             &self.dir,

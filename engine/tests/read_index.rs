@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use journal_engine::{Appended, Filter, Journal, RecoveryAction};
+use journal_engine::{Appended, Error, Filter, Journal, Options, RecoveryAction};
 use journal_format::{Position, FRAME_HEADER_LEN};
 
 fn setup(dir: &std::path::Path) -> Journal {
@@ -143,27 +143,54 @@ fn a_missing_index_is_rebuilt_from_the_log() {
 }
 
 #[test]
-fn an_index_ahead_of_the_log_is_rebuilt_never_trusted() {
+fn an_index_ahead_of_the_log_is_evidence_of_lost_history_never_trusted() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path()).close();
-    // Keep the index of 300 events, but cut the log back to a torn tail of fewer events.
+    // Keep the index of 300 events, but cut the log back to a torn tail of fewer events, and
+    // take HEAD away: the index's head is the evidence left.
     let index = std::fs::read(dir.path().join("index.redb")).unwrap();
     let tail = segment_files(dir.path()).pop().unwrap();
     let f = frames(&tail);
     let (offset, _) = f[f.len() / 2];
     truncate(&tail, offset + 10);
     std::fs::write(dir.path().join("index.redb"), index).unwrap();
-    let journal = Journal::open(dir.path(), small_segments()).unwrap();
+    std::fs::remove_file(dir.path().join("HEAD")).unwrap();
+    // The torn frame holds a position the index records as committed: damage, not a torn
+    // write, and nothing is cut.
+    let refused = Journal::open(dir.path(), small_segments()).unwrap_err();
+    assert!(
+        matches!(&refused, Error::Corruption { .. })
+            && refused
+                .to_string()
+                .contains("position 300 was recorded as committed"),
+        "{refused}"
+    );
+    // Salvage accepts the shorter log, says so, and rebuilds the index from it.
+    let journal = Journal::open(
+        dir.path(),
+        Options {
+            salvage: true,
+            ..small_segments()
+        },
+    )
+    .unwrap();
     let actions = &journal.recovery_report().actions;
     assert!(
         actions
             .iter()
-            .any(|a| matches!(a, RecoveryAction::TornTailCut { .. })),
+            .any(|a| matches!(a, RecoveryAction::Quarantined { .. })),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            RecoveryAction::HistoryAccepted { evidence, .. } if evidence == "index.redb"
+        )),
         "{actions:?}"
     );
     assert!(
         actions.iter().any(
-            |a| matches!(a, RecoveryAction::IndexRebuilt { reason } if reason.contains("ahead"))
+            |a| matches!(a, RecoveryAction::IndexRebuilt { reason } if reason.contains("missing"))
         ),
         "{actions:?}"
     );

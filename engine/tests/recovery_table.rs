@@ -121,7 +121,9 @@ fn sealed_last(dir: &std::path::Path) -> (Position, std::path::PathBuf) {
     };
     let tail_frames = frames(&tail).len() as u64;
     std::fs::remove_file(&tail).unwrap();
-    (Position(head_before.0 - tail_frames), tail)
+    let sealed_head = Position(head_before.0 - tail_frames);
+    rewind_evidence(dir, sealed_head);
+    (sealed_head, tail)
 }
 
 #[test]
@@ -184,6 +186,7 @@ fn row8_unfinished_batch_is_cut_whole() {
     assert_eq!(f.len(), 4);
     // The last frame of the batch (the one with END_OF_BATCH) never reached the disk.
     truncate(&file, f[3].0);
+    rewind_evidence(dir.path(), Position(1));
     let journal = open(dir.path()).unwrap();
     assert_eq!(
         head(&journal),
@@ -212,6 +215,7 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
     let f = frames(&file);
     let (last_offset, last) = f[4];
     truncate(&file, last_offset + last.frame_len() - 7);
+    rewind_evidence(dir.path(), Position(4));
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(4));
     let Some((offset, Some(saved))) = first_torn_cut(&journal) else {
@@ -237,6 +241,7 @@ fn row9_torn_final_frame_is_cut_and_kept_in_quarantine() {
     assert!(sector + 512 < (o6 + h6.frame_len()) as usize);
     bytes[sector..sector + 512].fill(0);
     std::fs::write(&file, bytes).unwrap();
+    rewind_evidence(dir.path(), Position(5));
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(5));
     assert!(journal
@@ -312,6 +317,7 @@ fn row12_holds_for_a_last_frame_whose_body_ends_in_zeros() {
     let tear = end as usize - 8;
     bytes[tear..end as usize].fill(0);
     std::fs::write(&file, &bytes).unwrap();
+    rewind_evidence(dir.path(), Position(3));
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(3));
     assert_eq!(
@@ -338,6 +344,9 @@ fn row9_holds_for_one_bit_cleared_in_the_last_byte_a_torn_write_could_have_lost(
     bytes[end - 1] = 0;
     zero_fill_ahead(&mut bytes);
     std::fs::write(&file, &bytes).unwrap();
+    // Had the fifth event been acknowledged, HEAD could say so and open would refuse (see
+    // `rows13_...`); after a crash during its write, HEAD holds the fourth.
+    rewind_evidence(dir.path(), Position(4));
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), Position(4));
     let Some((offset, saved_to)) = first_torn_cut(&journal) else {
@@ -366,6 +375,7 @@ fn row9b_an_unfinished_seal_is_cut_and_the_segment_sealed_again_later() {
     }
     let len = std::fs::metadata(&files[0]).unwrap().len();
     truncate(&files[0], frames_end + (len - frames_end) / 2);
+    rewind_evidence(dir.path(), head1);
     let journal = open(dir.path()).unwrap();
     assert_eq!(head(&journal), head1);
     let cut = journal
@@ -478,4 +488,184 @@ fn reopen_after_clean_close_reports_nothing_and_keeps_everything() {
         .windows(2)
         .all(|w| w[0].position.next() == w[1].position));
     verify_ok(&journal);
+}
+
+/// Opens with salvage.
+fn salvage(dir: &std::path::Path) -> Journal {
+    Journal::open(
+        dir,
+        Options {
+            salvage: true,
+            ..small_segments()
+        },
+    )
+    .expect("salvage opens")
+}
+
+/// The evidence and first position of a refusal for lost or rewritten history.
+fn history_mismatch(error: Error) -> (String, u64, String) {
+    let message = error.to_string();
+    match error {
+        Error::HistoryMismatch {
+            evidence, position, ..
+        } => (evidence, position.0, message),
+        other => panic!("expected a history mismatch, got {other:?}"),
+    }
+}
+
+/// After salvage accepted `evidence`'s contradiction: the report says so, a salvage report is
+/// kept in quarantine, and the journal then opens normally and verifies.
+fn assert_salvage_accepted(dir: &std::path::Path, evidence: &str) {
+    let journal = salvage(dir);
+    assert!(
+        journal.recovery_report().actions.iter().any(|a| matches!(
+            a,
+            RecoveryAction::HistoryAccepted { evidence: e, .. } if e == evidence
+        )),
+        "{:?}",
+        journal.recovery_report()
+    );
+    journal.close();
+    let kept = std::fs::read_dir(dir.join("quarantine"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("salvage"));
+    assert!(kept, "the salvage report is kept in quarantine/");
+    let journal = open(dir).expect("one salvage leaves an openable journal");
+    verify_ok(&journal);
+}
+
+#[test]
+fn row13_a_log_cut_at_a_batch_boundary_before_head_is_refused_naming_the_lost_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 10);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    // A clean cut after the sixth batch: every remaining frame is intact.
+    truncate(&file, f[6].0);
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let (evidence, position, message) = history_mismatch(open(dir.path()).unwrap_err());
+    assert_eq!((evidence.as_str(), position), ("HEAD", 7), "{message}");
+    assert!(
+        message.contains("positions 7..=10 are missing"),
+        "{message}"
+    );
+    assert_salvage_accepted(dir.path(), "HEAD");
+}
+
+#[test]
+fn row13_deleted_last_segments_and_deleted_segments_are_refused() {
+    for keep in [2usize, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        multi_segment(dir.path());
+        let files = segment_files(dir.path());
+        for file in &files[keep..] {
+            std::fs::remove_file(file).unwrap();
+        }
+        let (evidence, position, message) = history_mismatch(open(dir.path()).unwrap_err());
+        assert!(evidence == "HEAD" || evidence == "index.redb", "{message}");
+        assert!(position >= 1, "{message}");
+        assert!(message.contains("are missing"), "{message}");
+        // Nothing was written by the refused open: no new segment took the lost positions.
+        assert_eq!(segment_files(dir.path()).len(), keep);
+        assert_salvage_accepted(dir.path(), &evidence);
+    }
+}
+
+#[test]
+fn row14_a_log_rewritten_before_head_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 6);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    // Rewrite frames 3.. with changed bodies and a consistent new chain.
+    let bytes = std::fs::read(&file).unwrap();
+    let mut out = bytes[..f[2].0 as usize].to_vec();
+    let mut prev = f[1].1.hash;
+    for (offset, header) in &f[2..] {
+        let start = *offset as usize + journal_format::FRAME_HEADER_LEN;
+        let mut body = bytes[start..start + header.body_len() as usize].to_vec();
+        if let Some(at) = body.iter().position(|b| *b == b'c') {
+            body[at] = b'C';
+        }
+        prev = journal_format::frame::encode_frame(&mut out, &prev, &header.meta, &body).unwrap();
+    }
+    std::fs::write(&file, out).unwrap();
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let (evidence, position, message) = history_mismatch(open(dir.path()).unwrap_err());
+    assert_eq!((evidence.as_str(), position), ("HEAD", 6), "{message}");
+    assert!(message.contains("was rewritten"), "{message}");
+    assert_salvage_accepted(dir.path(), "HEAD");
+}
+
+#[test]
+fn row15_an_index_rechained_against_the_log_is_refused_then_salvage_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 6);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let f = frames(&file);
+    let bytes = std::fs::read(&file).unwrap();
+    let mut out = bytes[..f[0].0 as usize].to_vec();
+    let mut prev = journal_format::ChainHash::GENESIS;
+    for (offset, header) in &f {
+        let start = *offset as usize + journal_format::FRAME_HEADER_LEN;
+        let mut body = bytes[start..start + header.body_len() as usize].to_vec();
+        if let Some(at) = body.iter().position(|b| *b == b'c') {
+            body[at] = b'C';
+        }
+        prev = journal_format::frame::encode_frame(&mut out, &prev, &header.meta, &body).unwrap();
+    }
+    std::fs::write(&file, out).unwrap();
+    // The attacker also rewrote HEAD to the new chain: the index's head still disagrees.
+    rewind_evidence_keeping_index(dir.path(), Position(6));
+    let (evidence, position, message) = history_mismatch(open(dir.path()).unwrap_err());
+    assert_eq!(
+        (evidence.as_str(), position),
+        ("index.redb", 6),
+        "{message}"
+    );
+    let journal = salvage(dir.path());
+    assert!(journal
+        .recovery_report()
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::IndexRebuilt { .. })));
+    append(&journal, vec![event(100, "s1")]);
+    verify_ok(&journal);
+}
+
+#[test]
+fn row16_a_damaged_head_record_is_refused_then_salvage_sets_it_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 3);
+    let head_file = dir.path().join("HEAD");
+    flip_byte(&head_file, 30);
+    flip_byte(&head_file, 512 + 30);
+    let (evidence, _, message) = history_mismatch(open(dir.path()).unwrap_err());
+    assert_eq!(evidence, "HEAD", "{message}");
+    assert!(message.contains("damaged"), "{message}");
+    // One slot damaged (a torn update): the other holds, nothing to report.
+    flip_byte(&head_file, 30);
+    let journal = open(dir.path()).unwrap();
+    assert_eq!(head(&journal), Position(3));
+    journal.close();
+    flip_byte(&head_file, 30);
+    flip_byte(&head_file, 512 + 30);
+    assert_salvage_accepted(dir.path(), "HEAD");
+}
+
+#[test]
+fn row17_a_torn_tail_holding_committed_positions_is_damage_not_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    journal_with(dir.path(), 5);
+    let file = segment_files(dir.path()).pop().unwrap();
+    let (o5, h5) = frames(&file)[4];
+    // The last frame looks torn, but HEAD says position 5 was acknowledged.
+    truncate(&file, o5 + h5.frame_len() - 7);
+    let before = std::fs::read(&file).unwrap();
+    let err = open(dir.path()).unwrap_err();
+    let (position, offset, detail) = corruption_at(err);
+    assert_eq!((offset, position), (o5, Some(5)));
+    assert!(detail.contains("damage, not a torn write"), "{detail}");
+    assert_eq!(std::fs::read(&file).unwrap(), before, "nothing was cut");
 }

@@ -141,9 +141,17 @@ fn truncated_history_is_caught_against_a_kept_digest() {
     let f = frames(&file);
     truncate(&file, f[6].0);
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let refused = Journal::open(dir.path(), Options::default()).unwrap_err();
+    assert!(
+        matches!(&refused, journal_engine::Error::HistoryMismatch { evidence, position, .. }
+            if evidence == "HEAD" && *position == Position(7)),
+        "HEAD records position 10: {refused}"
+    );
+    // Taken away with its evidence (HEAD and the index), only a digest kept elsewhere sees it.
+    std::fs::remove_file(dir.path().join("HEAD")).unwrap();
     assert!(
         verify(dir.path(), None).ok,
-        "a clean truncation is invisible without a digest"
+        "a clean truncation with its evidence gone is invisible without a digest"
     );
     let report = verify(dir.path(), Some(digest));
     assert!(!report.ok);
@@ -175,10 +183,18 @@ fn a_rewritten_segment_with_a_consistent_new_chain_is_caught_against_a_kept_dige
     }
     assert_eq!(out.len(), bytes.len());
     std::fs::write(&file, out).unwrap();
+    let refused = Journal::open(dir.path(), Options::default()).unwrap_err();
+    assert!(
+        matches!(&refused, journal_engine::Error::HistoryMismatch { evidence, position, .. }
+            if evidence == "HEAD" && *position == Position(10)),
+        "HEAD records another link at position 10: {refused}"
+    );
+    // Rewritten with its evidence (HEAD and the index), only a digest kept elsewhere sees it.
+    std::fs::remove_file(dir.path().join("HEAD")).unwrap();
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     assert!(
         verify(dir.path(), None).ok,
-        "a consistent rewrite passes every internal check"
+        "a consistent rewrite with its evidence gone passes every internal check"
     );
     let report = verify(dir.path(), Some(digest));
     assert!(!report.ok);

@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod envelope;
 pub mod error;
 pub mod frame;
+pub mod head_record;
 pub mod payload;
 pub mod segment;
 pub mod status;

@@ -18,8 +18,7 @@ use super::{ms, stats, Context, Res, Section};
 
 /// The largest shared agent session, and the directory of its file-history backups.
 fn shared_file() -> Res<(PathBuf, PathBuf)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata/agent-logs/claude-code");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/agent-logs/claude-code");
     let file = dir.join("cctrace_phase0-investigation_main.jsonl");
     if !file.is_file() {
         return Err(format!(

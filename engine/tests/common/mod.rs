@@ -153,3 +153,40 @@ pub fn corruption_at(error: journal_engine::Error) -> (Option<u64>, u64, String)
         other => panic!("expected corruption, got {other}"),
     }
 }
+
+/// Leaves the journal's evidence as a crash would have: `HEAD` recording `position` as the last
+/// durable head (its chain link read from the segment files) and no index. Tests that take
+/// frames away from a closed journal to stand for writes a crash lost use it: a real crash
+/// loses only writes that were never synced, which neither `HEAD` nor the index ever held.
+pub fn rewind_evidence(dir: &Path, position: Position) {
+    rewind_evidence_keeping_index(dir, position);
+    let _ = std::fs::remove_file(dir.join("index.redb"));
+}
+
+/// Writes `HEAD` recording `position` with the link the segment files hold there, leaving the
+/// index as it is.
+pub fn rewind_evidence_keeping_index(dir: &Path, position: Position) {
+    use journal_format::head_record::{HeadRecord, HEAD_FILE_LEN};
+    let hash = if position == Position(0) {
+        journal_format::ChainHash::GENESIS
+    } else {
+        segment_files(dir)
+            .iter()
+            .flat_map(|f| frames(f))
+            .find(|(_, h)| h.meta.position == position)
+            .map(|(_, h)| h.hash)
+            .unwrap_or_else(|| panic!("no frame holds position {position}"))
+    };
+    let mut bytes = vec![0u8; HEAD_FILE_LEN as usize];
+    for sequence in [0, 1] {
+        let record = HeadRecord {
+            sequence,
+            position,
+            hash,
+            flags: 0,
+        };
+        let at = record.slot_offset() as usize;
+        bytes[at..at + 64].copy_from_slice(&record.encode());
+    }
+    std::fs::write(dir.join("HEAD"), bytes).unwrap();
+}
