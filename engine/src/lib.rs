@@ -38,6 +38,7 @@ mod options;
 mod read;
 mod recent;
 mod recovery;
+mod salvage;
 mod scan;
 pub mod seams;
 mod signal;

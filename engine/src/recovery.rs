@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::index::Checkpoint;
 use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::salvage;
 use crate::scan::{FrameScanner, Stop};
 use crate::storage::{OpenMode, Storage, StorageFile};
 
@@ -93,6 +94,14 @@ pub enum RecoveryAction {
         /// What the evidence records and what the log holds.
         detail: String,
     },
+    /// Salvage: a segment that had lost its footer, whose frames all hold and which the next
+    /// segment continues, was sealed again.
+    Resealed {
+        /// The segment file name.
+        segment: String,
+        /// Its last position.
+        last_position: u64,
+    },
     /// The index was cleared and rebuilt from the log.
     IndexRebuilt {
         /// Why.
@@ -124,6 +133,8 @@ pub(crate) struct Damage {
     detail: String,
     /// Not damage after all: an I/O failure while reading or repairing at this place.
     io: bool,
+    /// Row 3: a segment that is not the last has no valid footer (its frames may all hold).
+    unsealed: bool,
 }
 
 impl Damage {
@@ -146,7 +157,7 @@ impl Damage {
     }
 }
 
-fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
+pub(crate) fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(SEGMENTS_DIR).join(id.file_name())
 }
 
@@ -174,14 +185,37 @@ pub(crate) fn recover(
     let names = storage
         .list_dir(&seg_dir)
         .map_err(Error::io_with(|| format!("listing {}", seg_dir.display())))?;
-    let ids: Vec<SegmentId> = names
+    let mut report_pre = RecoveryReport::default();
+    let mut ids: Vec<SegmentId> = names
         .iter()
         .filter_map(|n| SegmentId::from_file_name(n))
         .collect();
+    if ids.first() == Some(&SegmentId(0)) {
+        // Segment ids start at 1: a file named 0 was never written by a journal.
+        if !salvage || read_only {
+            return Err(Error::Corruption {
+                segment: SegmentId(0),
+                offset: 0,
+                position: None,
+                detail: String::from(
+                    "not a segment of this journal (segment ids start at 1); open with --salvage to set it aside",
+                ),
+            });
+        }
+        ids.remove(0);
+        salvage::set_aside(
+            storage,
+            dir,
+            &[SegmentId(0)],
+            "not a segment of this journal: segment ids start at 1",
+            &mut report_pre,
+        )?;
+    }
     let mut report = RecoveryReport {
         segments: ids.len(),
         ..RecoveryReport::default()
     };
+    report.actions.append(&mut report_pre.actions);
     let mut segments: Vec<Arc<Segment>> = Vec::new();
     let mut head = Head::default();
     for (i, id) in ids.iter().copied().enumerate() {
@@ -209,6 +243,7 @@ pub(crate) fn recover(
                     expected_id, id
                 ),
                 io: false,
+                unsealed: false,
             })
         };
         match result {
@@ -221,8 +256,26 @@ pub(crate) fn recover(
                 segments.push(Arc::new(segment));
             }
             Ok(None) => {}
+            Err(damage) if salvage && damage.unsealed => {
+                let later = ids.get(i + 1..).unwrap_or_default();
+                let Some((segment, continues)) =
+                    salvage::unsealed(storage, dir, id, head, later, &mut report)?
+                else {
+                    let later: Vec<SegmentId> = later.to_vec();
+                    let (kept, action) = quarantine(storage, dir, damage, id, &later)?;
+                    push_kept(&mut segments, &mut head, kept);
+                    report.actions.push(action);
+                    break;
+                };
+                push_kept(&mut segments, &mut head, Some(segment));
+                if !continues {
+                    break;
+                }
+            }
             Err(damage) if salvage => {
-                let later: Vec<SegmentId> = ids.iter().copied().skip(i + 1).collect();
+                // A missing segment: the file found in its place (`id`) cannot follow either.
+                let skip = if damage.segment == id { i + 1 } else { i };
+                let later: Vec<SegmentId> = ids.iter().copied().skip(skip).collect();
                 let (kept, action) = quarantine(storage, dir, damage, id, &later)?;
                 if let Some(segment) = kept {
                     let state = segment.snapshot();
@@ -243,6 +296,18 @@ pub(crate) fn recover(
         head,
         report,
     })
+}
+
+/// Adds a segment salvage kept to the log being recovered, moving the head past it.
+fn push_kept(segments: &mut Vec<Arc<Segment>>, head: &mut Head, kept: Option<Segment>) {
+    if let Some(segment) = kept {
+        let state = segment.snapshot();
+        *head = Head {
+            position: state.last_position,
+            hash: state.last_hash,
+        };
+        segments.push(Arc::new(segment));
+    }
 }
 
 /// Checks one segment. Returns `None` for a last segment whose creation never completed (it is
@@ -266,6 +331,7 @@ pub(crate) fn open_segment(
         position,
         detail,
         io: false,
+        unsealed: false,
     };
     let io = |what: &str, e: std::io::Error| damage(0, None, format!("cannot {what}: {e}"));
     let mode = if is_last {
@@ -370,11 +436,14 @@ pub(crate) fn open_segment(
                 }),
             }))
         }
-        Err(e) if !is_last => Err(damage(
-            len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64),
-            None,
-            format!("sealed segment has no valid footer: {e}"),
-        )),
+        Err(e) if !is_last => Err(Damage {
+            unsealed: true,
+            ..damage(
+                len.saturating_sub(SEGMENT_FOOTER_TRAILER_LEN as u64),
+                None,
+                format!("sealed segment has no valid footer: {e}"),
+            )
+        }),
         Err(_) => {
             let start = checkpoint.and_then(|c| tail_start(&file, id, len, &header, c));
             let state = scan_tail(
@@ -475,6 +544,7 @@ pub(crate) fn scan_tail(
         position,
         detail,
         io: false,
+        unsealed: false,
     };
     let io_failure = |offset: u64, detail: String| Damage {
         segment: id,
@@ -482,6 +552,7 @@ pub(crate) fn scan_tail(
         position: None,
         detail,
         io: true,
+        unsealed: false,
     };
     let mut committed = start.unwrap_or(SegmentState {
         sparse: Vec::new(),
@@ -677,7 +748,7 @@ fn describe(stop: &Stop) -> String {
     }
 }
 
-fn read_rest(
+pub(crate) fn read_rest(
     file: &Arc<dyn StorageFile>,
     from: u64,
     len: u64,
@@ -797,7 +868,7 @@ fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, 
 
 /// Creates `dir/stem.ext`, or `dir/stem.N.ext` with the first free N, so that nothing already
 /// in quarantine is ever overwritten.
-fn create_unique(
+pub(crate) fn create_unique(
     storage: &dyn Storage,
     dir: &Path,
     stem: &str,
@@ -1020,7 +1091,9 @@ pub(crate) fn keep_salvage_report(
     let salvaged = report.actions.iter().any(|a| {
         matches!(
             a,
-            RecoveryAction::Quarantined { .. } | RecoveryAction::HistoryAccepted { .. }
+            RecoveryAction::Quarantined { .. }
+                | RecoveryAction::HistoryAccepted { .. }
+                | RecoveryAction::Resealed { .. }
         )
     });
     if !salvaged {
@@ -1043,7 +1116,7 @@ pub(crate) fn keep_salvage_report(
 }
 
 /// The first and last positions, and the count, of checksum-valid frames anywhere in `bytes`.
-fn readable_positions(bytes: &[u8]) -> (Option<u64>, Option<u64>, u64) {
+pub(crate) fn readable_positions(bytes: &[u8]) -> (Option<u64>, Option<u64>, u64) {
     let mut i = 0usize;
     let (mut first, mut last, mut n) = (None, None, 0u64);
     while i + FRAME_HEADER_LEN <= bytes.len() {

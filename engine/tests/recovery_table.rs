@@ -669,3 +669,108 @@ fn row17_a_torn_tail_holding_committed_positions_is_damage_not_cut() {
     assert!(detail.contains("damage, not a torn write"), "{detail}");
     assert_eq!(std::fs::read(&file).unwrap(), before, "nothing was cut");
 }
+
+/// The quarantine actions of a journal's recovery report: (detail, readable frames).
+fn quarantined(journal: &Journal) -> Vec<(String, u64)> {
+    journal
+        .recovery_report()
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            RecoveryAction::Quarantined {
+                detail,
+                readable_frames,
+                ..
+            } => Some((detail.clone(), *readable_frames)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// After a salvage: the journal reopens without salvage, verifies, and takes appends after
+/// `head` (no position reused from what it kept).
+fn assert_openable_after_salvage(dir: &std::path::Path, head_after: Position) {
+    let journal = open(dir).expect("one salvage leaves an openable journal");
+    assert_eq!(head(&journal), head_after);
+    verify_ok(&journal);
+    let appended = append(&journal, vec![event(77_777, "s9")]);
+    assert_eq!(appended[0].position, head_after.next());
+    verify_ok(&journal);
+}
+
+#[test]
+fn salvage_of_a_missing_middle_segment_moves_what_cannot_follow_and_leaves_an_openable_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    let kept_head = frames(&files[0]).last().unwrap().1.meta.position;
+    std::fs::remove_file(&files[1]).unwrap();
+    let journal = salvage(dir.path());
+    assert_eq!(head(&journal), kept_head);
+    let moved = quarantined(&journal);
+    assert!(
+        moved.iter().any(|(detail, _)| detail.contains("is missing")),
+        "{moved:?}"
+    );
+    journal.close();
+    assert!(!files[2].exists() && !files[3].exists(), "moved to quarantine");
+    assert_openable_after_salvage(dir.path(), kept_head);
+}
+
+#[test]
+fn salvage_sets_stray_files_aside_and_moves_no_intact_frame() {
+    for stray in ["00000000000000000000.seg", "00000000000000000002.seg"] {
+        let dir = tempfile::tempdir().unwrap();
+        journal_with(dir.path(), 50);
+        std::fs::write(dir.path().join("segments").join(stray), b"not a segment".repeat(50))
+            .unwrap();
+        let refused = open(dir.path()).unwrap_err();
+        assert!(refused.is_corruption(), "{stray}: {refused}");
+        let journal = salvage(dir.path());
+        assert_eq!(head(&journal), Position(50), "{stray}: every event kept");
+        let moved = quarantined(&journal);
+        assert_eq!(moved.len(), 1, "{stray}: {moved:?}");
+        assert_eq!(moved[0].1, 0, "{stray}: no readable frame was moved");
+        assert!(moved[0].0.contains(stray), "{stray}: {moved:?}");
+        assert!(
+            !journal
+                .recovery_report()
+                .actions
+                .iter()
+                .any(|a| matches!(a, RecoveryAction::HistoryAccepted { .. })),
+            "{stray}: nothing acknowledged was lost"
+        );
+        journal.close();
+        assert_openable_after_salvage(dir.path(), Position(50));
+    }
+}
+
+#[test]
+fn salvage_seals_again_a_segment_whose_footer_was_cut_keeping_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    multi_segment(dir.path());
+    let files = segment_files(dir.path());
+    let before = {
+        let journal = open(dir.path()).unwrap();
+        let h = head(&journal);
+        journal.close();
+        h
+    };
+    let len = std::fs::metadata(&files[1]).unwrap().len();
+    truncate(&files[1], len - 30);
+    assert!(open(dir.path()).unwrap_err().is_corruption());
+    let journal = salvage(dir.path());
+    assert_eq!(head(&journal), before, "every acknowledged event kept");
+    assert!(journal
+        .recovery_report()
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::Resealed { .. })));
+    assert!(
+        quarantined(&journal).is_empty(),
+        "{:?}",
+        journal.recovery_report()
+    );
+    journal.close();
+    assert_openable_after_salvage(dir.path(), before);
+}

@@ -1,0 +1,193 @@
+//! What salvage does besides moving damage aside (`recovery::quarantine`): it keeps every frame
+//! whose checksums and chain hold. A segment that lost only its footer is sealed again when the
+//! next file continues it, or becomes the tail when nothing after it does; files in `segments/`
+//! that are not segments of this journal are set aside, each with the reason, never trusted.
+
+use std::path::Path;
+use std::sync::RwLock;
+
+use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN};
+
+use crate::error::{Error, Result};
+use crate::log::{Head, Segment};
+use crate::recovery::{
+    create_unique, read_rest, readable_positions, scan_tail, segment_path, RecoveryAction,
+    RecoveryReport, QUARANTINE_DIR, SEGMENTS_DIR,
+};
+use crate::storage::{OpenMode, Storage};
+
+/// Salvage of segment `id`, which is not the last and has no valid footer: its frames are
+/// scanned as a tail's are (a partial footer is cut and kept). When they all hold and the next
+/// file (`later[0]`) continues them, the segment is sealed again (`resealed`): `(segment, true)`.
+/// When the next file does not continue them, the segment is the log's tail and every later file
+/// is set aside: `(segment, false)`. `None` when the frames do not hold (the caller quarantines).
+///
+/// # Errors
+/// An I/O error.
+pub(crate) fn unsealed(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    prev: Head,
+    later: &[SegmentId],
+    report: &mut RecoveryReport,
+) -> Result<Option<(Segment, bool)>> {
+    let path = segment_path(dir, id);
+    let file = storage
+        .open(&path, OpenMode::ReadWrite)
+        .map_err(Error::io_with(|| format!("opening {}", path.display())))?;
+    let len = file.len().map_err(Error::io("reading a segment length"))?;
+    let mut header_bytes = vec![0u8; SEGMENT_HEADER_LEN];
+    file.read_exact_at(&mut header_bytes, 0)
+        .map_err(Error::io("reading a segment header"))?;
+    let Ok(header) = SegmentHeader::decode(&header_bytes) else {
+        return Ok(None);
+    };
+    if header.first_position != prev.position.next() || header.prev_hash != prev.hash {
+        return Ok(None);
+    }
+    let mut scratch = RecoveryReport::default();
+    let Ok(mut state) = scan_tail(
+        storage,
+        dir,
+        id,
+        &file,
+        len,
+        &header,
+        None,
+        journal_format::Position::ZERO,
+        false,
+        &mut scratch,
+    ) else {
+        return Ok(None);
+    };
+    report.actions.append(&mut scratch.actions);
+    let end = Head {
+        position: state.last_position,
+        hash: state.last_hash,
+    };
+    let continues = match later.first() {
+        Some(next) => continued_by(storage, dir, *next, id, end),
+        None => false,
+    };
+    if continues {
+        let footer = SegmentFooter {
+            last_position: state.last_position,
+            count: state.last_position.0 + 1 - header.first_position.0,
+            index_offset: journal_format::ByteOffset(state.end_offset),
+            last_hash: state.last_hash,
+            entries: state.sparse.clone(),
+        };
+        file.write_all_at(&footer.encode(), state.end_offset)
+            .and_then(|()| file.sync_data())
+            .map_err(Error::io_with(|| format!("sealing segment {id} again")))?;
+        state.sealed = true;
+        report.actions.push(RecoveryAction::Resealed {
+            segment: id.file_name(),
+            last_position: state.last_position.0,
+        });
+    } else {
+        let reason = format!(
+            "does not continue the log, which ends at position {} in segment {id}",
+            state.last_position
+        );
+        set_aside(storage, dir, later, &reason, report)?;
+    }
+    let segment = Segment {
+        id,
+        first_position: header.first_position,
+        prev_hash: header.prev_hash,
+        file,
+        state: RwLock::new(state),
+    };
+    Ok(Some((segment, continues)))
+}
+
+/// Whether the header of segment file `next` continues segment `id`, which ends at `end`.
+fn continued_by(
+    storage: &dyn Storage,
+    dir: &Path,
+    next: SegmentId,
+    id: SegmentId,
+    end: Head,
+) -> bool {
+    let Ok(file) = storage.open(&segment_path(dir, next), OpenMode::Read) else {
+        return false;
+    };
+    let mut bytes = vec![0u8; SEGMENT_HEADER_LEN];
+    if file.read_exact_at(&mut bytes, 0).is_err() {
+        return false;
+    }
+    SegmentHeader::decode(&bytes).is_ok_and(|h| {
+        h.segment_id == next
+            && next.0 == id.0 + 1
+            && h.first_position == end.position.next()
+            && h.prev_hash == end.hash
+    })
+}
+
+/// Moves the whole segment files `ids` into `quarantine/`, reporting each with `reason` and the
+/// positions of the readable frames it holds.
+///
+/// # Errors
+/// An I/O error.
+pub(crate) fn set_aside(
+    storage: &dyn Storage,
+    dir: &Path,
+    ids: &[SegmentId],
+    reason: &str,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let qdir = dir.join(QUARANTINE_DIR);
+    storage
+        .create_dir_all(&qdir)
+        .map_err(Error::io_with(|| format!("creating {}", qdir.display())))?;
+    for id in ids {
+        let from = segment_path(dir, *id);
+        let file = storage
+            .open(&from, OpenMode::Read)
+            .map_err(Error::io_with(|| format!("opening {}", from.display())))?;
+        let len = file.len().map_err(Error::io("reading a segment length"))?;
+        let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
+            context: format!("reading {}", from.display()),
+            source: std::io::Error::other(e),
+        })?;
+        drop(file);
+        let (first, last, readable) = readable_positions(&bytes);
+        let (name, placeholder) = create_unique(
+            storage,
+            &qdir,
+            &format!("{:020}-{:020}", id.0, 0),
+            "damaged",
+        )
+        .map_err(|e| Error::Io {
+            context: String::from("creating a quarantine file"),
+            source: std::io::Error::other(e),
+        })?;
+        drop(placeholder);
+        storage
+            .rename(&from, &qdir.join(&name))
+            .map_err(Error::io_with(|| {
+                format!("moving {} to quarantine", from.display())
+            }))?;
+        tracing::warn!(segment = %id, reason, "salvage set a file aside");
+        report.actions.push(RecoveryAction::Quarantined {
+            segment: id.file_name(),
+            offset: 0,
+            detail: format!("{}: {reason}", id.file_name()),
+            files: vec![format!("{QUARANTINE_DIR}/{name}")],
+            positions: first.zip(last).map(|(a, b)| [a, b]),
+            readable_frames: readable,
+        });
+    }
+    storage
+        .sync_dir(&qdir)
+        .map_err(Error::io("syncing quarantine"))?;
+    storage
+        .sync_dir(&dir.join(SEGMENTS_DIR))
+        .map_err(Error::io("syncing the segments directory"))?;
+    Ok(())
+}
