@@ -27,6 +27,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -702,6 +703,33 @@ pub(crate) const INDEX_FILE: &str = "index.redb";
 #[derive(Debug)]
 pub(crate) struct Index {
     db: Database,
+    /// `index.damaged`: left when a damaged page made redb panic, so that the next open that may
+    /// write rebuilds the index from the log.
+    marker: Arc<Path>,
+}
+
+/// Runs `f` on the index, turning a panic inside redb (what some damaged pages cause) into
+/// [`Error::Index`] naming the damage. It leaves `marker` behind, so that the next open that may
+/// write deletes the index and rebuilds it from the log. The index is derived: its damage never
+/// stops the log being read.
+fn guard<T>(marker: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| String::from("a panic inside redb"));
+            if let Err(e) = std::fs::write(marker, why.as_bytes()) {
+                tracing::warn!(error = %e, "cannot leave the index's damage marker");
+            }
+            tracing::error!(%why, "the index is damaged");
+            Err(Error::Index(format!(
+                "{INDEX_FILE} is damaged ({why}); it is rebuilt from the log at the next open that may write"
+            )))
+        }
+    }
 }
 
 fn located(v: Located) -> (Position, SegmentId, u64) {
@@ -709,29 +737,45 @@ fn located(v: Located) -> (Position, SegmentId, u64) {
 }
 
 impl Index {
-    /// Opens the index at `path`, creating it when missing. A database that cannot be opened or
-    /// has another layout is deleted and created empty (the caller then rebuilds it from the
-    /// log); the returned reason says why.
+    /// Opens the index at `path`, creating it when missing. A database that cannot be opened,
+    /// has another layout, or was found damaged (its marker, `index.damaged`, is there) is
+    /// deleted and created empty (the caller then rebuilds it from the log); the returned reason
+    /// says why.
     pub(crate) fn open(path: &Path) -> Result<(Index, Option<String>)> {
-        match Index::try_open(path) {
+        let marker: Arc<Path> = Arc::from(path.with_extension("damaged"));
+        let found_damaged = std::fs::read(&marker)
+            .ok()
+            .map(|why| String::from_utf8_lossy(&why).into_owned());
+        let first = match &found_damaged {
+            Some(why) => Err(Error::Index(format!("it was found damaged: {why}"))),
+            None => guard(&marker, || Index::try_open(path, &marker)),
+        };
+        match first {
             Ok(index) => Ok((index, None)),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "index unusable; rebuilding it from the log");
-                match std::fs::remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        return Err(Error::io_with(|| format!("removing {}", path.display()))(e))
+                for file in [path, &*marker] {
+                    match std::fs::remove_file(file) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(Error::io_with(|| format!("removing {}", file.display()))(
+                                e,
+                            ))
+                        }
                     }
                 }
-                Ok((Index::try_open(path)?, Some(e.to_string())))
+                Ok((Index::try_open(path, &marker)?, Some(e.to_string())))
             }
         }
     }
 
-    fn try_open(path: &Path) -> Result<Index> {
+    fn try_open(path: &Path, marker: &Arc<Path>) -> Result<Index> {
         let db = Database::builder().create(path)?;
-        let index = Index { db };
+        let index = Index {
+            db,
+            marker: Arc::clone(marker),
+        };
         // Opening an index that is already set up writes nothing, so a read-only command
         // leaves the journal directory byte-for-byte unchanged.
         let layout = {
@@ -772,12 +816,14 @@ impl Index {
 
     /// The index's head, or `None` for an empty index.
     pub(crate) fn checkpoint(&self) -> Result<Option<Checkpoint>> {
-        let txn = self.db.begin_read()?;
-        let meta = txn.open_table(META)?;
-        let Some(value) = meta.get(INDEXED_KEY)? else {
-            return Ok(None);
-        };
-        Checkpoint::decode(value.value()).map(Some)
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            let meta = txn.open_table(META)?;
+            let Some(value) = meta.get(INDEXED_KEY)? else {
+                return Ok(None);
+            };
+            Checkpoint::decode(value.value()).map(Some)
+        })
     }
 
     /// The last position the index reflects and its chain link.
@@ -796,45 +842,49 @@ impl Index {
         first: Position,
         last: Position,
     ) -> Result<Vec<FooterEntry>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(SPARSE)?;
-        let mut out = Vec::new();
-        for item in table.range(first.0..=last.0)? {
-            let (k, v) = item?;
-            let (seg, offset) = v.value();
-            if seg == segment.0 {
-                out.push(FooterEntry {
-                    position: Position(k.value()),
-                    offset: ByteOffset(offset),
-                });
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(SPARSE)?;
+            let mut out = Vec::new();
+            for item in table.range(first.0..=last.0)? {
+                let (k, v) = item?;
+                let (seg, offset) = v.value();
+                if seg == segment.0 {
+                    out.push(FooterEntry {
+                        position: Position(k.value()),
+                        offset: ByteOffset(offset),
+                    });
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Removes every entry (before a rebuild from the log).
     pub(crate) fn clear(&self) -> Result<()> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
-        txn.delete_table(EVENT_ID_KEYS)?;
-        txn.delete_table(EVENT_ID_BLOCKS)?;
-        txn.delete_table(OTHER_EVENT_IDS)?;
-        txn.delete_table(STREAMS)?;
-        txn.delete_table(BY_TASK)?;
-        txn.delete_table(BY_RUN)?;
-        txn.delete_table(SPARSE)?;
-        // Recreate the tables empty: a rebuild from an empty log applies nothing, and readers
-        // (the writer's id lookups) must then find empty tables, not missing ones.
-        txn.open_table(EVENT_ID_KEYS)?;
-        txn.open_table(EVENT_ID_BLOCKS)?;
-        txn.open_table(OTHER_EVENT_IDS)?;
-        txn.open_table(STREAMS)?;
-        txn.open_table(BY_TASK)?;
-        txn.open_table(BY_RUN)?;
-        txn.open_table(SPARSE)?;
-        txn.open_table(META)?.remove(INDEXED_KEY)?;
-        txn.commit()?;
-        Ok(())
+        guard(&self.marker, || {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            txn.delete_table(EVENT_ID_KEYS)?;
+            txn.delete_table(EVENT_ID_BLOCKS)?;
+            txn.delete_table(OTHER_EVENT_IDS)?;
+            txn.delete_table(STREAMS)?;
+            txn.delete_table(BY_TASK)?;
+            txn.delete_table(BY_RUN)?;
+            txn.delete_table(SPARSE)?;
+            // Recreate the tables empty: a rebuild from an empty log applies nothing, and readers
+            // (the writer's id lookups) must then find empty tables, not missing ones.
+            txn.open_table(EVENT_ID_KEYS)?;
+            txn.open_table(EVENT_ID_BLOCKS)?;
+            txn.open_table(OTHER_EVENT_IDS)?;
+            txn.open_table(STREAMS)?;
+            txn.open_table(BY_TASK)?;
+            txn.open_table(BY_RUN)?;
+            txn.open_table(SPARSE)?;
+            txn.open_table(META)?.remove(INDEXED_KEY)?;
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Adds `entries` (in position order, continuing from the indexed head) and records the last
@@ -846,151 +896,161 @@ impl Index {
         head_hash: ChainHash,
         durable: bool,
     ) -> Result<()> {
-        debug_assert!(entries
-            .windows(2)
-            .all(|w| matches!(w, [a, b] if a.position < b.position)));
-        let Some(last) = entries.last() else {
-            return Ok(());
-        };
-        let indexed = self.indexed()?.0;
-        // Entries at or before the head are in already: applying them again changes nothing
-        // (not the head either).
-        let entries = entries
-            .get(entries.partition_point(|e| e.position <= indexed)..)
-            .unwrap_or_default();
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })?;
-        {
-            let mut keyed_ids = txn.open_table(EVENT_ID_KEYS)?;
-            let mut block_table = txn.open_table(EVENT_ID_BLOCKS)?;
-            let mut other_ids = txn.open_table(OTHER_EVENT_IDS)?;
-            let mut streams = txn.open_table(STREAMS)?;
-            let mut tasks = txn.open_table(BY_TASK)?;
-            let mut runs = txn.open_table(BY_RUN)?;
-            let mut sparse = txn.open_table(SPARSE)?;
-            let mut last_sparse = sparse.last()?.map(|(_, v)| v.value()).unwrap_or((0, 0));
-            // Each table's keys are inserted in key order: neighbouring inserts then touch the
-            // same B-tree pages, which is several times faster than log order for random ids.
-            // The sort is stable: the log holds each id once (the writer refuses to append an
-            // id again), but should it hold one twice, the later event's location is kept, as
-            // the insert of a later apply would keep it, every time.
-            let here = |e: &IndexEntry<'_>| (e.position.0, e.segment.0, e.offset);
-            let mut keyed = Vec::with_capacity(entries.len());
-            let mut other = Vec::new();
-            for e in entries {
-                match id_key(e.event_id) {
-                    Some(key) => keyed.push((key, here(e))),
-                    None => other.push((e.event_id, here(e))),
-                }
+        guard(&self.marker, || {
+            debug_assert!(entries
+                .windows(2)
+                .all(|w| matches!(w, [a, b] if a.position < b.position)));
+            let Some(last) = entries.last() else {
+                return Ok(());
+            };
+            let indexed = self.indexed()?.0;
+            // Entries at or before the head are in already: applying them again changes nothing
+            // (not the head either).
+            let entries = entries
+                .get(entries.partition_point(|e| e.position <= indexed)..)
+                .unwrap_or_default();
+            if entries.is_empty() {
+                return Ok(());
             }
-            // The apply's ids go to the id blocks when they grow, in log order, from after
-            // every fixed-width id indexed; otherwise each run of them that grows between two
-            // blocks does, and the others go one by one to the per-id table, sorted (see
-            // `id_blocks` for why, and the invariants).
-            let last_block = block_table
-                .last()?
-                .map(|(k, v)| (*k.value(), v.value().to_vec()));
-            let greatest = greatest_keyed(
-                &keyed_ids,
-                last_block.as_ref().map(|(_, block)| block.as_slice()),
-            )?;
-            let grow = keyed
-                .first()
-                .is_some_and(|(first, _)| greatest.is_none_or(|g| *first > g))
-                && keyed.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0));
-            if grow {
-                append_id_blocks(&mut block_table, last_block, &keyed)?;
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(if durable {
+                Durability::Immediate
             } else {
-                keyed.sort_by_key(|(key, _)| *key);
-                place_ids(
-                    &mut block_table,
-                    &mut keyed_ids,
-                    &keyed,
-                    last_block.is_none(),
+                Durability::None
+            })?;
+            {
+                let mut keyed_ids = txn.open_table(EVENT_ID_KEYS)?;
+                let mut block_table = txn.open_table(EVENT_ID_BLOCKS)?;
+                let mut other_ids = txn.open_table(OTHER_EVENT_IDS)?;
+                let mut streams = txn.open_table(STREAMS)?;
+                let mut tasks = txn.open_table(BY_TASK)?;
+                let mut runs = txn.open_table(BY_RUN)?;
+                let mut sparse = txn.open_table(SPARSE)?;
+                let mut last_sparse = sparse.last()?.map(|(_, v)| v.value()).unwrap_or((0, 0));
+                // Each table's keys are inserted in key order: neighbouring inserts then touch the
+                // same B-tree pages, which is several times faster than log order for random ids.
+                // The sort is stable: the log holds each id once (the writer refuses to append an
+                // id again), but should it hold one twice, the later event's location is kept, as
+                // the insert of a later apply would keep it, every time.
+                let here = |e: &IndexEntry<'_>| (e.position.0, e.segment.0, e.offset);
+                let mut keyed = Vec::with_capacity(entries.len());
+                let mut other = Vec::new();
+                for e in entries {
+                    match id_key(e.event_id) {
+                        Some(key) => keyed.push((key, here(e))),
+                        None => other.push((e.event_id, here(e))),
+                    }
+                }
+                // The apply's ids go to the id blocks when they grow, in log order, from after
+                // every fixed-width id indexed; otherwise each run of them that grows between two
+                // blocks does, and the others go one by one to the per-id table, sorted (see
+                // `id_blocks` for why, and the invariants).
+                let last_block = block_table
+                    .last()?
+                    .map(|(k, v)| (*k.value(), v.value().to_vec()));
+                let greatest = greatest_keyed(
+                    &keyed_ids,
+                    last_block.as_ref().map(|(_, block)| block.as_slice()),
                 )?;
-            }
-            other.sort_by(|a, b| a.0.cmp(b.0));
-            for (id, located) in &other {
-                other_ids.insert(*id, located)?;
-            }
-            append_blocks(
-                &mut streams,
-                entries
-                    .iter()
-                    .map(|e| (e.stream_key, e.stream_version, here(e))),
-                Numbered::Version,
-            )?;
-            for (table, pick) in [
-                (
-                    &mut tasks,
-                    (|e: &IndexEntry<'a>| e.task) as fn(&IndexEntry<'a>) -> Option<&'a str>,
-                ),
-                (&mut runs, |e: &IndexEntry<'a>| e.run),
-            ] {
+                let grow = keyed
+                    .first()
+                    .is_some_and(|(first, _)| greatest.is_none_or(|g| *first > g))
+                    && keyed.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0));
+                if grow {
+                    append_id_blocks(&mut block_table, last_block, &keyed)?;
+                } else {
+                    keyed.sort_by_key(|(key, _)| *key);
+                    place_ids(
+                        &mut block_table,
+                        &mut keyed_ids,
+                        &keyed,
+                        last_block.is_none(),
+                    )?;
+                }
+                other.sort_by(|a, b| a.0.cmp(b.0));
+                for (id, located) in &other {
+                    other_ids.insert(*id, located)?;
+                }
                 append_blocks(
-                    table,
+                    &mut streams,
                     entries
                         .iter()
-                        .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e)))),
-                    Numbered::Position,
+                        .map(|e| (e.stream_key, e.stream_version, here(e))),
+                    Numbered::Version,
                 )?;
-            }
-            for e in entries {
-                if last_sparse.0 != e.segment.0 || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES
-                {
-                    sparse.insert(e.position.0, (e.segment.0, e.offset))?;
-                    last_sparse = (e.segment.0, e.offset);
+                for (table, pick) in [
+                    (
+                        &mut tasks,
+                        (|e: &IndexEntry<'a>| e.task) as fn(&IndexEntry<'a>) -> Option<&'a str>,
+                    ),
+                    (&mut runs, |e: &IndexEntry<'a>| e.run),
+                ] {
+                    append_blocks(
+                        table,
+                        entries
+                            .iter()
+                            .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e)))),
+                        Numbered::Position,
+                    )?;
                 }
+                for e in entries {
+                    if last_sparse.0 != e.segment.0
+                        || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES
+                    {
+                        sparse.insert(e.position.0, (e.segment.0, e.offset))?;
+                        last_sparse = (e.segment.0, e.offset);
+                    }
+                }
+                let checkpoint = Checkpoint {
+                    position: last.position,
+                    hash: head_hash,
+                    segment: last.segment,
+                    offset: last.offset,
+                    end_offset: last.end_offset,
+                };
+                txn.open_table(META)?
+                    .insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
             }
-            let checkpoint = Checkpoint {
-                position: last.position,
-                hash: head_hash,
-                segment: last.segment,
-                offset: last.offset,
-                end_offset: last.end_offset,
-            };
-            txn.open_table(META)?
-                .insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
-        }
-        txn.commit()?;
-        Ok(())
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Makes everything applied so far durable.
     pub(crate) fn persist(&self) -> Result<()> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::Immediate)?;
-        txn.commit()?;
-        Ok(())
+        guard(&self.marker, || {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// The position and location of an event id.
     pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
-        // One lookup: straight down the ids' B-tree (a view's shortcut costs a descent first).
-        let txn = self.db.begin_read()?;
-        Ok(IdTables::open(&txn)?.get(event_id)?.map(located))
+        guard(&self.marker, || {
+            // One lookup: straight down the ids' B-tree (a view's shortcut costs a descent first).
+            let txn = self.db.begin_read()?;
+            Ok(IdTables::open(&txn)?.get(event_id)?.map(located))
+        })
     }
 
     /// A read view for many lookups in a row, and the position it reflects.
     pub(crate) fn reader(&self) -> Result<IndexReader> {
-        let txn = self.db.begin_read()?;
-        let indexed = match txn.open_table(META)?.get(INDEXED_KEY)? {
-            Some(v) => Checkpoint::decode(v.value())?.position,
-            None => Position::ZERO,
-        };
-        Ok(IndexReader {
-            ids: IdTables::open(&txn)?,
-            streams: txn.open_table(STREAMS)?,
-            indexed,
-            greatest: OnceCell::new(),
-            gaps: RefCell::new(Vec::new()),
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            let indexed = match txn.open_table(META)?.get(INDEXED_KEY)? {
+                Some(v) => Checkpoint::decode(v.value())?.position,
+                None => Position::ZERO,
+            };
+            Ok(IndexReader {
+                marker: Arc::clone(&self.marker),
+                ids: IdTables::open(&txn)?,
+                streams: txn.open_table(STREAMS)?,
+                indexed,
+                greatest: OnceCell::new(),
+                gaps: RefCell::new(Vec::new()),
+            })
         })
     }
 
@@ -1008,36 +1068,38 @@ impl Index {
         from: Position,
         limit: usize,
     ) -> Result<Vec<(Position, SegmentId, u64)>> {
-        let txn = self.db.begin_read()?;
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        let (table, key) = match by {
-            By::Session => (txn.open_table(STREAMS)?, format!("session:{id}")),
-            By::Task => (txn.open_table(BY_TASK)?, id.to_string()),
-            By::Run => (txn.open_table(BY_RUN)?, id.to_string()),
-        };
-        // A task's or run's blocks are numbered by position: start at the one holding `from`.
-        // A stream's are numbered by version: walk them, skipping whole blocks before `from`.
-        let start = match by {
-            By::Session => 0,
-            By::Task | By::Run => {
-                block_at(&table, &key, from.0)?.map_or(from.0, |(first, _)| first)
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            let mut out = Vec::new();
+            if limit == 0 {
+                return Ok(out);
             }
-        };
-        'blocks: for item in table.range((key.as_str(), start)..=(key.as_str(), u64::MAX))? {
-            let (_, v) = item?;
-            for (p, s, o) in block_entries(v.value())? {
-                if p >= from.0 {
-                    out.push((Position(p), SegmentId(s), o));
-                    if out.len() >= limit {
-                        break 'blocks;
+            let (table, key) = match by {
+                By::Session => (txn.open_table(STREAMS)?, format!("session:{id}")),
+                By::Task => (txn.open_table(BY_TASK)?, id.to_string()),
+                By::Run => (txn.open_table(BY_RUN)?, id.to_string()),
+            };
+            // A task's or run's blocks are numbered by position: start at the one holding `from`.
+            // A stream's are numbered by version: walk them, skipping whole blocks before `from`.
+            let start = match by {
+                By::Session => 0,
+                By::Task | By::Run => {
+                    block_at(&table, &key, from.0)?.map_or(from.0, |(first, _)| first)
+                }
+            };
+            'blocks: for item in table.range((key.as_str(), start)..=(key.as_str(), u64::MAX))? {
+                let (_, v) = item?;
+                for (p, s, o) in block_entries(v.value())? {
+                    if p >= from.0 {
+                        out.push((Position(p), SegmentId(s), o));
+                        if out.len() >= limit {
+                            break 'blocks;
+                        }
                     }
                 }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// Up to `limit` events of a stream, from stream version `from_version` on.
@@ -1047,54 +1109,62 @@ impl Index {
         from_version: u64,
         limit: usize,
     ) -> Result<Vec<(Position, SegmentId, u64)>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(STREAMS)?;
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        let start =
-            block_at(&table, stream_key, from_version)?.map_or(from_version, |(first, _)| first);
-        'blocks: for item in table.range((stream_key, start)..=(stream_key, u64::MAX))? {
-            let (k, v) = item?;
-            let first = k.value().1;
-            for (version, entry) in (first..).zip(block_entries(v.value())?) {
-                if version >= from_version {
-                    out.push(located(entry));
-                    if out.len() >= limit {
-                        break 'blocks;
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(STREAMS)?;
+            let mut out = Vec::new();
+            if limit == 0 {
+                return Ok(out);
+            }
+            let start = block_at(&table, stream_key, from_version)?
+                .map_or(from_version, |(first, _)| first);
+            'blocks: for item in table.range((stream_key, start)..=(stream_key, u64::MAX))? {
+                let (k, v) = item?;
+                let first = k.value().1;
+                for (version, entry) in (first..).zip(block_entries(v.value())?) {
+                    if version >= from_version {
+                        out.push(located(entry));
+                        if out.len() >= limit {
+                            break 'blocks;
+                        }
                     }
                 }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     pub(crate) fn counts(&self) -> Result<IndexCounts> {
-        let txn = self.db.begin_read()?;
-        Ok(IndexCounts {
-            event_ids: IdTables::open(&txn)?.len()?,
-            streams: count_entries(&txn.open_table(STREAMS)?)?,
-            by_task: count_entries(&txn.open_table(BY_TASK)?)?,
-            by_run: count_entries(&txn.open_table(BY_RUN)?)?,
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            Ok(IndexCounts {
+                event_ids: IdTables::open(&txn)?.len()?,
+                streams: count_entries(&txn.open_table(STREAMS)?)?,
+                by_task: count_entries(&txn.open_table(BY_TASK)?)?,
+                by_run: count_entries(&txn.open_table(BY_RUN)?)?,
+            })
         })
     }
 
     /// A consistent view for checking many entries (for `verify`).
     pub(crate) fn checker(&self) -> Result<IndexChecker> {
-        let txn = self.db.begin_read()?;
-        Ok(IndexChecker {
-            ids: IdTables::open(&txn)?,
-            streams: txn.open_table(STREAMS)?,
-            tasks: txn.open_table(BY_TASK)?,
-            runs: txn.open_table(BY_RUN)?,
-            sparse: txn.open_table(SPARSE)?,
+        guard(&self.marker, || {
+            let txn = self.db.begin_read()?;
+            Ok(IndexChecker {
+                marker: Arc::clone(&self.marker),
+                ids: IdTables::open(&txn)?,
+                streams: txn.open_table(STREAMS)?,
+                tasks: txn.open_table(BY_TASK)?,
+                runs: txn.open_table(BY_RUN)?,
+                sparse: txn.open_table(SPARSE)?,
+            })
         })
     }
 }
 
 /// Lookups against one read transaction of the index.
 pub(crate) struct IndexReader {
+    marker: Arc<Path>,
     ids: IdTables,
     streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     indexed: Position,
@@ -1144,30 +1214,32 @@ impl IndexReader {
     }
 
     pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
-        let greatest = match self.greatest.get() {
-            Some(greatest) => greatest,
-            None => {
-                let keyed = self.ids.greatest_keyed()?;
-                let other = self.ids.other.last()?.map(|(k, _)| k.value().to_owned());
-                self.greatest.get_or_init(|| Greatest { keyed, other })
-            }
-        };
-        // Each table's keys are ordered byte by byte, so nothing after its greatest key is in
-        // it.
-        let found = match id_key(event_id) {
-            Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
-                self.get_keyed(&key)?
-            }
-            None if greatest
-                .other
-                .as_deref()
-                .is_some_and(|greatest| event_id <= greatest) =>
-            {
-                self.ids.other.get(event_id)?.map(|v| v.value())
-            }
-            _ => None,
-        };
-        Ok(found.map(located))
+        guard(&self.marker, || {
+            let greatest = match self.greatest.get() {
+                Some(greatest) => greatest,
+                None => {
+                    let keyed = self.ids.greatest_keyed()?;
+                    let other = self.ids.other.last()?.map(|(k, _)| k.value().to_owned());
+                    self.greatest.get_or_init(|| Greatest { keyed, other })
+                }
+            };
+            // Each table's keys are ordered byte by byte, so nothing after its greatest key is in
+            // it.
+            let found = match id_key(event_id) {
+                Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
+                    self.get_keyed(&key)?
+                }
+                None if greatest
+                    .other
+                    .as_deref()
+                    .is_some_and(|greatest| event_id <= greatest) =>
+                {
+                    self.ids.other.get(event_id)?.map(|v| v.value())
+                }
+                _ => None,
+            };
+            Ok(found.map(located))
+        })
     }
 
     /// Where the event with a fixed-width `key` is: as [`IdTables::get_keyed`] finds it, unless
@@ -1228,10 +1300,12 @@ impl IndexReader {
     }
 
     pub(crate) fn stream_head(&self, stream_key: &str) -> Result<u64> {
-        match block_at(&self.streams, stream_key, u64::MAX)? {
-            Some((first, bytes)) => Ok(first + block_entries(&bytes)?.count() as u64 - 1),
-            None => Ok(0),
-        }
+        guard(&self.marker, || {
+            match block_at(&self.streams, stream_key, u64::MAX)? {
+                Some((first, bytes)) => Ok(first + block_entries(&bytes)?.count() as u64 - 1),
+                None => Ok(0),
+            }
+        })
     }
 }
 
@@ -1243,6 +1317,7 @@ struct Greatest {
 
 /// Checks entries against one read transaction of the index.
 pub(crate) struct IndexChecker {
+    marker: Arc<Path>,
     ids: IdTables,
     streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
     tasks: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
@@ -1253,47 +1328,51 @@ pub(crate) struct IndexChecker {
 impl IndexChecker {
     /// The parts of `e` the index lacks or holds differently.
     pub(crate) fn missing(&self, e: &IndexEntry<'_>) -> Result<Vec<&'static str>> {
-        let mut missing = Vec::new();
-        let here = (e.position.0, e.segment.0, e.offset);
-        if self.ids.get(e.event_id)? != Some(here) {
-            missing.push("event id");
-        }
-        let in_stream = match block_at(&self.streams, e.stream_key, e.stream_version)? {
-            Some((first, bytes)) => {
-                let mut entries = block_entries(&bytes)?;
-                e.stream_version
-                    .checked_sub(first)
-                    .and_then(|i| usize::try_from(i).ok())
-                    .and_then(|i| entries.nth(i))
+        guard(&self.marker, || {
+            let mut missing = Vec::new();
+            let here = (e.position.0, e.segment.0, e.offset);
+            if self.ids.get(e.event_id)? != Some(here) {
+                missing.push("event id");
             }
-            None => None,
-        };
-        if in_stream != Some(here) {
-            missing.push("stream version");
-        }
-        for (table, id, name) in [(&self.tasks, e.task, "task"), (&self.runs, e.run, "run")] {
-            if let Some(id) = id {
-                let found = match block_at(table, id, e.position.0)? {
-                    Some((_, bytes)) => block_entries(&bytes)?.find(|l| l.0 == e.position.0),
-                    None => None,
-                };
-                if found != Some(here) {
-                    missing.push(name);
+            let in_stream = match block_at(&self.streams, e.stream_key, e.stream_version)? {
+                Some((first, bytes)) => {
+                    let mut entries = block_entries(&bytes)?;
+                    e.stream_version
+                        .checked_sub(first)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .and_then(|i| entries.nth(i))
+                }
+                None => None,
+            };
+            if in_stream != Some(here) {
+                missing.push("stream version");
+            }
+            for (table, id, name) in [(&self.tasks, e.task, "task"), (&self.runs, e.run, "run")] {
+                if let Some(id) = id {
+                    let found = match block_at(table, id, e.position.0)? {
+                        Some((_, bytes)) => block_entries(&bytes)?.find(|l| l.0 == e.position.0),
+                        None => None,
+                    };
+                    if found != Some(here) {
+                        missing.push(name);
+                    }
                 }
             }
-        }
-        Ok(missing)
+            Ok(missing)
+        })
     }
 
     /// Every sparse entry: position, segment, offset.
     pub(crate) fn sparse_entries(&self) -> Result<Vec<(Position, SegmentId, u64)>> {
-        let mut out = Vec::new();
-        for item in self.sparse.iter()? {
-            let (k, v) = item?;
-            let (s, o) = v.value();
-            out.push((Position(k.value()), SegmentId(s), o));
-        }
-        Ok(out)
+        guard(&self.marker, || {
+            let mut out = Vec::new();
+            for item in self.sparse.iter()? {
+                let (k, v) = item?;
+                let (s, o) = v.value();
+                out.push((Position(k.value()), SegmentId(s), o));
+            }
+            Ok(out)
+        })
     }
 }
 

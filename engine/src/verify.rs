@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::blobs::BlobCheck;
 use crate::error::{Error, Result};
+use crate::index::IndexChecker;
 use crate::journal::{index_entry, Journal};
 use crate::log::Head;
 use crate::recovery::SEGMENTS_DIR;
@@ -129,21 +130,29 @@ impl Journal {
         let total: u64 = states.iter().map(|s| s.end_offset).sum();
         // Read-only there is no index to check: another process keeps it.
         let index = self.index().filter(|_| options.check_index);
-        let checker = match index {
-            Some(index) => {
-                self.wait_indexed()?;
-                Some(index.checker()?)
+        // What keeps the index from being checked (it failed, or is damaged): reported as a
+        // problem, never a reason for `verify` itself to fail; the log is checked all the same.
+        let mut index_failure: Option<String> = None;
+        let note = |e: Error, failure: &mut Option<String>| {
+            failure.get_or_insert_with(|| e.to_string());
+        };
+        let checker = match index.map(|index| self.wait_indexed().and_then(|()| index.checker())) {
+            Some(Ok(checker)) => Some(checker),
+            Some(Err(e)) => {
+                note(e, &mut index_failure);
+                None
             }
             None => None,
         };
-        let mut index_sparse: BTreeMap<(SegmentId, u64), Position> = match &checker {
-            Some(c) => c
-                .sparse_entries()?
-                .into_iter()
-                .map(|(p, s, o)| ((s, o), p))
-                .collect(),
-            None => BTreeMap::new(),
-        };
+        let mut index_sparse: BTreeMap<(SegmentId, u64), Position> =
+            match checker.as_ref().map(IndexChecker::sparse_entries) {
+                Some(Ok(entries)) => entries.into_iter().map(|(p, s, o)| ((s, o), p)).collect(),
+                Some(Err(e)) => {
+                    note(e, &mut index_failure);
+                    BTreeMap::new()
+                }
+                None => BTreeMap::new(),
+            };
         let mut walk = Walk {
             problems: Vec::new(),
         };
@@ -334,7 +343,8 @@ impl Journal {
                         }
                         with_task += u64::from(envelope.task_id.is_some());
                         with_run += u64::from(envelope.run_id.is_some());
-                        if let Some(checker) = &checker {
+                        if let Some(checker) = checker.as_ref().filter(|_| index_failure.is_none())
+                        {
                             let stored = journal_format::StoredEvent {
                                 position,
                                 recorded_at_ns: frame.header.meta.recorded_at_ns,
@@ -345,7 +355,13 @@ impl Journal {
                             let end = frame.offset + frame.header.frame_len();
                             let stream_key = stored.envelope.stream_key();
                             let entry = index_entry(&stored, &stream_key, id, frame.offset, end);
-                            let missing = checker.missing(&entry)?;
+                            let missing = match checker.missing(&entry) {
+                                Ok(missing) => missing,
+                                Err(e) => {
+                                    note(e, &mut index_failure);
+                                    Vec::new()
+                                }
+                            };
                             if !missing.is_empty() {
                                 walk.problem(
                                     "index_missing",
@@ -452,7 +468,10 @@ impl Journal {
                 ));
             }
         }
-        if let Some(index) = index {
+        if let Some(detail) = &index_failure {
+            walk.problem("index_damaged", None, None, None, detail.clone());
+        }
+        if let Some(index) = index.filter(|_| index_failure.is_none()) {
             let counts = index.counts()?;
             let expectations = [
                 ("event ids", counts.event_ids, events),

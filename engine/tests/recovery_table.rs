@@ -709,11 +709,16 @@ fn salvage_of_a_missing_middle_segment_moves_what_cannot_follow_and_leaves_an_op
     assert_eq!(head(&journal), kept_head);
     let moved = quarantined(&journal);
     assert!(
-        moved.iter().any(|(detail, _)| detail.contains("is missing")),
+        moved
+            .iter()
+            .any(|(detail, _)| detail.contains("is missing")),
         "{moved:?}"
     );
     journal.close();
-    assert!(!files[2].exists() && !files[3].exists(), "moved to quarantine");
+    assert!(
+        !files[2].exists() && !files[3].exists(),
+        "moved to quarantine"
+    );
     assert_openable_after_salvage(dir.path(), kept_head);
 }
 
@@ -722,8 +727,11 @@ fn salvage_sets_stray_files_aside_and_moves_no_intact_frame() {
     for stray in ["00000000000000000000.seg", "00000000000000000002.seg"] {
         let dir = tempfile::tempdir().unwrap();
         journal_with(dir.path(), 50);
-        std::fs::write(dir.path().join("segments").join(stray), b"not a segment".repeat(50))
-            .unwrap();
+        std::fs::write(
+            dir.path().join("segments").join(stray),
+            b"not a segment".repeat(50),
+        )
+        .unwrap();
         let refused = open(dir.path()).unwrap_err();
         assert!(refused.is_corruption(), "{stray}: {refused}");
         let journal = salvage(dir.path());
