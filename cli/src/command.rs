@@ -8,7 +8,7 @@ use journal_engine::Journal;
 use journal_projections::{Command, CommandError, Commands, Violation};
 use serde_json::json;
 
-use crate::{fail, Failure};
+use crate::{fail, out, Failure};
 
 /// The command `name` with its arguments (the JSON given, `-` or nothing for standard input),
 /// or the refusal to print when they are not the command's: checked before the journal is
@@ -34,8 +34,7 @@ pub fn parse(name: &str, text: Option<&str>) -> Result<Result<Command, Violation
 /// Prints a refusal; returns the exit code.
 pub fn refuse(violation: &Violation) -> Result<u8, Failure> {
     let answer = json!({"error": {"rule": violation.rule.name(), "message": violation.message}});
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "{answer}")?;
+    out::line(answer)?;
     Ok(1)
 }
 
@@ -44,7 +43,7 @@ pub async fn run(journal: &Journal, command: &Command) -> Result<u8, Failure> {
     let commands = Commands::new(journal.clone());
     match commands.execute(command).await {
         Ok(accepted) => {
-            let mut stdout = io::stdout().lock();
+            let mut stdout = out::stdout();
             for event in &accepted.events {
                 serde_json::to_writer(&mut stdout, &event.to_json_value())
                     .map_err(|e| fail(e.to_string()))?;
@@ -52,7 +51,7 @@ pub async fn run(journal: &Journal, command: &Command) -> Result<u8, Failure> {
             }
             stdout.flush()?;
             if let Some(note) = accepted.note {
-                eprintln!("journal: {note}");
+                out::warn(format_args!("journal: {note}"));
             }
             Ok(0)
         }

@@ -8,6 +8,7 @@ mod demo;
 mod export;
 mod import;
 mod models;
+mod out;
 mod pack;
 mod replay;
 mod schema;
@@ -345,15 +346,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("journal: cannot start the runtime: {e}");
+            out::warn(format_args!("journal: cannot start the runtime: {e}"));
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(f) if f.message.contains("Broken pipe") => ExitCode::SUCCESS,
+        // The reader of standard output went away: end quietly, as `cat` does.
+        Err(_) if out::closed() => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("journal: {}", f.message);
+            out::warn(format_args!("journal: {}", f.message));
             ExitCode::from(f.code)
         }
     }
@@ -390,7 +392,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     }
     let journal = match Journal::open(&cli.dir, options(access == Access::Follow)) {
         Err(Error::Locked(_)) if access == Access::Read && !cli.salvage => {
-            eprintln!("journal: another process has the journal open; reading it read-only, without its index");
+            out::warn(format_args!("journal: another process has the journal open; reading it read-only, without its index"));
             Journal::open(&cli.dir, options(true))?
         }
         other => other?,
@@ -398,7 +400,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     let report = journal.recovery_report();
     if !report.actions.is_empty() {
         let actions = serde_json::to_string(&report.actions).unwrap_or_default();
-        eprintln!("journal: recovery: {actions}");
+        out::warn(format_args!("journal: recovery: {actions}"));
     }
     Ok(journal)
 }
@@ -417,7 +419,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         } else {
             serde_json::to_string_pretty(&all).map_err(|e| fail(e.to_string()))?
         };
-        println!("{text}");
+        out::line(&text)?;
         return Ok(0);
     }
     if let Verb::Append(args) = &cli.verb {
@@ -486,11 +488,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                         .map_err(|e| fail(format!("{}: {e}", path.display())))?;
                     export::export(&journal, args.filter.filter(), schema, file)?
                 }
-                None => {
-                    export::export(&journal, args.filter.filter(), schema, io::stdout().lock())?
-                }
+                None => export::export(&journal, args.filter.filter(), schema, out::stdout())?,
             };
-            eprintln!("{}", summary.to_json());
+            out::warn(summary.to_json());
             0
         }
         Verb::Append(args) => append_stream(&journal, args).await?,
@@ -502,10 +502,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Verify(args) => verify(&journal, args)?,
         Verb::Digest => {
             let head = journal.head();
-            println!(
+            out::line(format_args!(
                 "{}",
                 json!({"position": head.position.0, "hash": head.hash.to_hex()})
-            );
+            ))?;
             0
         }
         Verb::Status => {
@@ -514,7 +514,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             if let Value::Object(o) = &mut status {
                 o.insert("projections".into(), models::status(&journal)?);
             }
-            println!("{status}");
+            out::line(&status)?;
             0
         }
         Verb::Get(args) if args.kind == "history" => {
@@ -542,12 +542,12 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let bytes =
                 std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
             let reference = journal.blobs().put(&bytes)?;
-            println!("{}", json!({"ref": reference, "bytes": bytes.len()}));
+            out::line(json!({"ref": reference, "bytes": bytes.len()}))?;
             0
         }
         Verb::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
             Some(bytes) => {
-                io::stdout().lock().write_all(&bytes)?;
+                out::bytes(&bytes)?;
                 0
             }
             None => return Err(fail(format!("no blob {reference}"))),
@@ -647,7 +647,7 @@ async fn append_all(
             } => fail(format!("event #{} of the input: {source}", i + 1)),
             other => Failure::from(other),
         })?;
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out::stdout());
     for a in &appended {
         writeln!(out, "{}", ack_line(a))?;
     }
@@ -679,7 +679,7 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
         }
     });
     let mut number = 0usize;
-    let mut stdout = io::stdout().lock();
+    let mut stdout = out::stdout();
     while let Some(first) = rx.recv().await {
         let mut lines = vec![first];
         while lines.len() < 1000 {
@@ -727,7 +727,7 @@ fn print_event(out: &mut impl Write, event: &StoredEvent) -> io::Result<()> {
 }
 
 fn read(journal: &Journal, filter: Filter) -> Result<(), Failure> {
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out::stdout());
     for event in journal.query(filter)? {
         print_event(&mut out, &event?)?;
     }
@@ -751,7 +751,7 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
     let mut subscription = journal.subscribe(from);
     let mut remaining = filter.limit.unwrap_or(usize::MAX);
     filter.limit = None;
-    let mut stdout = io::stdout().lock();
+    let mut stdout = out::stdout();
     while remaining > 0 {
         let Some(event) = subscription.next().await else {
             break;
@@ -824,9 +824,9 @@ fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    println!(
+    out::line(format_args!(
         "{}",
         serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?
-    );
+    ))?;
     Ok(if report.ok { 0 } else { 3 })
 }

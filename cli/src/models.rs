@@ -15,7 +15,7 @@ use journal_projections::store::Meta;
 use journal_projections::ReadModels;
 use serde_json::{json, Value};
 
-use crate::{fail, Failure};
+use crate::{fail, out, Failure};
 
 impl From<ReadError> for Failure {
     fn from(e: ReadError) -> Failure {
@@ -58,10 +58,10 @@ fn catch_up(models: &ReadModels) -> Result<(), Failure> {
     bar.finish_and_clear();
     for (name, reached) in reached {
         if let journal_projections::worker::Reached::Faulted(fault) = reached {
-            eprintln!(
+            out::warn(format_args!(
                 "journal: projection {name} is faulted at position {} (event {}): {}",
                 fault.position, fault.event_id, fault.error
-            );
+            ));
         }
     }
     Ok(())
@@ -89,7 +89,7 @@ pub fn get(
     let models = caught_up(journal)?;
     if let Some(position) = min_position {
         if !models.wait_for(position, timeout)? {
-            eprintln!("journal: the read models did not reach position {position} in time; the answer is marked with its true lag");
+            out::warn(format_args!("journal: the read models did not reach position {position} in time; the answer is marked with its true lag"));
         }
     }
     let answer = match form {
@@ -97,12 +97,14 @@ pub fn get(
         Form::Agentruntime => models.view_agentruntime(kind, id)?,
     };
     let found = answer.model.is_some();
-    println!(
+    out::line(format_args!(
         "{}",
         serde_json::to_string(&answer).map_err(|e| fail(e.to_string()))?
-    );
+    ))?;
     if !found {
-        eprintln!("journal: nothing is recorded about {kind} {id}");
+        out::warn(format_args!(
+            "journal: nothing is recorded about {kind} {id}"
+        ));
     }
     Ok(u8::from(!found))
 }
@@ -131,7 +133,7 @@ pub fn rebuild(journal: &Journal, projection: Option<&str>) -> Result<u8, Failur
         }));
     }
     let seconds = elapsed_ns as f64 / 1e9;
-    println!(
+    out::line(format_args!(
         "{}",
         json!({
             "events": head,
@@ -139,7 +141,7 @@ pub fn rebuild(journal: &Journal, projection: Option<&str>) -> Result<u8, Failur
             "eventsPerSecond": (head as f64 / seconds).round(),
             "projections": out,
         })
-    );
+    ))?;
     Ok(0)
 }
 
@@ -191,7 +193,7 @@ pub fn verify(journal: &Journal, projection: Option<&str>) -> Result<u8, Failure
     })();
     let _ = std::fs::remove_file(&scratch_path);
     let (equal, out) = result?;
-    println!("{}", json!({"equal": equal, "projections": out}));
+    out::line(json!({"equal": equal, "projections": out}))?;
     Ok(if equal { 0 } else { 3 })
 }
 
@@ -224,9 +226,9 @@ pub fn history(journal: &Journal, session: &str, cursor: u64, limit: usize) -> R
     let models = ReadModels::open(journal)?;
     let window = models.history(session, cursor, limit)?;
     let empty = window.events.is_empty();
-    println!(
+    out::line(format_args!(
         "{}",
         serde_json::to_string(&json!({"model": window})).map_err(|e| fail(e.to_string()))?
-    );
+    ))?;
     Ok(u8::from(empty))
 }
