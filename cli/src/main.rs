@@ -373,7 +373,26 @@ enum Access {
     Follow,
 }
 
+/// The directory every journal holds its segments in (`docs/FORMAT.md`, file naming): what tells
+/// a journal from any other directory.
+const SEGMENTS_DIR: &str = "segments";
+
+/// Refuses a directory that holds no journal: only the commands that write create one, so that
+/// a mistyped `--dir` is not answered with an empty journal made on the spot.
+fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
+    if dir.join(SEGMENTS_DIR).is_dir() {
+        return Ok(());
+    }
+    Err(fail(format!(
+        "no journal in {}: it has no {SEGMENTS_DIR}/ directory (only commands that write, such as append, create a journal)",
+        dir.display()
+    )))
+}
+
 fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
+    if access != Access::Write {
+        check_exists(&cli.dir)?;
+    }
     let conformance = match &cli.verb {
         Verb::Append(args) => args.strict.map(Profile::schema),
         _ => None,
