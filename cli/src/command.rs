@@ -1,12 +1,13 @@
 //! `journal command NAME [JSON|-]`: runs one command of the control plane. The answer is the
-//! appended events as JSON Lines; a refusal exits 1 with
-//! `{"error":{"rule":"...","message":"..."}}` on standard output.
+//! appended events as JSON Lines; every refusal exits 1 with
+//! `{"error":{"rule":"...","message":"..."}}` on standard output, arguments that are not a
+//! JSON object included (rule `invalid_arguments`).
 
 use std::io::{self, Read, Write};
 
-use journal_engine::Journal;
-use journal_projections::{Command, CommandError, Commands, Violation};
-use serde_json::json;
+use journal_engine::{Error, Journal};
+use journal_projections::{Command, CommandError, Commands, Rule, Violation};
+use serde_json::{json, Value};
 
 use crate::{fail, out, Failure};
 
@@ -22,13 +23,34 @@ pub fn parse(name: &str, text: Option<&str>) -> Result<Result<Command, Violation
             buffer
         }
     };
+    Ok(arguments(&text).and_then(|value| Command::parse(name, value)))
+}
+
+fn invalid(message: impl Into<String>) -> Violation {
+    Violation::new(Rule::InvalidArguments, message)
+}
+
+/// The arguments as a JSON object.
+fn arguments(text: &str) -> Result<Value, Violation> {
     let bytes = text.trim().as_bytes();
-    let value = journal_format::strict_json::parse(bytes)
-        .map_err(|e| fail(format!("the command's arguments are not JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(fail("the command's arguments must be a JSON object"));
+    if bytes.is_empty() {
+        return Err(invalid(
+            "no arguments: give them as a JSON object, on the command line or on standard input",
+        ));
     }
-    Ok(Command::parse(name, value))
+    let value = journal_format::strict_json::parse(bytes)
+        .map_err(|e| invalid(format!("the command's arguments are not JSON: {e}")))?;
+    let kind = match &value {
+        Value::Object(_) => return Ok(value),
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Null => "null",
+    };
+    Err(invalid(format!(
+        "the command's arguments must be a JSON object, not {kind}"
+    )))
 }
 
 /// Prints a refusal; returns the exit code.
@@ -56,6 +78,11 @@ pub async fn run(journal: &Journal, command: &Command) -> Result<u8, Failure> {
             Ok(0)
         }
         Err(CommandError::Refused(v)) => refuse(&v),
+        // The events a command builds come from its arguments: an event the journal refuses
+        // is a refusal of the arguments.
+        Err(CommandError::Journal(
+            e @ (Error::InvalidEvent { .. } | Error::EventTooLarge { .. } | Error::InvalidInput(_)),
+        )) => refuse(&invalid(e.to_string())),
         Err(CommandError::Journal(e)) => Err(Failure::from(e)),
         Err(e) => Err(fail(e.to_string())),
     }

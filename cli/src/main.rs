@@ -3,6 +3,7 @@
 //! with 0 (ok), 1 (the request failed: bad input, conflict, I/O), 2 (usage) or 3 (corruption
 //! found).
 
+mod append;
 mod command;
 mod demo;
 mod export;
@@ -13,15 +14,14 @@ mod pack;
 mod replay;
 mod schema;
 
-use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
-use journal_engine::{AppendOptions, Error, Filter, Journal, Limits, Options, VerifyOptions};
-use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+use journal_engine::{Error, Filter, Journal, Options, VerifyOptions};
+use journal_format::{ChainHash, Position, StoredEvent};
 use serde_json::{json, Value};
 
 /// The journal engine's command line.
@@ -445,9 +445,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         if !args.stream {
             // Check the whole input before opening anything, so bad input leaves the journal
             // directory byte-for-byte unchanged.
-            let events = parse_input(args)?;
+            let batch = append::parse_input(args)?;
             let journal = open(&cli, Access::Write)?;
-            let code = append_all(&journal, args, events).await?;
+            let code = append::append_all(&journal, args, batch).await?;
             journal.close();
             return Ok(code);
         }
@@ -512,7 +512,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             out::warn(summary.to_json());
             0
         }
-        Verb::Append(args) => append_stream(&journal, args).await?,
+        Verb::Append(args) => append::append_stream(&journal, args).await?,
         Verb::Read(args) => {
             read(&journal, args.filter.filter())?;
             0
@@ -574,170 +574,6 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     };
     journal.close();
     Ok(code)
-}
-
-fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
-    match file {
-        None => Ok(Box::new(io::BufReader::new(io::stdin()))),
-        Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::BufReader::new(io::stdin()))),
-        Some(p) => {
-            let f = std::fs::File::open(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
-            Ok(Box::new(io::BufReader::with_capacity(1 << 20, f)))
-        }
-    }
-}
-
-/// Parses one input line; blank lines are skipped (`None`). A missing `eventId` gets a UUID v7.
-fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    Envelope::from_json_slice(line, &mut || uuid_v7(&SystemClock, &SystemEntropy))
-        .map(Some)
-        .map_err(|e| fail(format!("line {number}: {e}")))
-}
-
-/// Reads and checks the whole input: every line parses, and the batch fits the limits.
-fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
-    let mut reader = input(args.file.as_ref())?;
-    let mut events = Vec::new();
-    let mut numbers = Vec::new();
-    let mut line = Vec::new();
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        number += 1;
-        if let Some(event) = parse_line(&line, number)? {
-            events.push(event);
-            numbers.push(number);
-        }
-    }
-    Limits::default().check_batch(&events, args.strict.map(Profile::schema)).map_err(|e| match e {
-        Error::EventTooLarge { index, event_id, size, limit } => fail(format!(
-            "event #{} ({event_id}) is {size} bytes stored, over the event size limit of {limit}",
-            index + 1
-        )),
-        Error::LimitExceeded { what, actual, limit } => fail(format!(
-            "the input's {what} is {actual}, over the limit of {limit}; use --stream to append it in several batches"
-        )),
-        Error::InvalidEvent { index: Some(i), source } => fail(format!(
-            "line {}: {source}",
-            numbers.get(i).copied().unwrap_or(i + 1)
-        )),
-        other => Failure::from(other),
-    })?;
-    Ok(events)
-}
-
-fn ack_line(a: &journal_engine::Appended) -> String {
-    let mut v = json!({
-        "position": a.position.0,
-        "eventId": a.event_id,
-        "hash": a.hash.to_hex(),
-        "streamVersion": a.stream_version,
-    });
-    if a.duplicate {
-        v["duplicate"] = json!(true);
-    }
-    v.to_string()
-}
-
-/// Appends the checked input as one atomic batch.
-async fn append_all(
-    journal: &Journal,
-    args: &AppendArgs,
-    events: Vec<Envelope>,
-) -> Result<u8, Failure> {
-    let options = AppendOptions {
-        expected_stream_version: args.expected_version,
-    };
-    let appended = journal
-        .append_batch(events, options)
-        .await
-        .map_err(|e| match e {
-            Error::InvalidEvent {
-                index: Some(i),
-                source,
-            } => fail(format!("event #{} of the input: {source}", i + 1)),
-            other => Failure::from(other),
-        })?;
-    let mut out = BufWriter::new(out::stdout());
-    for a in &appended {
-        writeln!(out, "{}", ack_line(a))?;
-    }
-    out.flush()?;
-    Ok(0)
-}
-
-/// Appends lines as they arrive, one group-committed batch per burst of input, acknowledging
-/// each event once it is durable.
-async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let reader = input(args.file.as_ref())?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(4096);
-    std::thread::spawn(move || {
-        let mut reader = reader;
-        loop {
-            let mut line = Vec::new();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    if tx.blocking_send(Ok(line)).is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    break;
-                }
-            }
-        }
-    });
-    let mut number = 0usize;
-    let mut stdout = out::stdout();
-    while let Some(first) = rx.recv().await {
-        let mut lines = vec![first];
-        while lines.len() < 1000 {
-            match rx.try_recv() {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
-            }
-        }
-        let mut batch = Vec::new();
-        let mut bad = None;
-        for line in lines {
-            number += 1;
-            match line
-                .map_err(Failure::from)
-                .and_then(|l| parse_line(&l, number))
-            {
-                Ok(Some(event)) => batch.push(event),
-                Ok(None) => {}
-                Err(f) => {
-                    bad = Some(f);
-                    break;
-                }
-            }
-        }
-        let appended = journal
-            .append_batch(batch, AppendOptions::default())
-            .await?;
-        let mut text = String::new();
-        for a in &appended {
-            text.push_str(&ack_line(a));
-            text.push('\n');
-        }
-        stdout.write_all(text.as_bytes())?;
-        stdout.flush()?;
-        if let Some(f) = bad {
-            return Err(f);
-        }
-    }
-    Ok(0)
 }
 
 fn print_event(out: &mut impl Write, event: &StoredEvent) -> io::Result<()> {

@@ -124,7 +124,7 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
         &dir,
         &input,
         "1048577 bytes stored, over the event size limit of 1048576",
-        None,
+        Some(2),
     );
     // One byte less is accepted.
     let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
@@ -143,7 +143,7 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
     let input = tmp.path().join("huge-string.jsonl");
     let huge = json!({"type":"tool.result","eventId":"huge","timestamp":"2026-05-11T10:00:00Z","pad":"y".repeat(2 << 20)});
     std::fs::write(&input, format!("{good}\n{huge}\n")).unwrap();
-    assert_refused(&dir, &input, "over the event size limit", None);
+    assert_refused(&dir, &input, "over the event size limit", Some(2));
 
     // A batch of 10,001 events, one over the batch limit.
     let input = tmp.path().join("batch-over-limit.jsonl");
@@ -155,6 +155,14 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
         &dir,
         &input,
         "batch length (events) is 10001, over the limit of 10000",
-        None,
+        Some(10_001),
     );
+
+    // 20 events of nearly 1 MiB each: over the 16 MiB batch limit at the 17th.
+    let input = tmp.path().join("batch-bytes-over-limit.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| json!({"type":"tool.result","eventId":format!("m{i}"),"timestamp":"2026-05-11T10:00:00Z","pad":"z".repeat(1_000_000)}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    assert_refused(&dir, &input, "batch size (stored bytes)", Some(17));
 }
