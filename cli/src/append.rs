@@ -3,6 +3,8 @@
 //! batches. Every refusal names the input line it is about (`line N: …`).
 
 use std::io::{self, BufRead, BufWriter, Write};
+
+use crate::lines::Lines;
 use std::path::PathBuf;
 
 use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
@@ -73,9 +75,9 @@ fn checked_size(
 
 /// The input line of each event of a batch.
 #[derive(Default)]
-pub(crate) struct Lines(Vec<usize>);
+pub(crate) struct LineNumbers(Vec<usize>);
 
-impl Lines {
+impl LineNumbers {
     /// The input line of the batch's event `index`.
     fn line(&self, index: usize) -> usize {
         self.0.get(index).copied().unwrap_or(index + 1)
@@ -96,7 +98,7 @@ impl Lines {
 #[derive(Default)]
 pub(crate) struct Batch {
     events: Vec<Envelope>,
-    lines: Lines,
+    lines: LineNumbers,
     bytes: u64,
 }
 
@@ -140,17 +142,11 @@ fn over_batch(limits: &Limits, batch: &Batch, number: usize, bytes: u64) -> Fail
 pub(crate) fn parse_input(args: &AppendArgs) -> Result<Batch, Failure> {
     let limits = Limits::default();
     let conformance = args.strict.map(Profile::schema);
-    let mut reader = input(args.file.as_ref())?;
+    let mut lines = Lines::new(input(args.file.as_ref())?, limits);
     let mut batch = Batch::default();
     let mut line = Vec::new();
     let mut body = Vec::new();
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(batch);
-        }
-        number += 1;
+    while let Some(number) = lines.next_into(&mut line)? {
         let Some(event) = parse_line(&line, number)? else {
             continue;
         };
@@ -161,6 +157,7 @@ pub(crate) fn parse_input(args: &AppendArgs) -> Result<Batch, Failure> {
         }
         batch.push(number, event, bytes);
     }
+    Ok(batch)
 }
 
 fn ack_line(a: &journal_engine::Appended) -> String {
@@ -201,27 +198,20 @@ pub(crate) async fn append_all(
 /// Appends lines as they arrive, one group-committed batch per burst of input, acknowledging
 /// each event once it is durable.
 pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let reader = input(args.file.as_ref())?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(4096);
-    std::thread::spawn(move || {
-        let mut reader = reader;
-        loop {
-            let mut line = Vec::new();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    if tx.blocking_send(Ok(line)).is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    break;
-                }
-            }
+    let mut lines = Lines::new(input(args.file.as_ref())?, Limits::default());
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(usize, Vec<u8>), Failure>>(4096);
+    std::thread::spawn(move || loop {
+        let mut line = Vec::new();
+        let next = match lines.next_into(&mut line) {
+            Ok(Some(number)) => Ok((number, line)),
+            Ok(None) => break,
+            Err(f) => Err(f),
+        };
+        let last = next.is_err();
+        if tx.blocking_send(next).is_err() || last {
+            break;
         }
     });
-    let mut number = 0usize;
     let mut stdout = out::stdout();
     while let Some(first) = rx.recv().await {
         let mut lines = vec![first];
@@ -234,11 +224,7 @@ pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Resul
         let mut batch = Vec::new();
         let mut bad = None;
         for line in lines {
-            number += 1;
-            match line
-                .map_err(Failure::from)
-                .and_then(|l| parse_line(&l, number))
-            {
+            match line.and_then(|(number, l)| parse_line(&l, number)) {
                 Ok(Some(event)) => batch.push(event),
                 Ok(None) => {}
                 Err(f) => {

@@ -3,13 +3,13 @@
 //! `{"error":{"rule":"...","message":"..."}}` on standard output, arguments that are not a
 //! JSON object included (rule `invalid_arguments`).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
-use journal_engine::{Error, Journal};
+use journal_engine::{Error, Journal, Limits};
 use journal_projections::{Command, CommandError, Commands, Rule, Violation};
 use serde_json::{json, Value};
 
-use crate::{fail, out, Failure};
+use crate::{fail, lines, out, Failure};
 
 /// The command `name` with its arguments (the JSON given, `-` or nothing for standard input),
 /// or the refusal to print when they are not the command's: checked before the journal is
@@ -17,11 +17,10 @@ use crate::{fail, out, Failure};
 pub fn parse(name: &str, text: Option<&str>) -> Result<Result<Command, Violation>, Failure> {
     let text = match text {
         Some(t) if t != "-" => t.to_string(),
-        _ => {
-            let mut buffer = String::new();
-            io::stdin().read_to_string(&mut buffer)?;
-            buffer
-        }
+        _ => match lines::read_bounded(io::stdin().lock(), &Limits::default())? {
+            Ok(text) => text,
+            Err(message) => return Ok(Err(invalid(message))),
+        },
     };
     Ok(arguments(&text).and_then(|value| Command::parse(name, value)))
 }

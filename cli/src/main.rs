@@ -8,6 +8,7 @@ mod command;
 mod demo;
 mod export;
 mod import;
+mod lines;
 mod models;
 mod out;
 mod pack;
