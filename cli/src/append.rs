@@ -3,6 +3,7 @@
 //! batches. Every refusal names the input line it is about (`line N: …`).
 
 use std::io::{self, BufRead, BufWriter, Write};
+use std::sync::Arc;
 
 use crate::lines::Lines;
 use std::path::PathBuf;
@@ -12,6 +13,8 @@ use journal_engine::{AppendOptions, Error, Journal, Limits};
 use journal_format::conformance::Schema;
 use journal_format::{Envelope, FRAME_HEADER_LEN};
 use serde_json::json;
+use tokio::sync::mpsc::{self, error::TryRecvError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::{fail, out, AppendArgs, Failure, Profile};
 
@@ -195,15 +198,37 @@ pub(crate) async fn append_all(
     Ok(0)
 }
 
-/// Appends lines as they arrive, one group-committed batch per burst of input, acknowledging
-/// each event once it is durable.
-pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let mut lines = Lines::new(input(args.file.as_ref())?, Limits::default());
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(usize, Vec<u8>), Failure>>(4096);
+/// The most events in one group of `--stream`: a group is appended as soon as the input pauses
+/// or it is this long (or a batch's limits would be passed), so acknowledgements keep flowing.
+const GROUP_EVENTS_MAX: usize = 1000;
+
+/// The most bytes of input lines read ahead of the appends in `--stream` (a line at the bound
+/// always fits): reading ahead lets a group fill a batch, and the bound keeps a fast producer
+/// from filling memory while the appends catch up.
+const READ_AHEAD_BYTES: u32 = 64 << 20;
+
+/// A numbered input line read ahead, holding its share of [`READ_AHEAD_BYTES`] until it is
+/// dropped; or why reading stopped.
+type Incoming = Result<(usize, Vec<u8>, OwnedSemaphorePermit), Failure>;
+
+/// Reads `lines` on a thread of their own, ahead of the appends by at most
+/// [`READ_AHEAD_BYTES`].
+fn read_ahead<R: BufRead + Send + 'static>(mut lines: Lines<R>) -> mpsc::Receiver<Incoming> {
+    let (tx, rx) = mpsc::channel::<Incoming>(GROUP_EVENTS_MAX * 4);
+    let budget = Arc::new(Semaphore::new(READ_AHEAD_BYTES as usize));
+    let runtime = tokio::runtime::Handle::current();
     std::thread::spawn(move || loop {
         let mut line = Vec::new();
         let next = match lines.next_into(&mut line) {
-            Ok(Some(number)) => Ok((number, line)),
+            Ok(Some(number)) => {
+                let share = u32::try_from(line.len().max(1))
+                    .unwrap_or(u32::MAX)
+                    .min(READ_AHEAD_BYTES);
+                match runtime.block_on(Arc::clone(&budget).acquire_many_owned(share)) {
+                    Ok(permit) => Ok((number, line, permit)),
+                    Err(_) => break,
+                }
+            }
             Ok(None) => break,
             Err(f) => Err(f),
         };
@@ -212,40 +237,105 @@ pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Resul
             break;
         }
     });
+    rx
+}
+
+/// Why `--stream` stops reading.
+enum Stop {
+    /// The input ended.
+    End,
+    /// A line was refused: the lines before it are appended first.
+    Refused(Failure),
+}
+
+/// Groups `--stream`'s lines into batches that keep every batch limit.
+struct Groups {
+    limits: Limits,
+    conformance: Option<Schema>,
+    /// A scratch buffer for sizing events.
+    body: Vec<u8>,
+    /// An event that did not fit the last group: the first of the next.
+    carried: Option<(usize, Envelope, u64)>,
+}
+
+impl Groups {
+    /// The next group: the event carried over or the next line to arrive, then the lines that
+    /// have arrived since, up to a batch's limits; with why the input stops, if it does.
+    async fn next(&mut self, rx: &mut mpsc::Receiver<Incoming>) -> (Batch, Option<Stop>) {
+        let mut batch = Batch::default();
+        if let Some((number, event, bytes)) = self.carried.take() {
+            batch.push(number, event, bytes);
+        } else {
+            let Some(first) = rx.recv().await else {
+                return (batch, Some(Stop::End));
+            };
+            if let Err(f) = self.add(&mut batch, first) {
+                return (batch, Some(Stop::Refused(f)));
+            }
+        }
+        while batch.events.len() < GROUP_EVENTS_MAX && self.carried.is_none() {
+            let line = match rx.try_recv() {
+                Ok(line) => line,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return (batch, Some(Stop::End)),
+            };
+            if let Err(f) = self.add(&mut batch, line) {
+                return (batch, Some(Stop::Refused(f)));
+            }
+        }
+        (batch, None)
+    }
+
+    /// Adds a line's event to `batch`, or carries it to the next group when the batch is full.
+    fn add(&mut self, batch: &mut Batch, line: Incoming) -> Result<(), Failure> {
+        let (number, bytes, _share) = line?;
+        let Some(event) = parse_line(&bytes, number)? else {
+            return Ok(());
+        };
+        let size = checked_size(&self.limits, &event, self.conformance, &mut self.body)
+            .map_err(|e| refusal(number, e))?;
+        if batch.is_full(&self.limits, size) && !batch.events.is_empty() {
+            self.carried = Some((number, event, size));
+        } else {
+            batch.push(number, event, size);
+        }
+        Ok(())
+    }
+}
+
+/// Appends lines as they arrive, one group-committed batch per burst of input (each within
+/// every batch limit), acknowledging each event once it is durable. A refused line stops the
+/// stream after the lines before it are appended and acknowledged.
+pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
+    let limits = Limits::default();
+    let mut rx = read_ahead(Lines::new(input(args.file.as_ref())?, limits));
+    let mut groups = Groups {
+        limits,
+        conformance: args.strict.map(Profile::schema),
+        body: Vec::new(),
+        carried: None,
+    };
     let mut stdout = out::stdout();
-    while let Some(first) = rx.recv().await {
-        let mut lines = vec![first];
-        while lines.len() < 1000 {
-            match rx.try_recv() {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
+    loop {
+        let (batch, stop) = groups.next(&mut rx).await;
+        if !batch.events.is_empty() {
+            let Batch { events, lines, .. } = batch;
+            let appended = journal
+                .append_batch(events, AppendOptions::default())
+                .await
+                .map_err(|e| lines.refusal(e))?;
+            let mut text = String::new();
+            for a in &appended {
+                text.push_str(&ack_line(a));
+                text.push('\n');
             }
+            stdout.write_all(text.as_bytes())?;
+            stdout.flush()?;
         }
-        let mut batch = Vec::new();
-        let mut bad = None;
-        for line in lines {
-            match line.and_then(|(number, l)| parse_line(&l, number)) {
-                Ok(Some(event)) => batch.push(event),
-                Ok(None) => {}
-                Err(f) => {
-                    bad = Some(f);
-                    break;
-                }
-            }
-        }
-        let appended = journal
-            .append_batch(batch, AppendOptions::default())
-            .await?;
-        let mut text = String::new();
-        for a in &appended {
-            text.push_str(&ack_line(a));
-            text.push('\n');
-        }
-        stdout.write_all(text.as_bytes())?;
-        stdout.flush()?;
-        if let Some(f) = bad {
-            return Err(f);
+        match stop {
+            Some(Stop::End) => return Ok(0),
+            Some(Stop::Refused(f)) => return Err(f),
+            None => {}
         }
     }
-    Ok(0)
 }
