@@ -76,8 +76,12 @@ pub enum Form {
     Agentruntime,
 }
 
+/// The exit code of `journal get --min-position P` when the answer does not reflect P in time
+/// (the answer is printed, marked `behind`).
+const NOT_REACHED: u8 = 4;
+
 /// `journal get KIND ID`: prints `{"model":…,"freshness":…}`; exit 1 when nothing is recorded
-/// about the id.
+/// about the id, 4 ([`NOT_REACHED`]) when the answer does not reflect `--min-position` in time.
 pub fn get(
     journal: &Journal,
     form: Form,
@@ -88,25 +92,30 @@ pub fn get(
 ) -> Result<u8, Failure> {
     let models = caught_up(journal)?;
     if let Some(position) = min_position {
-        if !models.wait_for(position, timeout)? {
-            out::warn(format_args!("journal: the read models did not reach position {position} in time; the answer is marked with its true lag"));
-        }
+        models.wait_for(position, timeout)?;
     }
-    let answer = match form {
+    let mut answer = match form {
         Form::Journal => models.view(kind, id)?,
         Form::Agentruntime => models.view_agentruntime(kind, id)?,
     };
-    let found = answer.model.is_some();
-    out::line(format_args!(
-        "{}",
-        serde_json::to_string(&answer).map_err(|e| fail(e.to_string()))?
-    ))?;
-    if !found {
+    let reached = min_position.is_none_or(|p| answer.freshness.require(p));
+    out::line(serde_json::to_string(&answer).map_err(|e| fail(e.to_string()))?)?;
+    if !reached {
+        out::warn(format_args!(
+            "journal: the read models reflect position {}, short of --min-position {} after {} ms: the answer is marked `behind`",
+            answer.freshness.position,
+            min_position.unwrap_or_default(),
+            timeout.as_millis()
+        ));
+        return Ok(NOT_REACHED);
+    }
+    if answer.model.is_none() {
         out::warn(format_args!(
             "journal: nothing is recorded about {kind} {id}"
         ));
+        return Ok(1);
     }
-    Ok(u8::from(!found))
+    Ok(0)
 }
 
 /// `journal rebuild [--projection NAME]`: forgets the projection(s), rebuilds from the log, and

@@ -227,8 +227,9 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not reach position 99999999"));
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(json_out(&out)["freshness"]["state"], "behind");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("short of --min-position 99999999"));
     // Unknown id: exit 1; unknown kind: exit 2.
     let out = journal(&dir)
         .args(["get", "task", "nope"])
@@ -333,4 +334,49 @@ fn status_before_any_read_model_says_unknown_and_creates_nothing() {
         assert_eq!(p["version"], version, "{p}");
     }
     assert!(!dir.join("projections.redb").exists());
+}
+
+fn session_line(i: u64) -> String {
+    serde_json::json!({
+        "type": "tool.started",
+        "eventId": format!("c{i}"),
+        "timestamp": "2026-05-11T10:00:00Z",
+        "sessionId": "S",
+        "toolCallId": format!("call-{i}"),
+    })
+    .to_string()
+}
+
+#[test]
+fn get_short_of_min_position_says_so_and_exits_4() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let lines: Vec<String> = (0..3).map(session_line).collect();
+    append_file(&dir, tmp.path(), &lines);
+    let out = journal(&dir)
+        .args(["get", "session", "S", "--min-position", "999999"])
+        .args(["--timeout-ms", "500"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer = json_out(&out);
+    let freshness = &answer["freshness"];
+    assert_eq!(freshness["state"], "behind", "{freshness}");
+    assert_eq!(freshness["position"], 3, "{freshness}");
+    assert_eq!(freshness["minPosition"], 999_999, "{freshness}");
+    assert!(answer["model"].is_object(), "{answer}");
+    // Reached: fresh, exit 0.
+    let out = journal(&dir)
+        .args(["get", "session", "S", "--min-position", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let answer = json_out(&out);
+    assert_eq!(answer["freshness"]["state"], "fresh");
+    assert_eq!(answer["freshness"]["minPosition"], 3, "{answer}");
 }

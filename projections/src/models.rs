@@ -790,6 +790,7 @@ pub fn freshness_of(meta: &Meta, journal: &Journal, name: &str) -> Result<Freshn
             target,
         }),
         fault: meta.fault.clone(),
+        min_position: None,
     })
 }
 
