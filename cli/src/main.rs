@@ -18,11 +18,13 @@ mod schema;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use journal_engine::{Error, Filter, Journal, Options, VerifyOptions};
 use journal_format::{ChainHash, Position, StoredEvent};
+use journal_projections::store::Store;
 use serde_json::{json, Value};
 
 /// The journal engine's command line.
@@ -425,6 +427,23 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     Ok(journal)
 }
 
+/// The read-model store, for the commands that use it (`get`, `rebuild`, and `status` once a
+/// store exists), opened before the journal: a command waiting for another process to be done
+/// with the store holds no lock on the journal, so it keeps no writer out.
+fn open_store_first(cli: &Cli) -> Result<Option<Arc<Store>>, Failure> {
+    let uses_store = match &cli.verb {
+        Verb::Get(args) => args.kind != "history",
+        Verb::Rebuild(_) => true,
+        Verb::Status => models::has_store(&cli.dir),
+        _ => false,
+    };
+    if !uses_store {
+        return Ok(None);
+    }
+    check_exists(&cli.dir)?;
+    models::open_store(&cli.dir).map(Some)
+}
+
 async fn run(cli: Cli) -> Result<u8, Failure> {
     if let Verb::Schema(args) = &cli.verb {
         let all = schema::all();
@@ -481,6 +500,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         journal.close();
         return Ok(code);
     }
+    let store = open_store_first(&cli)?;
     let journal = open(&cli, access)?;
     let code = match &cli.verb {
         // Answered above, before opening.
@@ -532,7 +552,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let mut status =
                 serde_json::to_value(journal.status()?).map_err(|e| fail(e.to_string()))?;
             if let Value::Object(o) = &mut status {
-                o.insert("projections".into(), models::status(&journal)?);
+                o.insert("projections".into(), models::status(&journal, store)?);
             }
             out::line(&status)?;
             0
@@ -542,6 +562,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Verb::Get(args) => models::get(
             &journal,
+            store,
             args.format,
             &args.kind,
             &args.id,
@@ -556,8 +577,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             args.format,
             args.out.as_deref(),
         )?,
-        Verb::Rebuild(args) if args.verify => models::verify(&journal, args.projection.as_deref())?,
-        Verb::Rebuild(args) => models::rebuild(&journal, args.projection.as_deref())?,
+        Verb::Rebuild(args) if args.verify => {
+            models::verify(&journal, store, args.projection.as_deref())?
+        }
+        Verb::Rebuild(args) => models::rebuild(&journal, store, args.projection.as_deref())?,
         Verb::Blob(BlobCommand::Put { file }) => {
             let bytes =
                 std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
