@@ -3,10 +3,8 @@
 //! batches. Every refusal names the input line it is about (`line N: …`).
 
 use std::io::{self, BufRead, BufWriter, Write};
-use std::sync::Arc;
-
-use crate::lines::Lines;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
 use journal_engine::{AppendOptions, Error, Journal, Limits};
@@ -16,6 +14,7 @@ use serde_json::json;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::lines::Lines;
 use crate::{fail, out, AppendArgs, Failure, Profile};
 
 fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
