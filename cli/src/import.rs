@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use journal_replay::import::{self, Options, Parsed, Source};
 use serde_json::json;
 
-use crate::Failure;
+use crate::{out, Failure};
 
 /// The source formats, as named on the command line.
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -110,9 +110,9 @@ pub fn write(
         before += file.events.len() as u64;
         file.summary.events_written = Some(written.events_written);
         if as_json {
-            println!("{}", json!(file.summary));
+            out::line(json!(file.summary))?;
         } else {
-            print!("{}", text(&file, written));
+            out::text(text(&file, written))?;
         }
     }
     bar.finish_and_clear();

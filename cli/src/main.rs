@@ -3,24 +3,28 @@
 //! with 0 (ok), 1 (the request failed: bad input, conflict, I/O), 2 (usage) or 3 (corruption
 //! found).
 
+mod append;
 mod command;
 mod demo;
 mod export;
 mod import;
+mod lines;
 mod models;
+mod out;
 mod pack;
 mod replay;
 mod schema;
 
-use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
-use journal_engine::{AppendOptions, Error, Filter, Journal, Limits, Options, VerifyOptions};
-use journal_format::{ChainHash, Envelope, Position, StoredEvent};
+use journal_engine::{Error, Filter, Journal, Options, VerifyOptions};
+use journal_format::{ChainHash, Position, StoredEvent};
+use journal_projections::store::Store;
 use serde_json::{json, Value};
 
 /// The journal engine's command line.
@@ -345,15 +349,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("journal: cannot start the runtime: {e}");
+            out::warn(format_args!("journal: cannot start the runtime: {e}"));
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(f) if f.message.contains("Broken pipe") => ExitCode::SUCCESS,
+        // The reader of standard output went away: end quietly, as `cat` does.
+        Err(_) if out::closed() => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("journal: {}", f.message);
+            out::warn(format_args!("journal: {}", f.message));
             ExitCode::from(f.code)
         }
     }
@@ -371,7 +376,26 @@ enum Access {
     Follow,
 }
 
+/// The directory every journal holds its segments in (`docs/FORMAT.md`, file naming): what tells
+/// a journal from any other directory.
+const SEGMENTS_DIR: &str = "segments";
+
+/// Refuses a directory that holds no journal: only the commands that write create one, so that
+/// a mistyped `--dir` is not answered with an empty journal made on the spot.
+fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
+    if dir.join(SEGMENTS_DIR).is_dir() {
+        return Ok(());
+    }
+    Err(fail(format!(
+        "no journal in {}: it has no {SEGMENTS_DIR}/ directory (only commands that write, such as append, create a journal)",
+        dir.display()
+    )))
+}
+
 fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
+    if access != Access::Write {
+        check_exists(&cli.dir)?;
+    }
     let conformance = match &cli.verb {
         Verb::Append(args) => args.strict.map(Profile::schema),
         _ => None,
@@ -390,7 +414,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     }
     let journal = match Journal::open(&cli.dir, options(access == Access::Follow)) {
         Err(Error::Locked(_)) if access == Access::Read && !cli.salvage => {
-            eprintln!("journal: another process has the journal open; reading it read-only, without its index");
+            out::warn(format_args!("journal: another process has the journal open; reading it read-only, without its index"));
             Journal::open(&cli.dir, options(true))?
         }
         other => other?,
@@ -398,9 +422,26 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     let report = journal.recovery_report();
     if !report.actions.is_empty() {
         let actions = serde_json::to_string(&report.actions).unwrap_or_default();
-        eprintln!("journal: recovery: {actions}");
+        out::warn(format_args!("journal: recovery: {actions}"));
     }
     Ok(journal)
+}
+
+/// The read-model store, for the commands that use it (`get`, `rebuild`, and `status` once a
+/// store exists), opened before the journal: a command waiting for another process to be done
+/// with the store holds no lock on the journal, so it keeps no writer out.
+fn open_store_first(cli: &Cli) -> Result<Option<Arc<Store>>, Failure> {
+    let uses_store = match &cli.verb {
+        Verb::Get(args) => args.kind != "history",
+        Verb::Rebuild(_) => true,
+        Verb::Status => models::has_store(&cli.dir),
+        _ => false,
+    };
+    if !uses_store {
+        return Ok(None);
+    }
+    check_exists(&cli.dir)?;
+    models::open_store(&cli.dir).map(Some)
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
@@ -417,16 +458,16 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         } else {
             serde_json::to_string_pretty(&all).map_err(|e| fail(e.to_string()))?
         };
-        println!("{text}");
+        out::line(&text)?;
         return Ok(0);
     }
     if let Verb::Append(args) = &cli.verb {
         if !args.stream {
             // Check the whole input before opening anything, so bad input leaves the journal
             // directory byte-for-byte unchanged.
-            let events = parse_input(args)?;
+            let batch = append::parse_input(args)?;
             let journal = open(&cli, Access::Write)?;
-            let code = append_all(&journal, args, events).await?;
+            let code = append::append_all(&journal, args, batch).await?;
             journal.close();
             return Ok(code);
         }
@@ -459,6 +500,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         journal.close();
         return Ok(code);
     }
+    let store = open_store_first(&cli)?;
     let journal = open(&cli, access)?;
     let code = match &cli.verb {
         // Answered above, before opening.
@@ -486,14 +528,12 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                         .map_err(|e| fail(format!("{}: {e}", path.display())))?;
                     export::export(&journal, args.filter.filter(), schema, file)?
                 }
-                None => {
-                    export::export(&journal, args.filter.filter(), schema, io::stdout().lock())?
-                }
+                None => export::export(&journal, args.filter.filter(), schema, out::stdout())?,
             };
-            eprintln!("{}", summary.to_json());
+            out::warn(summary.to_json());
             0
         }
-        Verb::Append(args) => append_stream(&journal, args).await?,
+        Verb::Append(args) => append::append_stream(&journal, args).await?,
         Verb::Read(args) => {
             read(&journal, args.filter.filter())?;
             0
@@ -502,19 +542,19 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Verify(args) => verify(&journal, args)?,
         Verb::Digest => {
             let head = journal.head();
-            println!(
+            out::line(format_args!(
                 "{}",
                 json!({"position": head.position.0, "hash": head.hash.to_hex()})
-            );
+            ))?;
             0
         }
         Verb::Status => {
             let mut status =
                 serde_json::to_value(journal.status()?).map_err(|e| fail(e.to_string()))?;
             if let Value::Object(o) = &mut status {
-                o.insert("projections".into(), models::status(&journal)?);
+                o.insert("projections".into(), models::status(&journal, store)?);
             }
-            println!("{status}");
+            out::line(&status)?;
             0
         }
         Verb::Get(args) if args.kind == "history" => {
@@ -522,6 +562,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Verb::Get(args) => models::get(
             &journal,
+            store,
             args.format,
             &args.kind,
             &args.id,
@@ -536,18 +577,20 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             args.format,
             args.out.as_deref(),
         )?,
-        Verb::Rebuild(args) if args.verify => models::verify(&journal, args.projection.as_deref())?,
-        Verb::Rebuild(args) => models::rebuild(&journal, args.projection.as_deref())?,
+        Verb::Rebuild(args) if args.verify => {
+            models::verify(&journal, store, args.projection.as_deref())?
+        }
+        Verb::Rebuild(args) => models::rebuild(&journal, store, args.projection.as_deref())?,
         Verb::Blob(BlobCommand::Put { file }) => {
             let bytes =
                 std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
             let reference = journal.blobs().put(&bytes)?;
-            println!("{}", json!({"ref": reference, "bytes": bytes.len()}));
+            out::line(json!({"ref": reference, "bytes": bytes.len()}))?;
             0
         }
         Verb::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
             Some(bytes) => {
-                io::stdout().lock().write_all(&bytes)?;
+                out::bytes(&bytes)?;
                 0
             }
             None => return Err(fail(format!("no blob {reference}"))),
@@ -557,177 +600,13 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     Ok(code)
 }
 
-fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
-    match file {
-        None => Ok(Box::new(io::BufReader::new(io::stdin()))),
-        Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::BufReader::new(io::stdin()))),
-        Some(p) => {
-            let f = std::fs::File::open(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
-            Ok(Box::new(io::BufReader::with_capacity(1 << 20, f)))
-        }
-    }
-}
-
-/// Parses one input line; blank lines are skipped (`None`). A missing `eventId` gets a UUID v7.
-fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    Envelope::from_json_slice(line, &mut || uuid_v7(&SystemClock, &SystemEntropy))
-        .map(Some)
-        .map_err(|e| fail(format!("line {number}: {e}")))
-}
-
-/// Reads and checks the whole input: every line parses, and the batch fits the limits.
-fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
-    let mut reader = input(args.file.as_ref())?;
-    let mut events = Vec::new();
-    let mut numbers = Vec::new();
-    let mut line = Vec::new();
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        number += 1;
-        if let Some(event) = parse_line(&line, number)? {
-            events.push(event);
-            numbers.push(number);
-        }
-    }
-    Limits::default().check_batch(&events, args.strict.map(Profile::schema)).map_err(|e| match e {
-        Error::EventTooLarge { index, event_id, size, limit } => fail(format!(
-            "event #{} ({event_id}) is {size} bytes stored, over the event size limit of {limit}",
-            index + 1
-        )),
-        Error::LimitExceeded { what, actual, limit } => fail(format!(
-            "the input's {what} is {actual}, over the limit of {limit}; use --stream to append it in several batches"
-        )),
-        Error::InvalidEvent { index: Some(i), source } => fail(format!(
-            "line {}: {source}",
-            numbers.get(i).copied().unwrap_or(i + 1)
-        )),
-        other => Failure::from(other),
-    })?;
-    Ok(events)
-}
-
-fn ack_line(a: &journal_engine::Appended) -> String {
-    let mut v = json!({
-        "position": a.position.0,
-        "eventId": a.event_id,
-        "hash": a.hash.to_hex(),
-        "streamVersion": a.stream_version,
-    });
-    if a.duplicate {
-        v["duplicate"] = json!(true);
-    }
-    v.to_string()
-}
-
-/// Appends the checked input as one atomic batch.
-async fn append_all(
-    journal: &Journal,
-    args: &AppendArgs,
-    events: Vec<Envelope>,
-) -> Result<u8, Failure> {
-    let options = AppendOptions {
-        expected_stream_version: args.expected_version,
-    };
-    let appended = journal
-        .append_batch(events, options)
-        .await
-        .map_err(|e| match e {
-            Error::InvalidEvent {
-                index: Some(i),
-                source,
-            } => fail(format!("event #{} of the input: {source}", i + 1)),
-            other => Failure::from(other),
-        })?;
-    let mut out = BufWriter::new(io::stdout().lock());
-    for a in &appended {
-        writeln!(out, "{}", ack_line(a))?;
-    }
-    out.flush()?;
-    Ok(0)
-}
-
-/// Appends lines as they arrive, one group-committed batch per burst of input, acknowledging
-/// each event once it is durable.
-async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let reader = input(args.file.as_ref())?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<io::Result<Vec<u8>>>(4096);
-    std::thread::spawn(move || {
-        let mut reader = reader;
-        loop {
-            let mut line = Vec::new();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    if tx.blocking_send(Ok(line)).is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    break;
-                }
-            }
-        }
-    });
-    let mut number = 0usize;
-    let mut stdout = io::stdout().lock();
-    while let Some(first) = rx.recv().await {
-        let mut lines = vec![first];
-        while lines.len() < 1000 {
-            match rx.try_recv() {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
-            }
-        }
-        let mut batch = Vec::new();
-        let mut bad = None;
-        for line in lines {
-            number += 1;
-            match line
-                .map_err(Failure::from)
-                .and_then(|l| parse_line(&l, number))
-            {
-                Ok(Some(event)) => batch.push(event),
-                Ok(None) => {}
-                Err(f) => {
-                    bad = Some(f);
-                    break;
-                }
-            }
-        }
-        let appended = journal
-            .append_batch(batch, AppendOptions::default())
-            .await?;
-        let mut text = String::new();
-        for a in &appended {
-            text.push_str(&ack_line(a));
-            text.push('\n');
-        }
-        stdout.write_all(text.as_bytes())?;
-        stdout.flush()?;
-        if let Some(f) = bad {
-            return Err(f);
-        }
-    }
-    Ok(0)
-}
-
 fn print_event(out: &mut impl Write, event: &StoredEvent) -> io::Result<()> {
     serde_json::to_writer(&mut *out, &event.to_json_value())?;
     out.write_all(b"\n")
 }
 
 fn read(journal: &Journal, filter: Filter) -> Result<(), Failure> {
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out::stdout());
     for event in journal.query(filter)? {
         print_event(&mut out, &event?)?;
     }
@@ -751,7 +630,7 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
     let mut subscription = journal.subscribe(from);
     let mut remaining = filter.limit.unwrap_or(usize::MAX);
     filter.limit = None;
-    let mut stdout = io::stdout().lock();
+    let mut stdout = out::stdout();
     while remaining > 0 {
         let Some(event) = subscription.next().await else {
             break;
@@ -824,9 +703,9 @@ fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    println!(
+    out::line(format_args!(
         "{}",
         serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?
-    );
+    ))?;
     Ok(if report.ok { 0 } else { 3 })
 }

@@ -15,7 +15,7 @@ use journal_engine::{Filter, Journal};
 use journal_replay::Scope;
 use serde_json::{json, Value};
 
-use crate::{fail, Failure};
+use crate::{fail, out, Failure};
 
 /// What to export.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,9 @@ pub fn export(journal: &Journal, what: Pack, session: &str, out: &Path) -> Resul
     let scope = Scope::Session(session.to_string());
     let narrative = journal_replay::load(journal, &scope, None)?;
     if narrative.counts.events == 0 {
-        eprintln!("journal: nothing is recorded for session {session}");
+        out::warn(format_args!(
+            "journal: nothing is recorded for session {session}"
+        ));
         return Ok(1);
     }
     if out.exists()
@@ -141,9 +143,9 @@ pub fn export(journal: &Journal, what: Pack, session: &str, out: &Path) -> Resul
     let bytes = serde_json::to_vec_pretty(&manifest_json).map_err(|e| fail(e.to_string()))?;
     std::fs::write(out.join("MANIFEST.json"), &bytes)
         .map_err(|e| fail(format!("{}: {e}", out.display())))?;
-    println!(
+    out::line(format_args!(
         "{}",
         json!({"out": out.display().to_string(), "exported": manifest_json["exported"]})
-    );
+    ))?;
     Ok(0)
 }

@@ -1,13 +1,13 @@
 //! `journal replay run|task|session ID [--at P] [--format text|json|html] [--out FILE]`: the
 //! narrative of a run, task or session (see `journal-replay`), as of any position.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::path::Path;
 
 use journal_engine::Journal;
 use journal_replay::Scope;
 
-use crate::{fail, Failure};
+use crate::{fail, out, Failure};
 
 /// The output form.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,10 +47,10 @@ pub fn replay(
     };
     let narrative = journal_replay::load(journal, &scope, at)?;
     if narrative.counts.events == 0 {
-        eprintln!(
+        out::warn(format_args!(
             "journal: nothing is recorded for {id} (as of position {})",
             narrative.as_of
-        );
+        ));
         return Ok(1);
     }
     let text = match format {
@@ -65,7 +65,7 @@ pub fn replay(
         Some(path) => {
             std::fs::write(path, text).map_err(|e| fail(format!("{}: {e}", path.display())))?
         }
-        None => io::stdout().lock().write_all(text.as_bytes())?,
+        None => out::bytes(text.as_bytes())?,
     }
     Ok(0)
 }

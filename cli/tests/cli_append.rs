@@ -401,3 +401,70 @@ fn read_and_tail_follow_work_beside_a_running_writer() {
     drop(stdin);
     assert!(writer.wait().unwrap().success());
 }
+
+/// An event of about `bytes` bytes of JSON, `i`-th of session `sess`.
+fn sized_line(i: usize, bytes: usize) -> String {
+    json!({
+        "type": "tool.result",
+        "eventId": format!("big-{i}"),
+        "timestamp": "2026-05-11T10:00:00Z",
+        "sessionId": "sess",
+        "payload": {"output": "o".repeat(bytes)},
+    })
+    .to_string()
+}
+
+#[test]
+fn stream_mode_groups_stay_within_the_batch_byte_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    // 3,000 events of 20 KB: 60 MB of valid input, several batches' worth of bytes.
+    let input = tmp.path().join("input.jsonl");
+    let lines: Vec<String> = (0..3000).map(|i| sized_line(i, 20_000)).collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out = journal(&dir)
+        .args(["append", "--stream"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let positions: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["position"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(positions, (1..=3000).collect::<Vec<u64>>());
+}
+
+#[test]
+fn stream_mode_refuses_an_oversized_event_by_its_line_after_acknowledging_those_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let input = tmp.path().join("input.jsonl");
+    let mut lines: Vec<String> = (0..10).map(|i| sized_line(i, 100)).collect();
+    lines.push(sized_line(10, 2 << 20)); // line 11: over the 1 MiB event limit
+    lines.push(sized_line(11, 100));
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out = journal(&dir)
+        .args(["append", "--stream"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("line 11") && stderr.contains("over the event size limit"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        10,
+        "the lines before it are acknowledged"
+    );
+    let read = journal(&dir).arg("read").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout).lines().count(), 10);
+}

@@ -216,9 +216,51 @@ fn commands_answer_with_events_or_the_broken_rule() {
         .contains("t1"));
     let out = run(dir.path(), &["command", "create_task", "{not json"], "");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+    assert_eq!(lines(&out)[0]["error"]["rule"], "invalid_arguments");
     let read = run(dir.path(), &["read"], "");
     assert_eq!(lines(&read).len(), 1, "refusals wrote nothing");
+}
+
+#[test]
+fn every_command_refusal_is_a_rule_and_a_message_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal_dir = dir.path().join("j");
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["command", "create_task", "{not json"], "", "not JSON"),
+        (&["command", "create_task", "[1, 2]"], "", "JSON object"),
+        (&["command", "create_task", "\"s1\""], "", "JSON object"),
+        (&["command", "create_task"], "", "no arguments"),
+        (&["command", "create_task", "-"], "  \n", "no arguments"),
+        (
+            &["command", "create_task"],
+            r#"{"sessionId":"s1","taskId":""}"#,
+            "taskId",
+        ),
+        (
+            &["command", "start_task", r#"{"sessionId":"","taskId":"t1"}"#],
+            "",
+            "sessionId",
+        ),
+    ];
+    for (args, stdin, phrase) in cases {
+        let out = run(&journal_dir, args, stdin);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let answer = lines(&out);
+        assert_eq!(
+            answer.len(),
+            1,
+            "{args:?}: one answer: {answer:?} / {stderr}"
+        );
+        let error = &answer[0]["error"];
+        assert_eq!(error["rule"], "invalid_arguments", "{args:?}: {answer:?}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(phrase), "{args:?}: {phrase} in {message}");
+        assert!(
+            !journal_dir.exists(),
+            "{args:?}: a refused command creates nothing"
+        );
+    }
 }
 
 #[test]

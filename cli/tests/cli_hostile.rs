@@ -124,7 +124,7 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
         &dir,
         &input,
         "1048577 bytes stored, over the event size limit of 1048576",
-        None,
+        Some(2),
     );
     // One byte less is accepted.
     let pad = e.extra["pad"].as_str().unwrap()[1..].to_string();
@@ -143,7 +143,7 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
     let input = tmp.path().join("huge-string.jsonl");
     let huge = json!({"type":"tool.result","eventId":"huge","timestamp":"2026-05-11T10:00:00Z","pad":"y".repeat(2 << 20)});
     std::fs::write(&input, format!("{good}\n{huge}\n")).unwrap();
-    assert_refused(&dir, &input, "over the event size limit", None);
+    assert_refused(&dir, &input, "over the event size limit", Some(2));
 
     // A batch of 10,001 events, one over the batch limit.
     let input = tmp.path().join("batch-over-limit.jsonl");
@@ -155,6 +155,102 @@ fn oversized_events_and_batches_are_refused_and_change_nothing() {
         &dir,
         &input,
         "batch length (events) is 10001, over the limit of 10000",
-        None,
+        Some(10_001),
+    );
+
+    // 20 events of nearly 1 MiB each: over the 16 MiB batch limit at the 17th.
+    let input = tmp.path().join("batch-bytes-over-limit.jsonl");
+    let lines: Vec<String> = (0..20)
+        .map(|i| json!({"type":"tool.result","eventId":format!("m{i}"),"timestamp":"2026-05-11T10:00:00Z","pad":"z".repeat(1_000_000)}).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    assert_refused(&dir, &input, "batch size (stored bytes)", Some(17));
+}
+
+/// The most bytes an input line may hold: four times the 1 MiB event limit, since JSON's
+/// escapes can make an event's line several times its stored size.
+const LINE_BYTES_MAX: usize = 4 << 20;
+
+/// The address space `journal` is given below: well under the 64 MiB line it is fed, so a
+/// process that buffered the line whole would fail to allocate instead of refusing it.
+const ADDRESS_SPACE_KIB: usize = 48 * 1024;
+
+/// Runs `journal --dir DIR ARGS` under `ulimit -v`, with `stdin` as its standard input.
+fn capped(dir: &Path, args: &[&str], stdin: &Path) -> std::process::Output {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_journal"))
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .stdin(std::fs::File::open(stdin).unwrap());
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_line_past_the_bound_is_refused_by_number_without_being_buffered() {
+    let tmp = existing_journal();
+    let dir = tmp.path().join("j");
+    // Line 2 is 64 MiB of one JSON string.
+    let input = tmp.path().join("long-line.jsonl");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+        writeln!(
+            f,
+            r#"{{"type":"session.created","eventId":"ok-1","timestamp":"2026-05-11T10:00:00Z"}}"#
+        )
+        .unwrap();
+        write!(
+            f,
+            r#"{{"type":"tool.result","eventId":"long","timestamp":"2026-05-11T10:00:00Z","pad":""#
+        )
+        .unwrap();
+        let chunk = vec![b'y'; 1 << 20];
+        for _ in 0..64 {
+            f.write_all(&chunk).unwrap();
+        }
+        writeln!(f, r#""}}"#).unwrap();
+    }
+    let limit = LINE_BYTES_MAX.to_string();
+    for args in [&["append", "-"][..], &["append", "--stream", "-"][..]] {
+        let before = snapshot(&dir);
+        let out = capped(&dir, args, &input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("line 2") && stderr.contains(&limit),
+            "{args:?}: names the line and the limit: {stderr}"
+        );
+        if args.contains(&"--stream") {
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).lines().count(),
+                1,
+                "{args:?}"
+            );
+        } else {
+            assert_same(&snapshot(&dir), &before, "a long line");
+        }
+    }
+    // A command's arguments from standard input are bounded too.
+    let out = capped(&dir, &["command", "create_task", "-"], &input);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(answer["error"]["rule"], "invalid_arguments");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&limit),
+        "{answer}"
     );
 }

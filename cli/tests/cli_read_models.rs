@@ -227,8 +227,9 @@ fn read_models_kept_across_kills_equal_a_rebuild() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not reach position 99999999"));
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(json_out(&out)["freshness"]["state"], "behind");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("short of --min-position 99999999"));
     // Unknown id: exit 1; unknown kind: exit 2.
     let out = journal(&dir)
         .args(["get", "task", "nope"])
@@ -333,4 +334,118 @@ fn status_before_any_read_model_says_unknown_and_creates_nothing() {
         assert_eq!(p["version"], version, "{p}");
     }
     assert!(!dir.join("projections.redb").exists());
+}
+
+fn session_line(i: u64) -> String {
+    serde_json::json!({
+        "type": "tool.started",
+        "eventId": format!("c{i}"),
+        "timestamp": "2026-05-11T10:00:00Z",
+        "sessionId": "S",
+        "toolCallId": format!("call-{i}"),
+    })
+    .to_string()
+}
+
+#[test]
+fn concurrent_gets_beside_a_writer_all_answer() {
+    use std::io::{BufRead, BufReader, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    // A writer holds the journal open and keeps appending while the readers run.
+    let mut writer = journal(&dir)
+        .args(["append", "--stream"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut acks = BufReader::new(writer.stdout.take().unwrap()).lines();
+    for i in 0..50 {
+        writeln!(stdin, "{}", session_line(i)).unwrap();
+        acks.next().unwrap().unwrap();
+    }
+    let appending = std::thread::spawn(move || {
+        for i in 50..250 {
+            writeln!(stdin, "{}", session_line(i)).unwrap();
+            acks.next().unwrap().unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(stdin);
+    });
+    for round in 0..3 {
+        concurrent_gets(&dir, 10, 50, &format!("round {round} beside the writer"));
+    }
+    appending.join().unwrap();
+    assert!(writer.wait().unwrap().success());
+    // And without a writer: one of them takes the journal's lock, the others read beside it.
+    concurrent_gets(&dir, 10, 250, "without a writer");
+}
+
+/// Runs `n` `journal get session S` at once; each must answer, reflecting at least `least`,
+/// with freshness that tells the truth.
+fn concurrent_gets(dir: &Path, n: usize, least: u64, what: &str) {
+    let readers: Vec<_> = (0..n)
+        .map(|_| {
+            journal(dir)
+                .args(["get", "session", "S"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for reader in readers {
+        let out = reader.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+        let answer = json_out(&out);
+        assert!(answer["model"].is_object(), "{what}: {answer}");
+        let freshness = &answer["freshness"];
+        let position = freshness["position"].as_u64().unwrap();
+        let head = freshness["head"].as_u64().unwrap();
+        assert!(position >= least && position <= head, "{what}: {freshness}");
+        assert_eq!(
+            freshness["lagEvents"],
+            head - position,
+            "{what}: {freshness}"
+        );
+        let state = if position == head { "fresh" } else { "stale" };
+        assert_eq!(freshness["state"], state, "{what}: {freshness}");
+    }
+}
+
+#[test]
+fn get_short_of_min_position_says_so_and_exits_4() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let lines: Vec<String> = (0..3).map(session_line).collect();
+    append_file(&dir, tmp.path(), &lines);
+    let out = journal(&dir)
+        .args(["get", "session", "S", "--min-position", "999999"])
+        .args(["--timeout-ms", "500"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer = json_out(&out);
+    let freshness = &answer["freshness"];
+    assert_eq!(freshness["state"], "behind", "{freshness}");
+    assert_eq!(freshness["position"], 3, "{freshness}");
+    assert_eq!(freshness["minPosition"], 999_999, "{freshness}");
+    assert!(answer["model"].is_object(), "{answer}");
+    // Reached: fresh, exit 0.
+    let out = journal(&dir)
+        .args(["get", "session", "S", "--min-position", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let answer = json_out(&out);
+    assert_eq!(answer["freshness"]["state"], "fresh");
+    assert_eq!(answer["freshness"]["minPosition"], 3, "{answer}");
 }

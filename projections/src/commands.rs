@@ -445,12 +445,35 @@ fn args<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, Violation> {
     }
 }
 
+/// Refuses an empty id among the arguments (`sessionId`, `taskId`, any field named `…Id`): the
+/// journal refuses an event with an empty id, so such a command would fail only after deciding,
+/// where it should be refused before anything is opened.
+fn check_ids(name: &str, value: &Value) -> Result<(), Violation> {
+    let Value::Object(fields) = value else {
+        return Ok(());
+    };
+    match fields
+        .iter()
+        .find(|(key, v)| key.ends_with("Id") && v.as_str() == Some(""))
+    {
+        Some((key, _)) => Err(Violation::new(
+            Rule::InvalidArguments,
+            format!("{name}: `{key}` must not be empty"),
+        )),
+        None => Ok(()),
+    }
+}
+
 impl Command {
     /// A command from its name and JSON arguments.
     ///
     /// # Errors
-    /// [`Rule::InvalidArguments`] naming the unknown command or the bad field.
+    /// [`Rule::InvalidArguments`] naming the unknown command or the bad field (an empty id
+    /// included).
     pub fn parse(name: &str, value: Value) -> Result<Command, Violation> {
+        if NAMES.contains(&name) {
+            check_ids(name, &value)?;
+        }
         Ok(match name {
             "create_task" => Command::CreateTask(args(name, value)?),
             "start_task" => Command::StartTask(args(name, value)?),

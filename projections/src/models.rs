@@ -264,7 +264,15 @@ impl ReadModels {
     /// [`ReadError::Store`].
     pub fn open_at(journal: &Journal, path: &Path) -> Result<ReadModels, ReadError> {
         let store = Arc::new(Store::open(path)?);
-        Ok(ReadModels::with_workers(journal.clone(), store, None))
+        Ok(ReadModels::with_store(journal, store))
+    }
+
+    /// The read models of `journal` in a store the caller opened (with
+    /// [`Store::open_waiting`], say, before opening the journal, so that waiting for the
+    /// store holds no lock on the journal).
+    #[must_use]
+    pub fn with_store(journal: &Journal, store: Arc<Store>) -> ReadModels {
+        ReadModels::with_workers(journal.clone(), store, None)
     }
 
     /// The read models with their workers; `batch_events` fixes the batch size (else the
@@ -610,29 +618,7 @@ impl ReadModels {
         cursor: u64,
         limit: usize,
     ) -> Result<HistoryWindow, ReadError> {
-        let limit = limit.max(1);
-        let mut events = Vec::with_capacity(limit);
-        let mut next_cursor = None;
-        for event in self.journal.query(journal_engine::Filter {
-            session: Some(session.to_string()),
-            from: Some(Position(cursor.max(1))),
-            limit: Some(limit + 1),
-            ..journal_engine::Filter::default()
-        })? {
-            let event = event?;
-            if events.len() == limit {
-                next_cursor = Some(event.position.0);
-                break;
-            }
-            events.push(event.to_json_value());
-        }
-        Ok(HistoryWindow {
-            session: session.to_string(),
-            cursor: cursor.max(1),
-            events,
-            next_cursor,
-            head: self.journal.head().position.0,
-        })
+        history(&self.journal, session, cursor, limit)
     }
 
     /// The session snapshot (`kind` `session`, ID a session id or stream key) or a thread read
@@ -741,6 +727,42 @@ impl ReadModels {
     }
 }
 
+/// A window of a session's history, read from the log (no read model is needed): see
+/// [`ReadModels::history`].
+///
+/// # Errors
+/// [`ReadError`] when the journal cannot be read.
+pub fn history(
+    journal: &Journal,
+    session: &str,
+    cursor: u64,
+    limit: usize,
+) -> Result<HistoryWindow, ReadError> {
+    let limit = limit.max(1);
+    let mut events = Vec::with_capacity(limit);
+    let mut next_cursor = None;
+    for event in journal.query(journal_engine::Filter {
+        session: Some(session.to_string()),
+        from: Some(Position(cursor.max(1))),
+        limit: Some(limit + 1),
+        ..journal_engine::Filter::default()
+    })? {
+        let event = event?;
+        if events.len() == limit {
+            next_cursor = Some(event.position.0);
+            break;
+        }
+        events.push(event.to_json_value());
+    }
+    Ok(HistoryWindow {
+        session: session.to_string(),
+        cursor: cursor.max(1),
+        events,
+        next_cursor,
+        head: journal.head().position.0,
+    })
+}
+
 /// The freshness of projection `name` in `store` against `journal`'s head: the position its
 /// serving generation reflects, the lag in events and in milliseconds (how long the oldest
 /// event not reflected has been in the log, by the journal's clock), and the state.
@@ -790,6 +812,7 @@ pub fn freshness_of(meta: &Meta, journal: &Journal, name: &str) -> Result<Freshn
             target,
         }),
         fault: meta.fault.clone(),
+        min_position: None,
     })
 }
 

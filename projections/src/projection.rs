@@ -198,6 +198,10 @@ pub enum FreshnessState {
     Faulted,
     /// The projection has never been built: there is no answer to give.
     Unknown,
+    /// The answer does not reflect the position the reader asked for (`minPosition`, `journal
+    /// get --min-position`) in the time it gave: the journal's head is short of it, or the
+    /// projection did not catch up to it. `position` says what the answer reflects.
+    Behind,
 }
 
 /// The progress of a rebuild.
@@ -245,6 +249,10 @@ pub struct Freshness {
     /// With `faulted`: the event that could not be applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// The position the reader asked the answer to reflect, when it asked for one (see
+    /// [`Freshness::require`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_position: Option<u64>,
 }
 
 impl Freshness {
@@ -257,8 +265,9 @@ impl Freshness {
             FreshnessState::Faulted => 0,
             FreshnessState::Rebuilding => 1,
             FreshnessState::Unknown => 2,
-            FreshnessState::Stale => 3,
-            FreshnessState::Fresh => 4,
+            FreshnessState::Behind => 3,
+            FreshnessState::Stale => 4,
+            FreshnessState::Fresh => 5,
         };
         let worst = parts.iter().min_by_key(|f| rank(f.state))?;
         Some(Freshness {
@@ -274,7 +283,20 @@ impl Freshness {
             state: worst.state,
             progress: worst.progress,
             fault: worst.fault.clone(),
+            min_position: parts.iter().filter_map(|f| f.min_position).max(),
         })
+    }
+
+    /// Marks the answer with the position the reader asked it to reflect: when it reflects
+    /// less, a `fresh` or `stale` answer becomes `behind` (one `faulted`, `rebuilding` or
+    /// `unknown` keeps that state, which says more). Returns whether the position is reached.
+    pub fn require(&mut self, min_position: u64) -> bool {
+        self.min_position = Some(min_position);
+        let reached = self.position >= min_position;
+        if !reached && matches!(self.state, FreshnessState::Fresh | FreshnessState::Stale) {
+            self.state = FreshnessState::Behind;
+        }
+        reached
     }
 }
 
@@ -284,6 +306,40 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::Event;
+    use super::{Freshness, FreshnessState};
+
+    fn freshness(position: u64, head: u64, state: FreshnessState) -> Freshness {
+        Freshness {
+            projection: "state".into(),
+            position,
+            head,
+            lag_events: head - position,
+            lag_ms: 0,
+            state,
+            progress: None,
+            fault: None,
+            min_position: None,
+        }
+    }
+
+    #[test]
+    fn an_answer_short_of_the_position_asked_for_is_behind() {
+        let mut f = freshness(3, 3, FreshnessState::Fresh);
+        assert!(!f.require(999_999));
+        assert_eq!(
+            (f.state, f.min_position),
+            (FreshnessState::Behind, Some(999_999))
+        );
+        let mut f = freshness(3, 10, FreshnessState::Stale);
+        assert!(!f.require(5));
+        assert_eq!(f.state, FreshnessState::Behind);
+        let mut f = freshness(3, 3, FreshnessState::Faulted);
+        assert!(!f.require(5));
+        assert_eq!(f.state, FreshnessState::Faulted, "faulted says more");
+        let mut f = freshness(5, 10, FreshnessState::Stale);
+        assert!(f.require(5));
+        assert_eq!(f.state, FreshnessState::Stale, "reached: unchanged");
+    }
 
     fn stored(envelope: Envelope) -> StoredEvent {
         StoredEvent {

@@ -14,8 +14,12 @@
 //! when opened ([`Store::open`]).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+    TableHandle,
+};
 use serde::{Deserialize, Serialize};
 
 use journal_format::ChainHash;
@@ -31,6 +35,9 @@ type AliasValue = (u64, &'static str);
 /// redb's page cache: states are read once per catch-up and cached decoded by the worker, so
 /// a large page cache buys little and would dominate memory.
 const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How often [`Store::open_waiting`] tries again while another process has the store open.
+const BUSY_RETRY: Duration = Duration::from_millis(10);
 
 /// The store's file name in the journal directory.
 pub const FILE_NAME: &str = "projections.redb";
@@ -145,15 +152,48 @@ impl Store {
     /// [`StoreError`] when the file cannot be opened (for example while another process holds
     /// it).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_waiting(path, Duration::ZERO)
+    }
+
+    /// Opens (or creates) the store at `path`, waiting up to `wait` while another process has
+    /// it open: redb lets one process at a time open the file, so processes that read the same
+    /// read models (`journal get` beside `journal get`) take turns.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be opened, or is still held by another process after
+    /// `wait`.
+    #[allow(clippy::disallowed_methods)] // A wait is wall time, not the journal's clock.
+    pub fn open_waiting(path: impl AsRef<Path>, wait: Duration) -> Result<Store, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(&path)
-            .map_err(|e| StoreError {
-                path: path.clone(),
-                context: "opening".into(),
-                message: e.to_string(),
-            })?;
+        let deadline = Instant::now() + wait;
+        let db = loop {
+            match Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+            {
+                Ok(db) => break db,
+                Err(DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
+                    std::thread::sleep(BUSY_RETRY);
+                }
+                Err(e @ DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(StoreError {
+                        path,
+                        context: format!(
+                            "opening (another process has had it open for {} ms)",
+                            wait.as_millis()
+                        ),
+                        message: e.to_string(),
+                    })
+                }
+                Err(e) => {
+                    return Err(StoreError {
+                        path,
+                        context: "opening".into(),
+                        message: e.to_string(),
+                    })
+                }
+            }
+        };
         let store = Store { db, path };
         store.upgrade_aliases()?;
         Ok(store)
@@ -601,6 +641,21 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_open_waits_its_turn_while_the_store_is_held_and_gives_up_after_its_wait() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.redb");
+        let held = Store::open(&path).expect("open");
+        let busy = Store::open_waiting(&path, Duration::from_millis(30)).expect_err("held");
+        assert!(busy.context.contains("has had it open for 30 ms"), "{busy}");
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(held);
+        });
+        Store::open_waiting(&path, Duration::from_secs(10)).expect("its turn came");
+        release.join().expect("release");
+    }
 
     fn partition(store: &Store, aliases: &[(&'static str, &str, &str, u64)]) {
         let aliases: Vec<_> = aliases
