@@ -392,6 +392,19 @@ fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
     )))
 }
 
+/// Whether `e` says the disk (or a quota) is full.
+fn is_disk_full(e: &Error) -> bool {
+    match e {
+        Error::Io { source, .. } => {
+            source.kind() == std::io::ErrorKind::StorageFull
+                || source.kind() == std::io::ErrorKind::QuotaExceeded
+                || source.to_string().contains("No space left on device")
+        }
+        Error::Index(message) => message.contains("No space left on device"),
+        _ => false,
+    }
+}
+
 fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     if access != Access::Write {
         check_exists(&cli.dir)?;
@@ -415,6 +428,14 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     let journal = match Journal::open(&cli.dir, options(access == Access::Follow)) {
         Err(Error::Locked(_)) if access == Access::Read && !cli.salvage => {
             out::warn(format_args!("journal: another process has the journal open; reading it read-only, without its index"));
+            Journal::open(&cli.dir, options(true))?
+        }
+        // Opening for writing may write (a new tail segment, the head record, a torn tail kept
+        // in quarantine); a reading command needs none of it.
+        Err(e) if access == Access::Read && !cli.salvage && is_disk_full(&e) => {
+            out::warn(format_args!(
+                "journal: the disk is full; reading the journal read-only, without its index"
+            ));
             Journal::open(&cli.dir, options(true))?
         }
         other => other?,

@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use journal_format::head_record::{HeadRecord, HEAD_FILE_LEN, HEAD_FLAG_BUFFERED};
+use journal_format::head_record::{
+    HeadRecord, HEAD_FILE_LEN, HEAD_FLAG_BUFFERED, HEAD_SLOT_STRIDE,
+};
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
@@ -84,6 +86,10 @@ impl HeadFile {
         head: Head,
         buffered: bool,
     ) -> Result<HeadFile> {
+        let flags = if buffered { HEAD_FLAG_BUFFERED } else { 0 };
+        if let Some(kept) = HeadFile::reuse(storage, dir, head, flags) {
+            return Ok(kept);
+        }
         let temp = dir.join(HEAD_TEMP_FILE);
         let io = |what: &'static str| Error::io_with(move || format!("{what} {HEAD_FILE}"));
         if storage.exists(&temp) {
@@ -95,7 +101,6 @@ impl HeadFile {
         let file = storage
             .open(&temp, OpenMode::CreateNew)
             .map_err(io("creating"))?;
-        let flags = if buffered { HEAD_FLAG_BUFFERED } else { 0 };
         let mut bytes = vec![0u8; usize::try_from(HEAD_FILE_LEN).unwrap_or(1024)];
         let mut record = HeadRecord {
             sequence: 0,
@@ -110,9 +115,16 @@ impl HeadFile {
                 slot.copy_from_slice(&record.encode());
             }
         }
-        file.write_all_at(&bytes, 0).map_err(io("writing"))?;
-        file.sync_data().map_err(io("syncing"))?;
+        let written = file
+            .write_all_at(&bytes, 0)
+            .map_err(io("writing"))
+            .and_then(|()| file.sync_data().map_err(io("syncing")));
         drop(file);
+        if let Err(e) = written {
+            // A full disk, say: leave no empty copy behind.
+            let _ = storage.remove_file(&temp);
+            return Err(e);
+        }
         storage
             .rename(&temp, &path(dir))
             .map_err(io("renaming the new"))?;
@@ -125,6 +137,27 @@ impl HeadFile {
         Ok(HeadFile {
             file,
             last: Mutex::new(record),
+        })
+    }
+
+    /// The `HEAD` already in `dir` when it records `head` with `flags` in both of its slots:
+    /// opening a journal whose head has not moved then writes nothing (a reading command leaves
+    /// the directory as it found it, and works on a full disk).
+    fn reuse(storage: &dyn Storage, dir: &Path, head: Head, flags: u16) -> Option<HeadFile> {
+        let file = storage.open(&path(dir), OpenMode::ReadWrite).ok()?;
+        let mut bytes = vec![0u8; usize::try_from(HEAD_FILE_LEN).ok()?];
+        file.read_exact_at(&mut bytes, 0).ok()?;
+        let slot = |offset: u64| {
+            let start = usize::try_from(offset).ok()?;
+            HeadRecord::decode(bytes.get(start..)?).ok()
+        };
+        let (a, b) = (slot(0)?, slot(HEAD_SLOT_STRIDE)?);
+        let last = if b.sequence > a.sequence { b } else { a };
+        let same =
+            |r: &HeadRecord| r.position == head.position && r.hash == head.hash && r.flags == flags;
+        (same(&a) && same(&b)).then(|| HeadFile {
+            file,
+            last: Mutex::new(last),
         })
     }
 

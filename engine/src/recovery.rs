@@ -908,9 +908,16 @@ fn save_cut(
     let qdir = dir.join(QUARANTINE_DIR);
     storage.create_dir_all(&qdir).map_err(|e| e.to_string())?;
     let (name, out) = create_unique(storage, &qdir, &format!("{:020}-{from:020}", id.0), "torn")?;
-    out.write_all_at(&bytes, 0).map_err(|e| e.to_string())?;
-    out.sync_data().map_err(|e| e.to_string())?;
-    storage.sync_dir(&qdir).map_err(|e| e.to_string())?;
+    let written = out
+        .write_all_at(&bytes, 0)
+        .and_then(|()| out.sync_data())
+        .and_then(|()| storage.sync_dir(&qdir));
+    if let Err(e) = written {
+        // Nothing is cut unless its bytes are kept: leave no empty or partial copy behind.
+        drop(out);
+        let _ = storage.remove_file(&qdir.join(&name));
+        return Err(e.to_string());
+    }
     Ok(Some(format!("{QUARANTINE_DIR}/{name}")))
 }
 
