@@ -468,3 +468,72 @@ fn stream_mode_refuses_an_oversized_event_by_its_line_after_acknowledging_those_
     let read = journal(&dir).arg("read").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&read.stdout).lines().count(), 10);
 }
+
+/// The index backlog an open reported on standard error (`index_caught_up`), in events.
+fn backlog_reported(stderr: &str) -> u64 {
+    let Some(json) = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("journal: recovery: "))
+    else {
+        return 0;
+    };
+    let actions: Vec<Value> = serde_json::from_str(json).unwrap();
+    actions
+        .iter()
+        .filter(|a| a["kind"] == "index_caught_up")
+        .map(|a| a["to"].as_u64().unwrap() + 1 - a["from"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn writers_killed_again_and_again_leave_the_index_a_round_behind_at_most() {
+    let dir = tempfile::tempdir().unwrap();
+    let per_round = 1500u64;
+    let mut rng = XorShift(0x5EED_1DE7);
+    let mut backlogs = Vec::new();
+    for round in 0..12u64 {
+        let mut child = journal(dir.path())
+            .args(["append", "--stream"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let start = round * per_round;
+        let feeder = std::thread::spawn(move || {
+            for i in start..start + per_round {
+                if writeln!(stdin, "{}", line(i)).is_err() {
+                    return;
+                }
+            }
+        });
+        // Killed after some acknowledgements: well inside the indexer's idle wait.
+        let kill_after = 200 + rng.next() % 800;
+        let mut lines = BufReader::new(stdout).lines();
+        for _ in 0..kill_after {
+            if lines.next().is_none() {
+                break;
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        let out = child.wait_with_output().unwrap();
+        let _ = feeder.join();
+        backlogs.push(backlog_reported(&String::from_utf8_lossy(&out.stderr)));
+    }
+    eprintln!("index backlogs at each open: {backlogs:?}");
+    // Each open re-indexes at most what the round before it appended, never the sum of them.
+    for (round, backlog) in backlogs.iter().enumerate() {
+        assert!(
+            *backlog <= per_round,
+            "round {round} re-indexed {backlog} events (backlogs {backlogs:?})"
+        );
+    }
+    let out = journal(dir.path()).arg("verify").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
-use journal_format::{ByteOffset, ChainHash, FooterEntry, Position, SegmentId};
+use journal_format::{ChainHash, Position, SegmentId};
 use redb::{
     Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
     ReadableTableMetadata, Table, TableDefinition,
@@ -833,31 +833,6 @@ impl Index {
             .map_or((Position::ZERO, ChainHash::GENESIS), |c| {
                 (c.position, c.hash)
             }))
-    }
-
-    /// The sparse index entries of one segment, up to `last`, for recovery.
-    pub(crate) fn sparse_of(
-        &self,
-        segment: SegmentId,
-        first: Position,
-        last: Position,
-    ) -> Result<Vec<FooterEntry>> {
-        guard(&self.marker, || {
-            let txn = self.db.begin_read()?;
-            let table = txn.open_table(SPARSE)?;
-            let mut out = Vec::new();
-            for item in table.range(first.0..=last.0)? {
-                let (k, v) = item?;
-                let (seg, offset) = v.value();
-                if seg == segment.0 {
-                    out.push(FooterEntry {
-                        position: Position(k.value()),
-                        offset: ByteOffset(offset),
-                    });
-                }
-            }
-            Ok(out)
-        })
     }
 
     /// Removes every entry (before a rebuild from the log).

@@ -187,30 +187,14 @@ impl Journal {
         })?;
         // The head record is read before the log: it is the evidence the log is held against.
         let (record, unreadable_record) = read_head_record(&*storage, &dir, options.salvage)?;
-        // The index is opened next: its head is the checkpoint after which recovery scans
-        // the tail segment. Recovery checks the checkpoint against the log before using it.
+        // The index is opened next: its head is evidence too (`evidence::committed`).
         let index_path = dir.join(INDEX_FILE);
         let existed = index_path.exists();
         let (index, recreated) = Index::open(&index_path)?;
         let index = Arc::new(index);
-        // Salvage looks at every frame of the tail, not only those after the checkpoint.
-        let checkpoint = match index.checkpoint() {
-            Ok(Some(c)) if !options.salvage => index
-                .sparse_of(c.segment, Position(1), c.position)
-                .ok()
-                .map(|sparse| (c, sparse)),
-            _ => None,
-        };
         let index_head = index.indexed()?;
         let committed = evidence::committed(record, index_head);
-        let recovered = recovery::recover(
-            &*storage,
-            &dir,
-            options.salvage,
-            checkpoint,
-            committed,
-            false,
-        )?;
+        let recovered = recovery::recover(&*storage, &dir, options.salvage, committed, false)?;
         let mut report = recovered.report;
         report.actions.extend(unreadable_record);
         let segments = recovered.segments;
@@ -347,7 +331,7 @@ impl Journal {
         let storage = Arc::clone(&options.storage);
         let (record, _) = read_head_record(&*storage, &dir, false)?;
         let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
-        let recovered = recovery::recover(&*storage, &dir, false, None, committed, true)?;
+        let recovered = recovery::recover(&*storage, &dir, false, committed, true)?;
         let head = recovered.head;
         let log = Arc::new(Log::new(recovered.segments, head));
         let mut report = recovered.report;
@@ -397,7 +381,7 @@ impl Journal {
         let segments = log.segments();
         let Some(tail) = segments.last().cloned() else {
             // Nothing was there at open: look again from scratch.
-            let recovered = recovery::recover(storage, dir, false, None, Position::ZERO, true)?;
+            let recovered = recovery::recover(storage, dir, false, Position::ZERO, true)?;
             *log.segments.write().unwrap_or_else(|p| p.into_inner()) = recovered.segments;
             log.head.send_replace(recovered.head);
             return Ok(recovered.head);
@@ -461,7 +445,6 @@ impl Journal {
                     *id,
                     is_last,
                     head,
-                    None,
                     Position::ZERO,
                     true,
                     &mut scratch,

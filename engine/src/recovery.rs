@@ -20,7 +20,6 @@ use journal_format::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::index::Checkpoint;
 use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::salvage;
 use crate::scan::{FrameScanner, Stop};
@@ -161,10 +160,6 @@ pub(crate) fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(SEGMENTS_DIR).join(id.file_name())
 }
 
-/// A point in the tail segment known to end a committed batch (the index's head), with the
-/// sparse index entries before it: recovery scans the tail only after it.
-pub(crate) type TailCheckpoint = (Checkpoint, Vec<FooterEntry>);
-
 /// Opens the log in `dir`, applying the recovery table.
 ///
 /// `committed` is the last position the journal's evidence (`HEAD`, the index) records as
@@ -174,7 +169,6 @@ pub(crate) fn recover(
     storage: &dyn Storage,
     dir: &Path,
     salvage: bool,
-    checkpoint: Option<TailCheckpoint>,
     committed: Position,
     read_only: bool,
 ) -> Result<Recovered> {
@@ -228,7 +222,6 @@ pub(crate) fn recover(
                 id,
                 is_last,
                 head,
-                checkpoint.as_ref(),
                 committed,
                 read_only,
                 &mut report,
@@ -319,7 +312,6 @@ pub(crate) fn open_segment(
     id: SegmentId,
     is_last: bool,
     prev: Head,
-    checkpoint: Option<&TailCheckpoint>,
     committed: Position,
     read_only: bool,
     report: &mut RecoveryReport,
@@ -445,9 +437,10 @@ pub(crate) fn open_segment(
             )
         }),
         Err(_) => {
-            let start = checkpoint.and_then(|c| tail_start(&file, id, len, &header, c));
+            // The whole tail is scanned, checksums and chain, so damage anywhere in it (a flipped
+            // bit, a body edited with its checksums recomputed, frames swapped) is found here.
             let state = scan_tail(
-                storage, dir, id, &file, len, &header, start, committed, read_only, report,
+                storage, dir, id, &file, len, &header, None, committed, read_only, report,
             )?;
             Ok(Some(Segment {
                 id,
@@ -480,45 +473,6 @@ pub(crate) fn read_footer(
     file.read_exact_at(&mut entries, trailer.index_offset.0)
         .map_err(|e| FormatError::InconsistentFooter(format!("cannot read the index: {e}")))?;
     SegmentFooter::decode(&trailer, &entries)
-}
-
-/// Where the tail scan may start: after the checkpoint, when it lies in this segment and the
-/// frame it names is there, intact, ending a batch, with the position and chain link recorded.
-/// Otherwise (`None`) the scan starts at the first frame.
-fn tail_start(
-    file: &Arc<dyn StorageFile>,
-    id: SegmentId,
-    len: u64,
-    header: &SegmentHeader,
-    (checkpoint, sparse): &TailCheckpoint,
-) -> Option<SegmentState> {
-    if checkpoint.segment != id
-        || checkpoint.end_offset > len
-        || checkpoint.position < header.first_position
-    {
-        return None;
-    }
-    let frame_len = checkpoint.end_offset.checked_sub(checkpoint.offset)?;
-    let mut bytes = vec![0u8; usize::try_from(frame_len).ok()?];
-    file.read_exact_at(&mut bytes, checkpoint.offset).ok()?;
-    let (frame, _) = decode_frame(&bytes).ok()?;
-    let valid = frame.meta.position == checkpoint.position
-        && frame.hash == checkpoint.hash
-        && frame.frame_len() == frame_len
-        && frame.meta.flags.is_end_of_batch();
-    let sparse_valid = sparse
-        .windows(2)
-        .all(|w| matches!(w, [a, b] if a.position < b.position && a.offset < b.offset))
-        && sparse
-            .iter()
-            .all(|e| e.offset.0 <= checkpoint.offset && e.position <= checkpoint.position);
-    (valid && sparse_valid).then(|| SegmentState {
-        sparse: sparse.clone(),
-        end_offset: checkpoint.end_offset,
-        last_position: checkpoint.position,
-        last_hash: checkpoint.hash,
-        sealed: false,
-    })
 }
 
 /// Scans the unsealed tail segment frame by frame (from `start` when given, else from the first

@@ -782,3 +782,55 @@ fn salvage_seals_again_a_segment_whose_footer_was_cut_keeping_every_frame() {
     journal.close();
     assert_openable_after_salvage(dir.path(), before);
 }
+
+/// Edits one byte of the body of the frame at `offset` and recomputes both of its checksums (not
+/// its chain link), as a careful tamperer would.
+fn edit_body_with_checksums(file: &std::path::Path, offset: u64) {
+    use journal_format::frame::{BODY_CRC_OFFSET, HEADER_CRC_OFFSET};
+    let mut bytes = std::fs::read(file).unwrap();
+    let at = offset as usize;
+    let header = journal_format::FrameHeader::decode(&bytes[at..]).unwrap();
+    let body_start = at + journal_format::FRAME_HEADER_LEN;
+    let body_end = body_start + header.body_len() as usize;
+    bytes[body_start + 20] ^= 0x01;
+    let body_crc = crc32fast::hash(&bytes[body_start..body_end]);
+    bytes[at + BODY_CRC_OFFSET..at + BODY_CRC_OFFSET + 4].copy_from_slice(&body_crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&bytes[at + 4..at + journal_format::FRAME_HEADER_LEN]);
+    bytes[at + HEADER_CRC_OFFSET..at + HEADER_CRC_OFFSET + 4]
+        .copy_from_slice(&header_crc.to_le_bytes());
+    std::fs::write(file, bytes).unwrap();
+}
+
+#[test]
+fn damage_anywhere_in_the_tail_segment_is_found_at_open_not_only_after_the_index() {
+    // A bit flip, a body edited with its checksums recomputed, two frames swapped: each early in
+    // the tail of a cleanly closed journal (whose index reflects every frame), each refused at
+    // open naming its position, never read back as if it were history.
+    let cases: [(
+        &str,
+        fn(&std::path::Path, &[(u64, journal_format::FrameHeader)]),
+    ); 3] = [
+        ("bit flip", |file, f| flip_byte(file, f[2].0 + 90)),
+        ("edited body", |file, f| {
+            edit_body_with_checksums(file, f[2].0)
+        }),
+        ("swapped frames", |file, f| {
+            let mut bytes = std::fs::read(file).unwrap();
+            let (a, b, end) = (f[2].0 as usize, f[3].0 as usize, f[4].0 as usize);
+            let mut swapped = bytes[b..end].to_vec();
+            swapped.extend_from_slice(&bytes[a..b]);
+            bytes.splice(a..end, swapped);
+            std::fs::write(file, bytes).unwrap();
+        }),
+    ];
+    for (what, damage) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        journal_with(dir.path(), 10);
+        let file = segment_files(dir.path()).pop().unwrap();
+        let f = frames(&file);
+        damage(&file, &f);
+        let err = open(dir.path()).unwrap_err();
+        let (position, _, detail) = corruption_at(err);
+        assert_eq!(position, Some(3), "{what}: {detail}");
+    }
+}
