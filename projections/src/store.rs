@@ -138,6 +138,58 @@ fn alias_key(kind: &str, id: &str) -> String {
 /// A visitor of `(key, encoded state)` pairs.
 pub type Visit<'a> = dyn FnMut(&str, &[u8]) -> Result<(), StoreError> + 'a;
 
+/// The file left beside a store that a damaged page made redb panic on.
+fn damage_marker(path: &Path) -> PathBuf {
+    path.with_extension("damaged")
+}
+
+/// Deletes the store at `path` when its damage marker says it was found damaged: its read
+/// models are derived, and rebuilt from the log.
+fn remove_if_damaged(path: &Path) -> Result<(), StoreError> {
+    let marker = damage_marker(path);
+    if !marker.exists() {
+        return Ok(());
+    }
+    tracing::warn!(path = %path.display(), "the read-model store was found damaged; rebuilding it");
+    for file in [path, marker.as_path()] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError {
+                    path: file.to_path_buf(),
+                    context: "removing a damaged store".into(),
+                    message: e.to_string(),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// See [`Store::guard`].
+fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| String::from("a panic inside redb"));
+            if let Err(e) = std::fs::write(damage_marker(path), why.as_bytes()) {
+                tracing::warn!(error = %e, "cannot leave the read-model store's damage marker");
+            }
+            Err(StoreError {
+                path: path.to_path_buf(),
+                context: String::from("reading the store, which is damaged"),
+                message: format!(
+                    "{why}; the read models are rebuilt from the log at the next open"
+                ),
+            })
+        }
+    }
+}
+
 /// The store.
 #[derive(Debug)]
 pub struct Store {
@@ -165,6 +217,19 @@ impl Store {
     #[allow(clippy::disallowed_methods)] // A wait is wall time, not the journal's clock.
     pub fn open_waiting(path: impl AsRef<Path>, wait: Duration) -> Result<Store, StoreError> {
         let path = path.as_ref().to_path_buf();
+        remove_if_damaged(&path)?;
+        match guard(&path, || Store::open_waiting_unguarded(path.clone(), wait)) {
+            // Damaged in a way opening found: start afresh at once.
+            Err(_) if damage_marker(&path).exists() => {
+                remove_if_damaged(&path)?;
+                Store::open_waiting_unguarded(path, wait)
+            }
+            other => other,
+        }
+    }
+
+    #[allow(clippy::disallowed_methods)] // A wait is wall time, not the journal's clock.
+    fn open_waiting_unguarded(path: PathBuf, wait: Duration) -> Result<Store, StoreError> {
         let deadline = Instant::now() + wait;
         let db = loop {
             match Database::builder()
@@ -263,6 +328,14 @@ impl Store {
         }
     }
 
+    /// Runs `f` on the store, turning a panic inside redb (what some damaged pages cause) into
+    /// a [`StoreError`] naming the damage. It leaves the store's damage marker behind, so that
+    /// the next open deletes the store and the read models are rebuilt from the log: they are
+    /// derived, and their damage never stops the journal being read.
+    fn guard<T>(&self, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        guard(&self.path, f)
+    }
+
     fn err(&self, context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
         let context = context.to_string();
         move |e| StoreError {
@@ -277,21 +350,23 @@ impl Store {
     /// # Errors
     /// [`StoreError`].
     pub fn meta(&self, name: &str) -> Result<Meta, StoreError> {
-        let err = self.err(&format!("reading the checkpoint of {name}"));
-        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let table = match txn.open_table(META) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Meta::default()),
-            Err(e) => return Err(err(e.into())),
-        };
-        match table.get(name).map_err(|e| err(e.into()))? {
-            Some(bytes) => serde_json::from_slice(bytes.value()).map_err(|e| StoreError {
-                path: self.path.clone(),
-                context: format!("decoding the checkpoint of {name}"),
-                message: e.to_string(),
-            }),
-            None => Ok(Meta::default()),
-        }
+        self.guard(|| {
+            let err = self.err(&format!("reading the checkpoint of {name}"));
+            let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+            let table = match txn.open_table(META) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Meta::default()),
+                Err(e) => return Err(err(e.into())),
+            };
+            match table.get(name).map_err(|e| err(e.into()))? {
+                Some(bytes) => serde_json::from_slice(bytes.value()).map_err(|e| StoreError {
+                    path: self.path.clone(),
+                    context: format!("decoding the checkpoint of {name}"),
+                    message: e.to_string(),
+                }),
+                None => Ok(Meta::default()),
+            }
+        })
     }
 
     /// The encoded state of `key` in generation `version` of `name`.
@@ -299,19 +374,21 @@ impl Store {
     /// # Errors
     /// [`StoreError`].
     pub fn get(&self, name: &str, version: u32, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let table_name = model_table(name, version);
-        let err = self.err(&format!("reading {key} from {table_name}"));
-        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
-        let table = match txn.open_table(definition) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(err(e.into())),
-        };
-        Ok(table
-            .get(key)
-            .map_err(|e| err(e.into()))?
-            .map(|v| v.value().to_vec()))
+        self.guard(|| {
+            let table_name = model_table(name, version);
+            let err = self.err(&format!("reading {key} from {table_name}"));
+            let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
+            let table = match txn.open_table(definition) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(err(e.into())),
+            };
+            Ok(table
+                .get(key)
+                .map_err(|e| err(e.into()))?
+                .map(|v| v.value().to_vec()))
+        })
     }
 
     /// The key an alias names in generation `version` of `name`.
@@ -325,18 +402,20 @@ impl Store {
         kind: &str,
         id: &str,
     ) -> Result<Option<String>, StoreError> {
-        let table_name = alias_table(name, version);
-        let err = self.err(&format!("looking up {kind} {id} in {table_name}"));
-        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let table = match txn.open_table(alias_definition(&table_name)) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(err(e.into())),
-        };
-        Ok(table
-            .get(alias_key(kind, id).as_str())
-            .map_err(|e| err(e.into()))?
-            .map(|v| v.value().1.to_string()))
+        self.guard(|| {
+            let table_name = alias_table(name, version);
+            let err = self.err(&format!("looking up {kind} {id} in {table_name}"));
+            let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+            let table = match txn.open_table(alias_definition(&table_name)) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(err(e.into())),
+            };
+            Ok(table
+                .get(alias_key(kind, id).as_str())
+                .map_err(|e| err(e.into()))?
+                .map(|v| v.value().1.to_string()))
+        })
     }
 
     /// Every `(key, encoded state)` of generation `version` of `name`, in key order.
@@ -344,20 +423,22 @@ impl Store {
     /// # Errors
     /// [`StoreError`].
     pub fn for_each(&self, name: &str, version: u32, f: &mut Visit<'_>) -> Result<(), StoreError> {
-        let table_name = model_table(name, version);
-        let err = self.err(&format!("scanning {table_name}"));
-        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
-        let table = match txn.open_table(definition) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(err(e.into())),
-        };
-        for entry in table.iter().map_err(|e| err(e.into()))? {
-            let (key, value) = entry.map_err(|e| err(e.into()))?;
-            f(key.value(), value.value())?;
-        }
-        Ok(())
+        self.guard(|| {
+            let table_name = model_table(name, version);
+            let err = self.err(&format!("scanning {table_name}"));
+            let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+            let definition: TableDefinition<&str, &[u8]> = TableDefinition::new(&table_name);
+            let table = match txn.open_table(definition) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+                Err(e) => return Err(err(e.into())),
+            };
+            for entry in table.iter().map_err(|e| err(e.into()))? {
+                let (key, value) = entry.map_err(|e| err(e.into()))?;
+                f(key.value(), value.value())?;
+            }
+            Ok(())
+        })
     }
 
     /// Writes one partition of a build by partition: the states of `keys` (as `encode` gives
@@ -377,40 +458,42 @@ impl Store {
         aliases: &[(&'static str, String, String, u64)],
         meta: &Meta,
     ) -> Result<(), StoreError> {
-        let err = self.err(&format!("committing a partition of {name} v{version}"));
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        txn.set_durability(Durability::None)
-            .map_err(|e| err(e.into()))?;
-        {
-            self.write_states(&txn, name, version, keys, encode)?;
-            let alias_name = alias_table(name, version);
-            let mut table = txn
-                .open_table(alias_definition(&alias_name))
+        self.guard(|| {
+            let err = self.err(&format!("committing a partition of {name} v{version}"));
+            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            txn.set_durability(Durability::None)
                 .map_err(|e| err(e.into()))?;
-            for (kind, id, key, position) in aliases {
-                let alias_key = alias_key(kind, id);
-                // Most aliases are new or come from the same partition's stream: insert first
-                // (one tree walk, not a lookup and then an insert), and put the stored alias
-                // back in the rare case another partition's event gave it later.
-                let newer = match table
-                    .insert(alias_key.as_str(), (*position, key.as_str()))
-                    .map_err(|e| err(e.into()))?
-                {
-                    Some(stored) => {
-                        let (at, key) = stored.value();
-                        (at > *position).then(|| (at, key.to_owned()))
+            {
+                self.write_states(&txn, name, version, keys, encode)?;
+                let alias_name = alias_table(name, version);
+                let mut table = txn
+                    .open_table(alias_definition(&alias_name))
+                    .map_err(|e| err(e.into()))?;
+                for (kind, id, key, position) in aliases {
+                    let alias_key = alias_key(kind, id);
+                    // Most aliases are new or come from the same partition's stream: insert first
+                    // (one tree walk, not a lookup and then an insert), and put the stored alias
+                    // back in the rare case another partition's event gave it later.
+                    let newer = match table
+                        .insert(alias_key.as_str(), (*position, key.as_str()))
+                        .map_err(|e| err(e.into()))?
+                    {
+                        Some(stored) => {
+                            let (at, key) = stored.value();
+                            (at > *position).then(|| (at, key.to_owned()))
+                        }
+                        None => None,
+                    };
+                    if let Some((stored, key)) = newer {
+                        table
+                            .insert(alias_key.as_str(), (stored, key.as_str()))
+                            .map_err(|e| err(e.into()))?;
                     }
-                    None => None,
-                };
-                if let Some((stored, key)) = newer {
-                    table
-                        .insert(alias_key.as_str(), (stored, key.as_str()))
-                        .map_err(|e| err(e.into()))?;
                 }
+                self.write_meta(&txn, name, meta)?;
             }
-            self.write_meta(&txn, name, meta)?;
-        }
-        txn.commit().map_err(|e| err(e.into()))
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 
     /// Calls `f(kind, id, key)` for every alias of generation `version` of `name`, in key
@@ -424,23 +507,25 @@ impl Store {
         version: u32,
         f: &mut dyn FnMut(&str, &str, &str) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let table_name = alias_table(name, version);
-        let err = self.err(&format!("scanning {table_name}"));
-        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let table = match txn.open_table(alias_definition(&table_name)) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(err(e.into())),
-        };
-        for entry in table.iter().map_err(|e| err(e.into()))? {
-            let (alias, value) = entry.map_err(|e| err(e.into()))?;
-            let (kind, id) = alias
-                .value()
-                .split_once('\0')
-                .unwrap_or(("", alias.value()));
-            f(kind, id, value.value().1)?;
-        }
-        Ok(())
+        self.guard(|| {
+            let table_name = alias_table(name, version);
+            let err = self.err(&format!("scanning {table_name}"));
+            let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+            let table = match txn.open_table(alias_definition(&table_name)) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+                Err(e) => return Err(err(e.into())),
+            };
+            for entry in table.iter().map_err(|e| err(e.into()))? {
+                let (alias, value) = entry.map_err(|e| err(e.into()))?;
+                let (kind, id) = alias
+                    .value()
+                    .split_once('\0')
+                    .unwrap_or(("", alias.value()));
+                f(kind, id, value.value().1)?;
+            }
+            Ok(())
+        })
     }
 
     /// Writes `batch` (each state as `encode` gives it) into generation `version` of `name` and
@@ -459,54 +544,56 @@ impl Store {
         meta: &Meta,
         durable: bool,
     ) -> Result<u64, StoreError> {
-        let err = self.err(&format!("committing {name} v{version}"));
-        let written;
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .map_err(|e| err(e.into()))?;
-        {
-            written = self.write_states(&txn, name, version, &batch.keys, encode)?;
-            let alias_name = alias_table(name, version);
-            let mut table = txn
-                .open_table(alias_definition(&alias_name))
-                .map_err(|e| err(e.into()))?;
-            for (kind, id, key, position) in &batch.aliases {
-                table
-                    .insert(alias_key(kind, id).as_str(), (*position, key.as_str()))
-                    .map_err(|e| err(e.into()))?;
-            }
-            self.write_meta(&txn, name, meta)?;
-        }
-        let live: Vec<u32> = meta
-            .serving
-            .iter()
-            .map(|g| g.version)
-            .chain(meta.building.iter().map(|(g, _)| g.version))
-            .chain(std::iter::once(version))
-            .collect();
-        let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
-        let stale: Vec<_> = txn
-            .list_tables()
-            .map_err(|e| err(e.into()))?
-            .filter(|t| {
-                prefixes.iter().any(|p| {
-                    t.name()
-                        .strip_prefix(p.as_str())
-                        .and_then(|v| v.split(':').next())
-                        .and_then(|v| v.parse::<u32>().ok())
-                        .is_some_and(|v| !live.contains(&v))
-                })
+        self.guard(|| {
+            let err = self.err(&format!("committing {name} v{version}"));
+            let written;
+            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            txn.set_durability(if durable {
+                Durability::Immediate
+            } else {
+                Durability::None
             })
-            .collect();
-        for table in stale {
-            txn.delete_table(table).map_err(|e| err(e.into()))?;
-        }
-        txn.commit().map_err(|e| err(e.into()))?;
-        Ok(written)
+            .map_err(|e| err(e.into()))?;
+            {
+                written = self.write_states(&txn, name, version, &batch.keys, encode)?;
+                let alias_name = alias_table(name, version);
+                let mut table = txn
+                    .open_table(alias_definition(&alias_name))
+                    .map_err(|e| err(e.into()))?;
+                for (kind, id, key, position) in &batch.aliases {
+                    table
+                        .insert(alias_key(kind, id).as_str(), (*position, key.as_str()))
+                        .map_err(|e| err(e.into()))?;
+                }
+                self.write_meta(&txn, name, meta)?;
+            }
+            let live: Vec<u32> = meta
+                .serving
+                .iter()
+                .map(|g| g.version)
+                .chain(meta.building.iter().map(|(g, _)| g.version))
+                .chain(std::iter::once(version))
+                .collect();
+            let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
+            let stale: Vec<_> = txn
+                .list_tables()
+                .map_err(|e| err(e.into()))?
+                .filter(|t| {
+                    prefixes.iter().any(|p| {
+                        t.name()
+                            .strip_prefix(p.as_str())
+                            .and_then(|v| v.split(':').next())
+                            .and_then(|v| v.parse::<u32>().ok())
+                            .is_some_and(|v| !live.contains(&v))
+                    })
+                })
+                .collect();
+            for table in stale {
+                txn.delete_table(table).map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))?;
+            Ok(written)
+        })
     }
 
     /// Drops every state and alias of generation `version` of projection `name`: a generation
@@ -522,16 +609,18 @@ impl Store {
         version: u32,
         meta: Option<&Meta>,
     ) -> Result<(), StoreError> {
-        let err = self.err(&format!("clearing {name} v{version}"));
-        let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        if let Some(meta) = meta {
-            self.write_meta(&txn, name, meta)?;
-        }
-        self.drop_tables(
-            &txn,
-            &[model_table(name, version), alias_table(name, version)],
-        )?;
-        txn.commit().map_err(|e| err(e.into()))
+        self.guard(|| {
+            let err = self.err(&format!("clearing {name} v{version}"));
+            let txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            if let Some(meta) = meta {
+                self.write_meta(&txn, name, meta)?;
+            }
+            self.drop_tables(
+                &txn,
+                &[model_table(name, version), alias_table(name, version)],
+            )?;
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 
     /// Forgets projection `name` entirely: its checkpoint and every generation. The next worker
@@ -540,24 +629,26 @@ impl Store {
     /// # Errors
     /// [`StoreError`].
     pub fn reset(&self, name: &str) -> Result<(), StoreError> {
-        let err = self.err(&format!("resetting {name}"));
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| err(e.into()))?;
-        let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
-        let tables: Vec<_> = txn
-            .list_tables()
-            .map_err(|e| err(e.into()))?
-            .filter(|t| prefixes.iter().any(|p| t.name().starts_with(p.as_str())))
-            .collect();
-        for table in tables {
-            txn.delete_table(table).map_err(|e| err(e.into()))?;
-        }
-        {
-            let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
-            table.remove(name).map_err(|e| err(e.into()))?;
-        }
-        txn.commit().map_err(|e| err(e.into()))
+        self.guard(|| {
+            let err = self.err(&format!("resetting {name}"));
+            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            txn.set_durability(Durability::Immediate)
+                .map_err(|e| err(e.into()))?;
+            let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
+            let tables: Vec<_> = txn
+                .list_tables()
+                .map_err(|e| err(e.into()))?
+                .filter(|t| prefixes.iter().any(|p| t.name().starts_with(p.as_str())))
+                .collect();
+            for table in tables {
+                txn.delete_table(table).map_err(|e| err(e.into()))?;
+            }
+            {
+                let mut table = txn.open_table(META).map_err(|e| err(e.into()))?;
+                table.remove(name).map_err(|e| err(e.into()))?;
+            }
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 
     /// Writes the state of each of `keys` (as `encode` gives it; a key it gives none for is
