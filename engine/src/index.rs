@@ -236,10 +236,16 @@ fn append_key(
         if numbered == Numbered::Version {
             let expected = last.map_or(1, |(_, last_number)| last_number + 1);
             if number != expected {
-                return Err(Error::Index(format!(
-                    "stream {key}: version {number} at position {} where version {expected} comes next",
-                    located.0
-                )));
+                // The writer gives each event its stream's next version: a frame that says
+                // otherwise is damage in the log (history rewritten with a consistent chain).
+                return Err(Error::Corruption {
+                    segment: SegmentId(located.1),
+                    offset: located.2,
+                    position: Some(Position(located.0)),
+                    detail: format!(
+                        "stream {key}: the frame records version {number} where version {expected} comes next"
+                    ),
+                });
             }
         }
         last = Some((located.0, number));
@@ -1579,7 +1585,7 @@ mod tests {
             .apply(&borrow(&next), ChainHash::GENESIS, false)
             .expect_err("a gap");
         assert!(
-            err.to_string().contains("stream session:s1: version 5"),
+            err.is_corruption() && err.to_string().contains("records version 5 where"),
             "{err}"
         );
     }

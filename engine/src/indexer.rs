@@ -89,10 +89,54 @@ pub(crate) enum IndexMsg {
     },
 }
 
+/// Why the index thread stopped: the message, and the place when what stopped it is damage in
+/// the log (a frame whose stream version does not follow its stream's), so that whoever waits is
+/// told [`Error::Corruption`] at that place, not an index error.
+#[derive(Clone, Debug)]
+struct Failure {
+    message: String,
+    corruption: Option<(journal_format::SegmentId, u64, Option<Position>)>,
+}
+
+impl Failure {
+    fn of(error: &Error) -> Failure {
+        match error {
+            Error::Corruption {
+                segment,
+                offset,
+                position,
+                detail,
+            } => Failure {
+                message: detail.clone(),
+                corruption: Some((*segment, *offset, *position)),
+            },
+            other => Failure {
+                message: other.to_string(),
+                corruption: None,
+            },
+        }
+    }
+
+    fn to_error(&self) -> Error {
+        match self.corruption {
+            Some((segment, offset, position)) => Error::Corruption {
+                segment,
+                offset,
+                position,
+                detail: self.message.clone(),
+            },
+            None => Error::Index(format!(
+                "the indexer failed: {}; reopen the journal to rebuild",
+                self.message
+            )),
+        }
+    }
+}
+
 /// How far the index has got, for readers that wait on it.
 #[derive(Debug, Default)]
 pub(crate) struct IndexProgress {
-    state: Mutex<(Position, Option<String>)>,
+    state: Mutex<(Position, Option<Failure>)>,
     changed: Condvar,
     /// Readers inside [`IndexProgress::wait_for`]: the indexer stops gathering for them.
     waiting: AtomicUsize,
@@ -116,8 +160,8 @@ impl IndexProgress {
         self.changed.notify_all();
     }
 
-    fn fail(&self, error: String) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(error);
+    fn fail(&self, error: &Error) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(Failure::of(error));
         self.changed.notify_all();
     }
 
@@ -127,7 +171,10 @@ impl IndexProgress {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .1
-            .get_or_insert_with(|| why.to_string());
+            .get_or_insert_with(|| Failure {
+                message: why.to_string(),
+                corruption: None,
+            });
         self.changed.notify_all();
     }
 
@@ -155,10 +202,8 @@ impl IndexProgress {
             .wait_timeout_while(guard, timeout, |(p, err)| *p < position && err.is_none())
             .unwrap_or_else(|p| p.into_inner());
         self.waiting.fetch_sub(1, Ordering::SeqCst);
-        if let Some(err) = &guard.1 {
-            return Err(Error::Index(format!(
-                "the indexer failed: {err}; reopen the journal to rebuild"
-            )));
+        if let Some(failure) = &guard.1 {
+            return Err(failure.to_error());
         }
         if result.timed_out() && guard.0 < position {
             return Err(Error::Index(format!(
@@ -200,7 +245,7 @@ impl Persistence {
             return true;
         }
         if let Err(e) = index.persist() {
-            progress.fail(e.to_string());
+            progress.fail(&e);
             return false;
         }
         self.unpersisted = 0;
@@ -227,7 +272,7 @@ pub(crate) fn run(
     if let Some((log, from, to)) = backlog {
         if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
-            progress.fail(e.to_string());
+            progress.fail(&e);
             return;
         }
         progress.set(to);
@@ -253,7 +298,7 @@ pub(crate) fn run(
             Ok(applied) => applied,
             Err(e) => {
                 tracing::error!(error = %e, "index update failed");
-                progress.fail(e.to_string());
+                progress.fail(&e);
                 return;
             }
         };
@@ -339,8 +384,9 @@ mod tests {
         let indexer = {
             let progress = Arc::clone(&progress);
             std::thread::spawn(move || {
-                // Not far enough yet, then far enough.
-                progress.set(Position(head.0 - INDEX_LAG_MAX));
+                // Not far enough yet (still lagging by more than the allowed lag, whether or
+                // not `hold_back` has looked yet), then far enough.
+                progress.set(Position(head.0 - INDEX_LAG_MAX - 1));
                 std::thread::sleep(Duration::from_millis(50));
                 progress.set(Position(head.0 - INDEX_LAG_MAX / 2));
             })

@@ -171,10 +171,35 @@ impl Journal {
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Journal> {
         let dir = dir.as_ref().to_path_buf();
         options.validate()?;
-        let storage = Arc::clone(&options.storage);
         if options.read_only {
             return Journal::open_read_only(dir, options);
         }
+        if !options.salvage {
+            return Journal::open_once(dir, options, Vec::new());
+        }
+        // Salvage: a frame whose checksums and chain hold but whose stream version does not
+        // follow its stream's (history rewritten with a consistent chain) stops the index's
+        // rebuild; the log is cut there, as at any other damage, and opened again.
+        match Journal::open_once(dir.clone(), options.clone(), Vec::new()) {
+            Err(Error::Corruption {
+                segment,
+                offset,
+                position,
+                detail,
+            }) => {
+                let storage = Arc::clone(&options.storage);
+                let action =
+                    recovery::quarantine_from(&*storage, &dir, segment, offset, position, detail)?;
+                Journal::open_once(dir, options, vec![action])
+            }
+            other => other,
+        }
+    }
+
+    /// One attempt of [`Journal::open`]; `carried` are actions of an earlier attempt, reported
+    /// first.
+    fn open_once(dir: PathBuf, options: Options, carried: Vec<RecoveryAction>) -> Result<Journal> {
+        let storage = Arc::clone(&options.storage);
         storage
             .create_dir_all(&dir)
             .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
@@ -196,6 +221,7 @@ impl Journal {
         let committed = evidence::committed(record, index_head);
         let recovered = recovery::recover(&*storage, &dir, options.salvage, committed, false)?;
         let mut report = recovered.report;
+        report.actions.splice(0..0, carried);
         report.actions.extend(unreadable_record);
         let segments = recovered.segments;
         let head = recovered.head;
@@ -231,7 +257,9 @@ impl Journal {
         let lagging = indexed < head.position;
         let mut backlog = None;
         if lagging {
-            if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX {
+            // Salvage indexes everything before it opens: damage the index finds is then
+            // salvage's to deal with.
+            if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !options.salvage {
                 backlog = Some((Arc::clone(&log), indexed.next(), head.position));
             } else {
                 catch_up(&log, &index, indexed.next(), head.position)?;

@@ -1039,6 +1039,41 @@ fn quarantine(
     Ok((kept, action))
 }
 
+/// Salvage of damage found after recovery (by the index's rebuild): moves segment `segment`
+/// from `offset` on, and every later segment, to `quarantine/`, as [`quarantine`] does for
+/// damage recovery finds.
+///
+/// # Errors
+/// An I/O error.
+pub(crate) fn quarantine_from(
+    storage: &dyn Storage,
+    dir: &Path,
+    segment: SegmentId,
+    offset: u64,
+    position: Option<Position>,
+    detail: String,
+) -> Result<RecoveryAction> {
+    let seg_dir = dir.join(SEGMENTS_DIR);
+    let names = storage
+        .list_dir(&seg_dir)
+        .map_err(Error::io_with(|| format!("listing {}", seg_dir.display())))?;
+    let later: Vec<SegmentId> = names
+        .iter()
+        .filter_map(|n| SegmentId::from_file_name(n))
+        .filter(|id| id.0 > segment.0)
+        .collect();
+    let damage = Damage {
+        segment,
+        offset,
+        position,
+        detail,
+        io: false,
+        unsealed: false,
+    };
+    let (_, action) = quarantine(storage, dir, damage, segment, &later)?;
+    Ok(action)
+}
+
 /// Keeps the report of an open with salvage in `quarantine/salvage.N.json` when salvage moved or
 /// accepted anything, so that what it decided outlives the process that decided it.
 ///

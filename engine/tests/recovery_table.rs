@@ -801,15 +801,15 @@ fn edit_body_with_checksums(file: &std::path::Path, offset: u64) {
     std::fs::write(file, bytes).unwrap();
 }
 
+/// Damages a segment file, given its frames.
+type Tamper = fn(&std::path::Path, &[(u64, journal_format::FrameHeader)]);
+
 #[test]
 fn damage_anywhere_in_the_tail_segment_is_found_at_open_not_only_after_the_index() {
     // A bit flip, a body edited with its checksums recomputed, two frames swapped: each early in
     // the tail of a cleanly closed journal (whose index reflects every frame), each refused at
     // open naming its position, never read back as if it were history.
-    let cases: [(
-        &str,
-        fn(&std::path::Path, &[(u64, journal_format::FrameHeader)]),
-    ); 3] = [
+    let cases: [(&str, Tamper); 3] = [
         ("bit flip", |file, f| flip_byte(file, f[2].0 + 90)),
         ("edited body", |file, f| {
             edit_body_with_checksums(file, f[2].0)
