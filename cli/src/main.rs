@@ -424,9 +424,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         if !args.stream {
             // Check the whole input before opening anything, so bad input leaves the journal
             // directory byte-for-byte unchanged.
-            let events = parse_input(args)?;
+            let (events, lines) = parse_input(args)?;
             let journal = open(&cli, Access::Write)?;
-            let code = append_all(&journal, args, events).await?;
+            let code = append_all(&journal, args, events, &lines).await?;
             journal.close();
             return Ok(code);
         }
@@ -580,8 +580,9 @@ fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
         .map_err(|e| fail(format!("line {number}: {e}")))
 }
 
-/// Reads and checks the whole input: every line parses, and the batch fits the limits.
-fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
+/// Reads and checks the whole input: every line parses, and the batch fits the limits. Returns
+/// the events and the line number of each.
+fn parse_input(args: &AppendArgs) -> Result<(Vec<Envelope>, Vec<usize>), Failure> {
     let mut reader = input(args.file.as_ref())?;
     let mut events = Vec::new();
     let mut numbers = Vec::new();
@@ -612,7 +613,20 @@ fn parse_input(args: &AppendArgs) -> Result<Vec<Envelope>, Failure> {
         )),
         other => Failure::from(other),
     })?;
-    Ok(events)
+    Ok((events, numbers))
+}
+
+/// An append's error, naming the input line of the event it is about, when it is about one.
+fn append_failure(e: Error, lines: &[usize]) -> Failure {
+    let line = |i: usize| lines.get(i).copied().unwrap_or(i + 1);
+    match e {
+        Error::InvalidEvent {
+            index: Some(i),
+            source,
+        } => fail(format!("line {}: {source}", line(i))),
+        Error::IdReused { index, .. } => fail(format!("line {}: {e}", line(index))),
+        other => Failure::from(other),
+    }
 }
 
 fn ack_line(a: &journal_engine::Appended) -> String {
@@ -633,6 +647,7 @@ async fn append_all(
     journal: &Journal,
     args: &AppendArgs,
     events: Vec<Envelope>,
+    lines: &[usize],
 ) -> Result<u8, Failure> {
     let options = AppendOptions {
         expected_stream_version: args.expected_version,
@@ -640,13 +655,7 @@ async fn append_all(
     let appended = journal
         .append_batch(events, options)
         .await
-        .map_err(|e| match e {
-            Error::InvalidEvent {
-                index: Some(i),
-                source,
-            } => fail(format!("event #{} of the input: {source}", i + 1)),
-            other => Failure::from(other),
-        })?;
+        .map_err(|e| append_failure(e, lines))?;
     let mut out = BufWriter::new(io::stdout().lock());
     for a in &appended {
         writeln!(out, "{}", ack_line(a))?;
@@ -689,6 +698,7 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
             }
         }
         let mut batch = Vec::new();
+        let mut numbers = Vec::new();
         let mut bad = None;
         for line in lines {
             number += 1;
@@ -696,7 +706,10 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
                 .map_err(Failure::from)
                 .and_then(|l| parse_line(&l, number))
             {
-                Ok(Some(event)) => batch.push(event),
+                Ok(Some(event)) => {
+                    batch.push(event);
+                    numbers.push(number);
+                }
                 Ok(None) => {}
                 Err(f) => {
                     bad = Some(f);
@@ -706,7 +719,8 @@ async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failu
         }
         let appended = journal
             .append_batch(batch, AppendOptions::default())
-            .await?;
+            .await
+            .map_err(|e| append_failure(e, &numbers))?;
         let mut text = String::new();
         for a in &appended {
             text.push_str(&ack_line(a));
