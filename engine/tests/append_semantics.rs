@@ -660,7 +660,7 @@ fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
 }
 
 #[test]
-fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing() {
+fn a_value_nested_deeper_than_an_event_may_be_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     append(&journal, vec![event(1, "s1")]);
@@ -672,11 +672,12 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
         }
         value
     };
-    // The envelope's map is the first level: 1,022 arrays inside it are the most a body holds.
+    // The envelope's map is the first level: 126 arrays inside it are the most an event holds
+    // (`journal_format::envelope::NEST_LEVELS_MAX`).
     let mut deepest = event(2, "s1");
-    deepest.extra.insert("nativeTree".into(), nested(1022));
+    deepest.extra.insert("nativeTree".into(), nested(126));
     let mut deeper = event(3, "s1");
-    deeper.extra.insert("nativeTree".into(), nested(1023));
+    deeper.extra.insert("nativeTree".into(), nested(127));
     let err = journal
         .append_batch_blocking(vec![deepest.clone(), deeper], AppendOptions::default())
         .unwrap_err();
@@ -684,7 +685,7 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
         matches!(err, Error::InvalidEvent { index: Some(1), .. }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("nest deeper than 1023"), "{err}");
+    assert!(err.to_string().contains("nest deeper than 127"), "{err}");
     let after = last_segment_bytes(dir.path());
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
 

@@ -30,6 +30,20 @@ mod msgpack;
 mod stored_payload;
 mod value_de;
 
+/// How deeply arrays and maps may nest in an event written, its own object (the envelope's
+/// map) counting as the first level: a payload or unknown field holds at most 126 nested
+/// arrays and maps. JSON input deeper than this is refused ([`crate::strict_json`]), and so is
+/// an event given to the encoder. It is what `serde_json` reads by default (127 levels), so that
+/// every event the journal prints can be read back by it, and it keeps the stack an event needs
+/// on its way in and out small: at 1,023 levels, parsing JSON and building the envelope took up
+/// to 1.5 MiB of a thread's stack, three quarters of a tokio worker's.
+///
+/// Stored bodies are read up to 1,023 levels (the limit of the `rmp_serde` decoder the journal
+/// once used), so that a body written before this limit is read as it was.
+pub const NEST_LEVELS_MAX: usize = 127;
+
+const _: () = assert!(NEST_LEVELS_MAX <= msgpack::MAX_DEPTH);
+
 pub use event_ids::EventIds;
 pub use stored_payload::StoredPayload;
 
