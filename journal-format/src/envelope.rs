@@ -252,7 +252,20 @@ pub struct Envelope {
 /// The field names the journal assigns; a producer may not set them.
 pub const JOURNAL_FIELDS: [&str; 4] = ["position", "recordedAt", "hash", "streamVersion"];
 
+/// The field by which an event names the event it supersedes: it records a later state of the
+/// same fact (the log is never rewritten), as an import does when a source record changed
+/// after it was imported. It holds the id of the fact's first event; of several events that
+/// supersede one, the last in log order holds. Read models and replay show the latest state in
+/// place of the earlier ones. An unknown field of the Agent Runtime form, kept in `extra`.
+pub const SUPERSEDES_FIELD: &str = "supersedes";
+
 impl Envelope {
+    /// The id of the event this one supersedes ([`SUPERSEDES_FIELD`]), when it names one.
+    #[must_use]
+    pub fn supersedes(&self) -> Option<&str> {
+        self.extra.get(SUPERSEDES_FIELD).and_then(Value::as_str)
+    }
+
     /// A new envelope with the three required fields. An empty `event_id` asks the journal to
     /// assign a UUID v7 on append.
     #[must_use]
