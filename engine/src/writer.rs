@@ -779,16 +779,21 @@ impl Writer {
             } else {
                 self.recent.get(id).copied()
             };
-            let committed = match written {
-                Some(committed) => Some(committed),
-                None => self.indexed(id)?,
-            };
-            let Some(committed) = committed else {
-                out.push(None);
-                continue;
-            };
             let body = bodies.get(event.body.clone()).unwrap_or_default();
-            if !self.stored_body_is(&committed, staged, body)? {
+            let (committed, same) = match written {
+                Some(committed) => (committed, self.stored_body_is(&committed, staged, body)?),
+                None => match self.indexed(id)? {
+                    Some((committed, frame)) => {
+                        let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
+                        (committed, same_body(stored, body))
+                    }
+                    None => {
+                        out.push(None);
+                        continue;
+                    }
+                },
+            };
+            if !same {
                 return Err(Error::IdReused {
                     event_id: id.to_string(),
                     index,
@@ -800,9 +805,9 @@ impl Writer {
         Ok(out)
     }
 
-    /// The stored event with this id, by the index (its read view when there is one), with
-    /// what a duplicate is answered: read from its frame's header.
-    fn indexed(&self, id: &str) -> Result<Option<Committed>> {
+    /// The stored event with this id, by the index (its read view when there is one): what a
+    /// duplicate is answered, from its frame's header, and the frame.
+    fn indexed(&self, id: &str) -> Result<Option<(Committed, Vec<u8>)>> {
         let found = match &self.view {
             Some(view) => view.event(id)?,
             None => self.index.event(id)?,
@@ -810,20 +815,22 @@ impl Writer {
         let Some((position, segment, offset)) = found else {
             return Ok(None);
         };
-        let (header, _) = crate::read::read_frame_at(&self.log, segment, offset, position)?;
-        Ok(Some(Committed {
+        let (header, frame) = crate::read::read_frame_at(&self.log, segment, offset, position)?;
+        let committed = Committed {
             position,
             hash: header.hash,
             stream_version: header.meta.stream_version,
             recorded_at_ns: header.meta.recorded_at_ns,
             segment,
             offset,
-        }))
+        };
+        Ok(Some((committed, frame)))
     }
 
-    /// Whether the event `committed` describes has `body` ([`same_body`]): its frame is read
-    /// from the staging area when it is not written yet (staged by an earlier request of this
-    /// group), else from its segment (written, if perhaps not yet synced or published).
+    /// Whether the event `committed` describes (one of the recent ids) has `body`
+    /// ([`same_body`]): its frame is read from the staging area when it is not written yet
+    /// (staged by an earlier request of this group), else from its segment (written, if perhaps
+    /// not yet synced or published).
     fn stored_body_is(&self, committed: &Committed, staged: &Staged, body: &[u8]) -> Result<bool> {
         let staged_from = self.end().end_offset;
         if committed.segment == self.tail.id && committed.offset >= staged_from {
