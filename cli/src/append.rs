@@ -88,9 +88,9 @@ impl LineNumbers {
     /// An error of appending the batch, naming the input line of the event it is about.
     fn refusal(&self, e: Error) -> Failure {
         match e {
-            Error::InvalidEvent { index: Some(i), .. } | Error::EventTooLarge { index: i, .. } => {
-                refusal(self.line(i), e)
-            }
+            Error::InvalidEvent { index: Some(i), .. }
+            | Error::EventTooLarge { index: i, .. }
+            | Error::IdReused { index: i, .. } => refusal(self.line(i), e),
             other => Failure::from(other),
         }
     }

@@ -122,13 +122,14 @@ pub fn write(
 fn text(file: &Parsed, written: import::Written) -> String {
     let s = &file.summary;
     let mut out = format!(
-        "{} ({}): session {}\n  records {} → events {} ({} written, {} already present, {} blobs)\n",
+        "{} ({}): session {}\n  records {} → events {} ({} written, {} revised, {} already present, {} blobs)\n",
         s.file,
         s.source,
         s.sessions.join(", "),
         s.records,
         s.events,
         written.events_written,
+        written.revised,
         written.already_present,
         written.blobs,
     );

@@ -212,6 +212,48 @@ fn stream_mode_acknowledges_each_event_once_durable_and_stops_at_a_bad_line() {
     );
 }
 
+/// An event id names one event: reusing it with another body refuses the whole input (exit 1,
+/// the error naming the id, the position that holds it and the line), and nothing of it is
+/// stored; the same body again is a duplicate answered with the original position.
+#[test]
+fn an_event_id_reused_with_another_body_is_refused_naming_the_id_and_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(journal(dir.path()).arg("append"), &line(1));
+    assert_eq!(code, 0, "{stderr}");
+    let mut changed: Value = serde_json::from_str(&line(1)).unwrap();
+    changed["payload"]["exitCode"] = json!(1);
+    let input = format!("{}\n{changed}\n", line(2));
+    let (code, stdout, stderr) = run(journal(dir.path()).arg("append"), &input);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty(), "nothing acknowledged: {stdout}");
+    for named in ["evt-1", "position 1", "line 2"] {
+        assert!(stderr.contains(named), "the error names {named}: {stderr}");
+    }
+    let out = journal(dir.path()).arg("read").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "nothing of the refused input is stored"
+    );
+    // In stream mode too: the batch holding it is refused, naming it.
+    let (code, _, stderr) = run(
+        journal(dir.path()).args(["append", "--stream"]),
+        &changed.to_string(),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("evt-1") && stderr.contains("position 1"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(journal(dir.path()).arg("append"), &line(1));
+    assert_eq!(code, 0, "{stderr}");
+    let ack: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        (ack["position"].clone(), ack["duplicate"].clone()),
+        (json!(1), json!(true))
+    );
+}
+
 /// A small deterministic generator, so each iteration's kill point is reproducible.
 struct XorShift(u64);
 impl XorShift {

@@ -13,9 +13,16 @@ use common::{assert_same, journal, snapshot};
 /// The expected phrase in the error for each corpus file (besides the line number).
 const CORPUS: &[(&str, &str)] = &[
     ("invalid-utf8", "line 2"),
-    ("deep-nesting", "recursion limit"),
+    ("deep-nesting", "nest deeper than 127 levels"),
     ("huge-integer", "does not fit 64 bits"),
-    ("huge-float", "number out of range"),
+    (
+        "huge-float",
+        "field `payload.usd`: number 1e400 is out of range",
+    ),
+    (
+        "tiny-float",
+        "field `payload.usd`: number 1e-400 is too small",
+    ),
     ("wrong-type-session", "sessionId"),
     ("wrong-type-sequence", "sequence"),
     ("wrong-type-task-object", "task"),
@@ -253,4 +260,73 @@ fn a_line_past_the_bound_is_refused_by_number_without_being_buffered() {
             .contains(&limit),
         "{answer}"
     );
+}
+
+/// An event nests at most 127 levels of arrays and maps, its own object counting as the first
+/// (`docs/FORMAT.md`, Limits): at the limit it is stored and read back unchanged; one level more
+/// is refused naming the line and the limit, and nothing is written.
+#[test]
+fn nesting_is_stored_up_to_the_documented_limit_and_refused_one_past_it() {
+    let tmp = existing_journal();
+    let dir = tmp.path().join("j");
+    let nested = |levels: usize| {
+        let mut value = json!("leaf");
+        for _ in 0..levels {
+            value = json!([value]);
+        }
+        value
+    };
+    let event = |id: &str, levels: usize| {
+        json!({"type":"vendor.hostile.deep","eventId":id,"timestamp":"2026-05-11T10:00:00Z",
+            "sessionId":"s0","payload":nested(levels)})
+    };
+    let good =
+        r#"{"type":"session.created","eventId":"good-1","timestamp":"2026-05-11T10:00:00Z"}"#;
+    let past = tmp.path().join("one-level-past.jsonl");
+    std::fs::write(&past, format!("{good}\n{}\n", event("past", 127))).unwrap();
+    assert_refused(&dir, &past, "nest deeper than 127 levels", Some(2));
+
+    let at_limit = tmp.path().join("at-limit.jsonl");
+    std::fs::write(&at_limit, format!("{}\n", event("deepest", 126))).unwrap();
+    let out = journal(&dir).arg("append").arg(&at_limit).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = journal(&dir)
+        .args(["read", "--from", "21"])
+        .output()
+        .unwrap();
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("serde_json reads it");
+    assert_eq!(
+        read["payload"],
+        nested(126),
+        "stored and read back unchanged"
+    );
+}
+
+/// A schedule's next run must be a time the journal can record (up to 2262-04-11): an interval
+/// that puts it past that is refused by the command with its rule, never clamped.
+#[test]
+fn a_schedule_interval_past_the_last_recordable_time_is_refused_by_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let args = json!({"sessionId":"q","schedule":{"scheduleId":"nightly","name":"n","enabled":true,
+        "intervalSeconds":18_446_744_073_709_551_615_u64,"nextRunAt":"2026-05-10T02:00:00Z",
+        "task":{"taskType":"audit"}}});
+    let out = journal(&dir)
+        .args(["command", "upsert_schedule", &args.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["error"]["rule"], "invalid_interval", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("nightly") && message.contains("2262"),
+        "{message}"
+    );
+    let read = journal(&dir).arg("read").output().unwrap();
+    assert!(read.stdout.is_empty(), "nothing written");
 }

@@ -330,7 +330,7 @@ fn status_before_any_read_model_says_unknown_and_creates_nothing() {
     for p in status["projections"].as_array().unwrap() {
         assert_eq!(p["freshness"]["state"], "unknown", "{p}");
         assert_eq!(p["freshness"]["lagEvents"], 1, "{p}");
-        let version = if p["name"] == "activity" { 3 } else { 1 };
+        let version = if p["name"] == "activity" { 4 } else { 1 };
         assert_eq!(p["version"], version, "{p}");
     }
     assert!(!dir.join("projections.redb").exists());

@@ -91,6 +91,21 @@ pub enum Error {
         /// The stream's current version.
         actual: u64,
     },
+    /// An event reuses an event id with a different body: an id names one event (as an
+    /// idempotency key does), so the batch was refused and nothing of it was written. The same
+    /// id with the same body is a duplicate instead, answered with the original.
+    #[error("event #{index} of the batch reuses event id {event_id} with a different body than {}; \
+        an event id names one event: give a changed event a new id",
+        .position.map_or_else(|| "an earlier event of the same batch".to_string(),
+            |p| format!("the event stored at position {p}")))]
+    IdReused {
+        /// The event id.
+        event_id: String,
+        /// The refused event's 0-based index in its batch.
+        index: usize,
+        /// Where the id's event is stored; `None` when the earlier use is in the same batch.
+        position: Option<Position>,
+    },
     /// A write or sync failed earlier; the writer refuses all writes until the journal is
     /// reopened (the state of unsynced bytes is unknown, so retrying would be unsafe).
     #[error("the journal writer is poisoned by an earlier failure ({0}); reopen the journal")]

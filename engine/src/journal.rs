@@ -695,9 +695,10 @@ impl Journal {
     }
 
     /// Appends a batch atomically: all of it becomes durable, or none of it. Events without an
-    /// `eventId` get a UUID v7; events whose id is already stored are not stored again and are
-    /// answered with their original position (`duplicate: true`). Returns once the batch is
-    /// durable (or, in buffered mode, written).
+    /// `eventId` get a UUID v7; events whose id is already stored with the same body are not
+    /// stored again and are answered with their original position (`duplicate: true`); an id
+    /// stored with another body refuses the batch. Returns once the batch is durable (or, in
+    /// buffered mode, written).
     ///
     /// `events` is given (a `Vec<Envelope>` the journal takes) or lent (a `&[Envelope]` or
     /// `&Vec` it only reads): with a lent batch the caller keeps its envelopes, to retry after a
@@ -710,7 +711,8 @@ impl Journal {
     ///
     /// # Errors
     /// [`Error::InvalidEvent`], [`Error::EventTooLarge`] or [`Error::LimitExceeded`] for bad
-    /// input, [`Error::Conflict`] when the expected stream version differs, [`Error::Poisoned`]
+    /// input, [`Error::IdReused`] for an event id stored (or earlier in the batch) with another
+    /// body, [`Error::Conflict`] when the expected stream version differs, [`Error::Poisoned`]
     /// after an I/O failure, [`Error::Closed`]. On any error nothing of the batch is written.
     pub async fn append_batch<'e>(
         &self,

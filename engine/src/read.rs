@@ -646,6 +646,25 @@ pub(crate) fn read_at(
     offset: u64,
     position: Position,
 ) -> Result<StoredEvent> {
+    let (header, frame) = read_frame_at(log, segment, offset, position)?;
+    let body = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
+    decode(&RawFrame {
+        segment,
+        offset,
+        header,
+        body,
+        frame: &frame,
+    })
+}
+
+/// Reads the whole frame (header, then body) at a known location, checks both checksums and
+/// that it holds `position`, and returns it undecoded with its header.
+pub(crate) fn read_frame_at(
+    log: &Log,
+    segment: SegmentId,
+    offset: u64,
+    position: Position,
+) -> Result<(FrameHeader, Vec<u8>)> {
     let seg = log.segment(segment).ok_or_else(|| {
         Error::Index(format!(
             "index points at segment {segment}, which the log lacks"
@@ -678,13 +697,7 @@ pub(crate) fn read_at(
             header.meta.position
         )));
     }
-    decode(&RawFrame {
-        segment,
-        offset,
-        header,
-        body,
-        frame: &frame,
-    })
+    Ok((header, frame))
 }
 
 /// Reads one event by position, through the segments' sparse indexes.

@@ -212,6 +212,8 @@ mod tests {
             hash: ChainHash::GENESIS,
             stream_version: position,
             recorded_at_ns: 0,
+            segment: journal_format::SegmentId(1),
+            offset: position,
         }
     }
 

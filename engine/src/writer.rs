@@ -36,7 +36,7 @@ use std::time::Duration;
 use foldhash::{HashMap, HashMapExt};
 use journal_format::frame::{encode_unlinked, link_run};
 use journal_format::{
-    ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
+    ByteOffset, ChainHash, Envelope, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
     SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
@@ -79,13 +79,17 @@ pub struct Appended {
 }
 
 /// What the writer keeps of a staged or committed event for idempotency, under its event id:
-/// its answer, less the id (the map's key), so that remembering an event copies its id once.
+/// its answer, less the id (the map's key), so that remembering an event copies its id once;
+/// and where its frame is, so that a later use of the id can compare bodies.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Committed {
     pub position: Position,
     pub hash: ChainHash,
     pub stream_version: u64,
     pub recorded_at_ns: i64,
+    pub segment: SegmentId,
+    /// The frame's byte offset in `segment`.
+    pub offset: u64,
 }
 
 impl Committed {
@@ -101,6 +105,18 @@ impl Committed {
             duplicate,
         }
     }
+}
+
+/// Whether two stored bodies hold the same event: the same bytes, or bytes that decode to
+/// equal envelopes (the same fields and values, whatever the order of the keys of a JSON
+/// object a producer sent: `{"a":1,"b":2}` and `{"b":2,"a":1}` are one value). A body holds
+/// only what the caller gave; the journal's own fields are in the frame header.
+fn same_body(stored: &[u8], new: &[u8]) -> bool {
+    stored == new
+        || matches!(
+            (Envelope::from_msgpack(stored), Envelope::from_msgpack(new)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -784,9 +800,19 @@ impl Writer {
 
     /// The originals of the event ids of a request that are already stored (or staged), by the
     /// event's index in the request.
-    fn originals(&self, events: &[PreparedEvent]) -> Result<Vec<Option<Appended>>> {
+    ///
+    /// An id found is a duplicate only when its event's body is the stored one (the body holds
+    /// only what the caller gave: the journal's fields are in the frame header); otherwise the
+    /// request is refused with [`Error::IdReused`]. Only an id found reads a stored frame: a
+    /// new id costs nothing more than its lookups.
+    fn originals(
+        &self,
+        events: &[PreparedEvent],
+        bodies: &[u8],
+        staged: &Staged,
+    ) -> Result<Vec<Option<Appended>>> {
         let mut out = Vec::with_capacity(events.len());
-        for event in events {
+        for (index, event) in events.iter().enumerate() {
             if event.id_assigned {
                 out.push(None);
                 continue;
@@ -795,31 +821,85 @@ impl Writer {
             let written = if id > self.greatest_id.as_str() {
                 None
             } else {
-                self.recent.get(id)
+                self.recent.get(id).copied()
             };
-            if let Some(committed) = written {
-                out.push(Some(committed.answer(&event.event_id, true)));
-                continue;
-            }
-            let found = match &self.view {
-                Some(view) => view.event(id)?,
-                None => self.index.event(id)?,
+            let body = bodies.get(event.body.clone()).unwrap_or_default();
+            let (committed, same) = match written {
+                Some(committed) => (committed, self.stored_body_is(&committed, staged, body)?),
+                None => match self.indexed(id)? {
+                    Some((committed, frame)) => {
+                        let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
+                        (committed, same_body(stored, body))
+                    }
+                    None => {
+                        out.push(None);
+                        continue;
+                    }
+                },
             };
-            match found {
-                Some((position, segment, offset)) => {
-                    let stored = crate::read::read_at(&self.log, segment, offset, position)?;
-                    let committed = Committed {
-                        position,
-                        hash: stored.hash,
-                        stream_version: stored.stream_version,
-                        recorded_at_ns: stored.recorded_at_ns,
-                    };
-                    out.push(Some(committed.answer(&event.event_id, true)));
-                }
-                None => out.push(None),
+            if !same {
+                return Err(Error::IdReused {
+                    event_id: id.to_string(),
+                    index,
+                    position: Some(committed.position),
+                });
             }
+            out.push(Some(committed.answer(&event.event_id, true)));
         }
         Ok(out)
+    }
+
+    /// The stored event with this id, by the index (its read view when there is one): what a
+    /// duplicate is answered, from its frame's header, and the frame.
+    fn indexed(&self, id: &str) -> Result<Option<(Committed, Vec<u8>)>> {
+        let found = match &self.view {
+            Some(view) => view.event(id)?,
+            None => self.index.event(id)?,
+        };
+        let Some((position, segment, offset)) = found else {
+            return Ok(None);
+        };
+        let (header, frame) = crate::read::read_frame_at(&self.log, segment, offset, position)?;
+        let committed = Committed {
+            position,
+            hash: header.hash,
+            stream_version: header.meta.stream_version,
+            recorded_at_ns: header.meta.recorded_at_ns,
+            segment,
+            offset,
+        };
+        Ok(Some((committed, frame)))
+    }
+
+    /// Whether the event `committed` describes (one of the recent ids) has `body`
+    /// ([`same_body`]): its frame is read from the staging area when it is not written yet
+    /// (staged by an earlier request of this group), else from its segment (written, if perhaps
+    /// not yet synced or published).
+    fn stored_body_is(&self, committed: &Committed, staged: &Staged, body: &[u8]) -> Result<bool> {
+        let staged_from = self.end().end_offset;
+        if committed.segment == self.tail.id && committed.offset >= staged_from {
+            let frame = usize::try_from(committed.offset - staged_from)
+                .ok()
+                .and_then(|at| staged.buf.get(at..));
+            let stored = frame.map(journal_format::frame::decode_frame);
+            return match stored {
+                Some(Ok((header, stored))) if header.meta.position == committed.position => {
+                    Ok(same_body(stored, body))
+                }
+                _ => Err(Error::InvalidInput(format!(
+                    "event at position {} is not staged where the writer noted it",
+                    committed.position
+                ))),
+            };
+        }
+        let (_, frame) = crate::read::read_frame_at(
+            &self.log,
+            committed.segment,
+            committed.offset,
+            committed.position,
+        )?;
+        let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
+        Ok(same_body(stored, body))
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
@@ -841,7 +921,7 @@ impl Writer {
         let mut within: Option<HashMap<&str, usize>> = None;
         let mut greatest: Option<&str> = None;
         let mut new: Vec<(usize, Option<usize>)> = Vec::with_capacity(events.len());
-        let originals = self.originals(events)?;
+        let originals = self.originals(events, bodies, staged)?;
         for ((i, event), original) in events.iter().enumerate().zip(originals) {
             if let Some(mut a) = original {
                 a.duplicate = true;
@@ -865,7 +945,16 @@ impl Writer {
                 map
             });
             if let Some(first) = within.get(id) {
-                // A repeated id inside one batch: stored once, answered like a duplicate.
+                // A repeated id inside one batch: stored once, answered like a duplicate, if
+                // its bodies are the same.
+                let body = |j: usize| events.get(j).and_then(|e| bodies.get(e.body.clone()));
+                if !matches!((body(*first), body(i)), (Some(a), Some(b)) if same_body(a, b)) {
+                    return Err(Error::IdReused {
+                        event_id: id.to_string(),
+                        index: i,
+                        position: None,
+                    });
+                }
                 new.push((i, Some(*first)));
             } else {
                 within.insert(id, i);
@@ -946,7 +1035,7 @@ impl Writer {
         // once the run is linked. The request's last framed event ends its run, so no run is
         // left open past the request.
         let mut run_start = staged.buf.len();
-        let mut run: Vec<(usize, Position, u64)> = Vec::new();
+        let mut run: Vec<(usize, Position, u64, u64)> = Vec::new();
         for (i, repeat) in &new {
             if repeat.is_some() {
                 continue;
@@ -1014,7 +1103,7 @@ impl Writer {
                 self.greatest_id.clear();
                 self.greatest_id.push_str(&event.event_id);
             }
-            run.push((*i, position, version));
+            run.push((*i, position, version, offset));
             staged.entries.push(&IndexEntry {
                 position,
                 event_id: &event.event_id,
@@ -1044,12 +1133,14 @@ impl Writer {
                     }
                 };
                 staged.prev_hash = link;
-                for (j, position, stream_version) in run.drain(..) {
+                for (j, position, stream_version, offset) in run.drain(..) {
                     let committed = Committed {
                         position,
                         hash: link,
                         stream_version,
                         recorded_at_ns: now,
+                        segment: self.tail.id,
+                        offset,
                     };
                     if let Some(event) = events.get(j) {
                         self.recent.push(&event.event_id, committed);

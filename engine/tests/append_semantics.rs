@@ -4,8 +4,13 @@
 mod common;
 
 use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use common::*;
+use journal_engine::storage::{FsStorage, OpenMode, Storage, StorageFile, StorageLock};
 use journal_engine::{AppendOptions, Error, Filter, Journal, Options};
 use journal_format::{Envelope, Position};
 
@@ -125,6 +130,309 @@ fn duplicates_are_found_whatever_the_order_of_the_ids() {
         [false, false, false, false, true, false, true, true]
     );
     assert_eq!(all_events(&journal).len(), 9);
+}
+
+/// An event id names one event: the same id with the same body is a duplicate, answered with
+/// the original; with another body the whole batch is refused, naming the id and the position
+/// that holds it, and nothing of the batch is written. Checked while the original is among the
+/// writer's recent ids, once the index holds it, and after a reopen.
+#[test]
+fn an_event_id_reused_with_another_body_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let first = append(&journal, vec![event(1, "s1"), event(2, "s1")]);
+    let mut changed = event(2, "s1");
+    changed.payload = Some(serde_json::json!({"toolName": "bash", "exitCode": 7}));
+    let refuse = |journal: &Journal, when: &str| {
+        let before = last_segment_bytes(dir.path());
+        let head_before = head(journal);
+        let err = journal
+            .append_batch_blocking(
+                vec![event(10, "s1"), changed.clone()],
+                AppendOptions::default(),
+            )
+            .unwrap_err();
+        match &err {
+            Error::IdReused {
+                event_id,
+                index,
+                position,
+            } => {
+                assert_eq!(
+                    (event_id.as_str(), *index, *position),
+                    ("evt-s1-2", 1, Some(first[1].position)),
+                    "{when}"
+                );
+            }
+            other => panic!("{when}: expected IdReused, got {other:?}"),
+        }
+        let message = err.to_string();
+        assert!(
+            message.contains("evt-s1-2") && message.contains("position 2"),
+            "{when}: {message}"
+        );
+        assert_eq!(head(journal), head_before, "{when}: nothing of the batch");
+        assert_eq!(last_segment_bytes(dir.path()), before, "{when}");
+        // The same id with the same body is still a duplicate of the original.
+        let again = append(journal, vec![event(2, "s1")]);
+        assert!(again[0].duplicate, "{when}");
+        assert_eq!(again[0].position, first[1].position, "{when}");
+        assert_eq!(again[0].hash, first[1].hash, "{when}");
+    };
+    refuse(&journal, "right after the commit");
+    // Once the index holds the original (a query waits for the indexer).
+    let _ = query_positions(&journal, &Filter::default());
+    append(&journal, vec![event(3, "s1")]);
+    refuse(&journal, "through the index");
+    journal.close();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    refuse(&journal, "after a reopen");
+    assert_eq!(all_events(&journal).len(), 3);
+    assert_eq!(all_events(&journal)[1].envelope, event(2, "s1"));
+}
+
+/// A body is compared as the event it holds: the keys of a JSON object in another order are
+/// the same event (a producer that retries may serialize its map anew), a number of another
+/// type is not.
+#[test]
+fn the_same_event_with_its_keys_in_another_order_is_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    let with_payload = |payload: serde_json::Value| {
+        let mut e = event(1, "s1");
+        e.payload = Some(payload);
+        e
+    };
+    let first = append(
+        &journal,
+        vec![with_payload(
+            serde_json::json!({"a": 1, "b": {"c": 2, "d": 3}}),
+        )],
+    );
+    let reordered = with_payload(serde_json::json!({"b": {"d": 3, "c": 2}, "a": 1}));
+    let again = append(&journal, vec![reordered.clone(), reordered]);
+    assert!(again
+        .iter()
+        .all(|a| a.duplicate && a.position == first[0].position));
+    let err = journal
+        .append_batch_blocking(
+            vec![with_payload(
+                serde_json::json!({"a": 1.0, "b": {"c": 2, "d": 3}}),
+            )],
+            AppendOptions::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::IdReused { .. }), "{err:?}");
+}
+
+/// Inside one batch, the same id twice with different bodies refuses the batch; twice with
+/// the same body it is stored once.
+#[test]
+fn an_event_id_twice_in_one_batch_with_different_bodies_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&journal, vec![event(1, "s1")]);
+    let before = last_segment_bytes(dir.path());
+    let mut changed = event(2, "s1");
+    changed.timestamp = "2026-05-11T10:00:01Z".into();
+    // Ids in increasing order before the repeat, and out of order: both ways of finding it.
+    for batch in [
+        vec![event(2, "s1"), event(3, "s1"), changed.clone()],
+        vec![event(3, "s1"), event(2, "s1"), changed.clone()],
+    ] {
+        let err = journal
+            .append_batch_blocking(batch, AppendOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::IdReused { event_id, index: 2, position: None } if event_id == "evt-s1-2"
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("evt-s1-2"), "{err}");
+        assert_eq!(head(&journal), Position(1));
+        assert_eq!(last_segment_bytes(dir.path()), before);
+    }
+    let stored = append(&journal, vec![event(2, "s1"), event(2, "s1")]);
+    assert_eq!(stored[1].position, stored[0].position);
+    assert!(stored[1].duplicate);
+}
+
+/// Producers racing with one id: whichever is committed first holds it; every other body is
+/// refused naming its position, and the same body is answered as its duplicate (the original
+/// may still be staged in the same group commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_appends_of_one_id_store_one_body_and_refuse_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), Options::default()).unwrap();
+    for round in 0..20u64 {
+        let id = format!("race-{round}");
+        let mut tasks = Vec::new();
+        for producer in 0..8u64 {
+            let journal = journal.clone();
+            let mut e = event(round, "s1");
+            e.event_id.clone_from(&id);
+            // Producers 0..4 send one body, 4..8 each a body of their own.
+            e.sequence = Some(if producer < 4 { 0 } else { producer });
+            tasks.push(tokio::spawn(async move {
+                (e.sequence, journal.append(e).await)
+            }));
+        }
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap());
+        }
+        let stored = journal.get(&id).unwrap().expect("one of them is stored");
+        let winner = stored.envelope.sequence;
+        for (sequence, result) in results {
+            match result {
+                Ok(a) => {
+                    assert_eq!(
+                        sequence, winner,
+                        "round {round}: only the stored body is acked"
+                    );
+                    assert_eq!(a.position, stored.position);
+                }
+                Err(Error::IdReused {
+                    position: Some(p), ..
+                }) => {
+                    assert_ne!(sequence, winner, "round {round}");
+                    assert_eq!(p, stored.position);
+                }
+                Err(e) => panic!("round {round}: {e:?}"),
+            }
+        }
+    }
+    assert_eq!(all_events(&journal).len(), 20);
+}
+
+/// The file system, counting the reads of segment files.
+#[derive(Debug, Default)]
+struct ReadCountingDisk {
+    segment_reads: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct ReadCountingFile {
+    inner: Arc<dyn StorageFile>,
+    reads: Option<Arc<AtomicU64>>,
+}
+
+impl StorageFile for ReadCountingFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if let Some(reads) = &self.reads {
+            reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+impl Storage for ReadCountingDisk {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(Arc::new(ReadCountingFile {
+            inner: FsStorage.open(path, mode)?,
+            reads: (path.extension().is_some_and(|e| e == "seg"))
+                .then(|| Arc::clone(&self.segment_reads)),
+        }))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        FsStorage.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        FsStorage.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        FsStorage.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FsStorage.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        FsStorage.remove_file(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        FsStorage.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn StorageLock>> {
+        FsStorage.lock(path)
+    }
+}
+
+/// Comparing bodies costs the appends of new ids nothing: no segment is read while they are
+/// appended, before or after the index holds the ids before them. An id found (a duplicate, or
+/// a reuse refused), through the index or among the writer's recent ids, reads its one stored
+/// frame, header then body.
+#[test]
+fn only_an_event_id_already_stored_reads_its_stored_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Arc::new(ReadCountingDisk::default());
+    let reads = Arc::clone(&disk.segment_reads);
+    let open = || {
+        Journal::open(
+            dir.path(),
+            Options {
+                storage: Arc::clone(&disk) as Arc<dyn Storage>,
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let journal = open();
+    let since_open = reads.load(Ordering::SeqCst);
+    for batch in 0..10u64 {
+        append(
+            &journal,
+            (1..=100).map(|i| event(batch * 100 + i, "s1")).collect(),
+        );
+    }
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        since_open,
+        "new ids read nothing"
+    );
+    // The index holds them now (a query waits for it, and reads them): later appends look ids
+    // up in it.
+    assert_eq!(query_positions(&journal, &Filter::default()).len(), 1000);
+    let since_query = reads.load(Ordering::SeqCst);
+    append(&journal, (1001..=1100).map(|i| event(i, "s1")).collect());
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        since_query,
+        "new ids read nothing"
+    );
+    journal.close();
+
+    // After a reopen every id is looked up in the index.
+    let journal = open();
+    let since_open = reads.load(Ordering::SeqCst);
+    append(&journal, vec![event(5, "s1")]);
+    let mut changed = event(6, "s1");
+    changed.sequence = Some(0);
+    assert!(journal
+        .append_batch_blocking(vec![changed], AppendOptions::default())
+        .is_err());
+    append(&journal, vec![event(1101, "s1")]);
+    assert_eq!(
+        reads.load(Ordering::SeqCst) - since_open,
+        2 * 2,
+        "each id found in the index reads its frame's header and body, once"
+    );
+    // Right after its commit, among the recent ids (or in the index, if it has caught up).
+    append(&journal, vec![event(1101, "s1")]);
+    assert_eq!(reads.load(Ordering::SeqCst) - since_open, 3 * 2);
 }
 
 #[test]
@@ -363,7 +671,7 @@ fn a_lent_batch_is_stored_as_the_same_batch_given_and_left_as_it_was() {
 }
 
 #[test]
-fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing() {
+fn a_value_nested_deeper_than_an_event_may_be_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     append(&journal, vec![event(1, "s1")]);
@@ -375,11 +683,12 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
         }
         value
     };
-    // The envelope's map is the first level: 1,022 arrays inside it are the most a body holds.
+    // The envelope's map is the first level: 126 arrays inside it are the most an event holds
+    // (`journal_format::envelope::NEST_LEVELS_MAX`).
     let mut deepest = event(2, "s1");
-    deepest.extra.insert("nativeTree".into(), nested(1022));
+    deepest.extra.insert("nativeTree".into(), nested(126));
     let mut deeper = event(3, "s1");
-    deeper.extra.insert("nativeTree".into(), nested(1023));
+    deeper.extra.insert("nativeTree".into(), nested(127));
     let err = journal
         .append_batch_blocking(vec![deepest.clone(), deeper], AppendOptions::default())
         .unwrap_err();
@@ -387,7 +696,7 @@ fn a_value_nested_deeper_than_a_body_can_be_read_is_refused_and_writes_nothing()
         matches!(err, Error::InvalidEvent { index: Some(1), .. }),
         "{err:?}"
     );
-    assert!(err.to_string().contains("nest deeper than 1023"), "{err}");
+    assert!(err.to_string().contains("nest deeper than 127"), "{err}");
     let after = last_segment_bytes(dir.path());
     assert_eq!(before, after, "the log is byte-for-byte unchanged");
 

@@ -30,6 +30,20 @@ mod msgpack;
 mod stored_payload;
 mod value_de;
 
+/// How deeply arrays and maps may nest in an event written, its own object (the envelope's
+/// map) counting as the first level: a payload or unknown field holds at most 126 nested
+/// arrays and maps. JSON input deeper than this is refused ([`crate::strict_json`]), and so is
+/// an event given to the encoder. It is what `serde_json` reads by default (127 levels), so that
+/// every event the journal prints can be read back by it, and it keeps the stack an event needs
+/// on its way in and out small: at 1,023 levels, parsing JSON and building the envelope took up
+/// to 1.5 MiB of a thread's stack, three quarters of a tokio worker's.
+///
+/// Stored bodies are read up to 1,023 levels (the limit of the `rmp_serde` decoder the journal
+/// once used), so that a body written before this limit is read as it was.
+pub const NEST_LEVELS_MAX: usize = 127;
+
+const _: () = assert!(NEST_LEVELS_MAX <= msgpack::MAX_DEPTH);
+
 pub use event_ids::EventIds;
 pub use stored_payload::StoredPayload;
 
@@ -238,7 +252,20 @@ pub struct Envelope {
 /// The field names the journal assigns; a producer may not set them.
 pub const JOURNAL_FIELDS: [&str; 4] = ["position", "recordedAt", "hash", "streamVersion"];
 
+/// The field by which an event names the event it supersedes: it records a later state of the
+/// same fact (the log is never rewritten), as an import does when a source record changed
+/// after it was imported. It holds the id of the fact's first event; of several events that
+/// supersede one, the last in log order holds. Read models and replay show the latest state in
+/// place of the earlier ones. An unknown field of the Agent Runtime form, kept in `extra`.
+pub const SUPERSEDES_FIELD: &str = "supersedes";
+
 impl Envelope {
+    /// The id of the event this one supersedes ([`SUPERSEDES_FIELD`]), when it names one.
+    #[must_use]
+    pub fn supersedes(&self) -> Option<&str> {
+        self.extra.get(SUPERSEDES_FIELD).and_then(Value::as_str)
+    }
+
     /// A new envelope with the three required fields. An empty `event_id` asks the journal to
     /// assign a UUID v7 on append.
     #[must_use]

@@ -1,89 +1,225 @@
-//! A JSON parser that refuses what `serde_json::Value` would silently accept: duplicate keys
-//! (where the last one would win and the first would be lost) at any depth, and integers
-//! beyond 64 bits (which would silently become approximate floats). Nesting deeper than
-//! serde_json's recursion limit (128) is refused too.
+//! A JSON parser that refuses what `serde_json::Value` would silently accept or change:
+//! duplicate keys (where the last one would win and the first would be lost) at any depth,
+//! integers beyond 64 bits (which would silently become approximate floats), and floats
+//! outside float64's normal range (which would overflow, or become 0 or lose bits). Arrays and
+//! maps nested deeper than an event may be ([`NEST_LEVELS_MAX`], the outermost value counting
+//! as the first level) are refused too, by a depth counted here, with the message the encoder
+//! gives (`docs/FORMAT.md`, Limits).
 
 use std::fmt;
+use std::ops::Range;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+
+pub use crate::envelope::NEST_LEVELS_MAX;
 
 /// Parses one JSON value from `bytes`, refusing duplicate object keys and trailing data.
 ///
 /// # Errors
-/// serde_json's message (with line and column), or the duplicated key.
+/// serde_json's message (with line and column), the duplicated key, the number that cannot be
+/// read exactly (with its field), or the nesting limit.
 pub fn parse(bytes: &[u8]) -> Result<Value, String> {
-    check_integers(bytes)?;
+    check_numbers(bytes)?;
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let StrictValue(value) =
-        StrictValue::deserialize(&mut deserializer).map_err(|e| e.to_string())?;
+    // The depth is counted by `Level` instead (the same limit, a message naming it).
+    deserializer.disable_recursion_limit();
+    let value = Level(0)
+        .deserialize(&mut deserializer)
+        .map_err(|e| e.to_string())?;
     deserializer.end().map_err(|e| e.to_string())?;
     Ok(value)
 }
 
-/// Refuses integer literals (no fraction, no exponent) outside `i64::MIN..=u64::MAX`: serde_json
-/// would turn them into floats and lose digits, silently changing the producer's data.
-fn check_integers(bytes: &[u8]) -> Result<(), String> {
-    let mut in_string = false;
-    let mut escaped = false;
+/// An array or object open while numbers are checked, and where its current element is.
+enum Open {
+    /// An object: the byte range of its current key (without the quotes), and whether the next
+    /// string is a key.
+    Object {
+        key: Option<Range<usize>>,
+        expect_key: bool,
+    },
+    /// An array: its current element's index.
+    Array { index: usize },
+}
+
+/// Refuses numbers `serde_json` would read as another value: integer literals (no fraction, no
+/// exponent) outside `i64::MIN..=u64::MAX`, which would become approximate floats; and floats
+/// outside float64's normal range, which overflow (refused by serde_json too, without saying
+/// which) or underflow to 0 or to fewer bits of precision. Each error names the field. Malformed
+/// JSON is left to the parser, which names it precisely.
+fn check_numbers(bytes: &[u8]) -> Result<(), String> {
+    // The containers open around the current byte; past `NEST_LEVELS_MAX` only counted (the
+    // parser refuses such input), so that the stack stays bounded whatever the input.
+    let mut open: Vec<Open> = Vec::new();
+    let mut untracked = 0usize;
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            i += 1;
-            continue;
-        }
-        if b == b'"' {
-            in_string = true;
-            i += 1;
-            continue;
-        }
-        if b == b'-' || b.is_ascii_digit() {
-            let start = i;
-            while bytes
-                .get(i)
-                .is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
-            {
-                i += 1;
-            }
-            let token = bytes.get(start..i).unwrap_or_default();
-            let integer = !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
-            if integer {
-                let text = String::from_utf8_lossy(token);
-                let fits = text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok();
-                // Malformed tokens are left to the parser, which names them precisely.
-                let well_formed = text
-                    .trim_start_matches('-')
-                    .bytes()
-                    .all(|c| c.is_ascii_digit());
-                if !fits && well_formed && text.trim_start_matches('-').len() > 18 {
-                    let shown: String = text.chars().take(40).collect();
-                    return Err(format!(
-                        "integer {shown} does not fit 64 bits; it would lose digits (send it as a string)"
-                    ));
+        match b {
+            b'"' => {
+                let end = string_end(bytes, i + 1);
+                if let Some(Open::Object { key, expect_key }) = open.last_mut() {
+                    if *expect_key && untracked == 0 {
+                        *key = Some(i + 1..end);
+                        *expect_key = false;
+                    }
                 }
+                i = end + 1;
+                continue;
             }
-            continue;
+            b'{' | b'[' if open.len() >= NEST_LEVELS_MAX => untracked += 1,
+            b'{' => open.push(Open::Object {
+                key: None,
+                expect_key: true,
+            }),
+            b'[' => open.push(Open::Array { index: 0 }),
+            b'}' | b']' if untracked > 0 => untracked -= 1,
+            b'}' | b']' => {
+                open.pop();
+            }
+            b',' if untracked == 0 => match open.last_mut() {
+                Some(Open::Array { index }) => *index += 1,
+                Some(Open::Object { expect_key, .. }) => *expect_key = true,
+                None => {}
+            },
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while bytes
+                    .get(i)
+                    .is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                {
+                    i += 1;
+                }
+                let token = bytes.get(start..i).unwrap_or_default();
+                if let Err(problem) = check_number(token) {
+                    return Err(match field(bytes, &open) {
+                        Some(field) => format!("field `{field}`: {problem}"),
+                        None => problem,
+                    });
+                }
+                continue;
+            }
+            _ => {}
         }
         i += 1;
     }
     Ok(())
 }
 
-struct StrictValue(Value);
+/// The index of the quote that ends the string starting at `from`, or the end of `bytes`.
+fn string_end(bytes: &[u8], from: usize) -> usize {
+    let mut escaped = false;
+    let mut i = from;
+    while let Some(&b) = bytes.get(i) {
+        match (escaped, b) {
+            (true, _) => escaped = false,
+            (false, b'\\') => escaped = true,
+            (false, b'"') => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
+}
 
-impl<'de> Deserialize<'de> for StrictValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+/// The path of the current element, `payload.items[0].status`; `None` at the top level.
+fn field(bytes: &[u8], open: &[Open]) -> Option<String> {
+    let mut path = String::new();
+    for o in open {
+        match o {
+            Open::Object { key: Some(key), .. } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&String::from_utf8_lossy(bytes.get(key.clone())?));
+            }
+            Open::Object { key: None, .. } => {}
+            Open::Array { index } => path.push_str(&format!("[{index}]")),
+        }
+    }
+    (!path.is_empty()).then_some(path)
+}
+
+/// Refuses one number token that would not be read as the number it writes.
+fn check_number(token: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(token);
+    let shown: String = text.chars().take(40).collect();
+    let float = token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+    if !float {
+        let fits = text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok();
+        let well_formed = text
+            .trim_start_matches('-')
+            .bytes()
+            .all(|c| c.is_ascii_digit());
+        if !fits && well_formed && text.trim_start_matches('-').len() > 18 {
+            return Err(format!(
+                "integer {shown} does not fit 64 bits; it would lose digits (send it as a string)"
+            ));
+        }
+        return Ok(());
+    }
+    // Malformed tokens are left to the parser. Rust's parser and serde_json's (with
+    // `float_roundtrip`) both round correctly, so they read the same float.
+    let Ok(value) = text.parse::<f64>() else {
+        return Ok(());
+    };
+    if value.is_infinite() {
+        return Err(format!(
+            "number {shown} is out of range: larger than a 64-bit float holds ({:e}) (send it as a string)",
+            f64::MAX
+        ));
+    }
+    let mantissa = token
+        .split(|c| matches!(c, b'e' | b'E'))
+        .next()
+        .unwrap_or_default();
+    let nonzero = mantissa.iter().any(|c| matches!(c, b'1'..=b'9'));
+    if nonzero && value.abs() < f64::MIN_POSITIVE {
+        let became = if value == 0.0 {
+            "it would be stored as 0".to_string()
+        } else {
+            format!("it would be stored as {value:e}, with fewer bits than other floats")
+        };
+        return Err(format!(
+            "number {shown} is too small for a 64-bit float (the smallest normal magnitude is \
+             {:e}): {became} (send it as a string)",
+            f64::MIN_POSITIVE
+        ));
+    }
+    Ok(())
+}
+
+/// A value at nesting level `self.0` (the outermost value is at level 0; an array or object
+/// opens the level after its own).
+struct Level(usize);
+
+impl<'de> DeserializeSeed<'de> for Level {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(StrictVisitor { depth: self.0 })
     }
 }
 
-struct StrictVisitor;
+struct StrictVisitor {
+    /// The level of the value visited.
+    depth: usize,
+}
+
+impl StrictVisitor {
+    /// The level an array or object at this visitor's level opens for its elements, refused
+    /// past [`NEST_LEVELS_MAX`].
+    fn inner<E: de::Error>(&self) -> Result<usize, E> {
+        let inner = self.depth + 1;
+        if inner > NEST_LEVELS_MAX {
+            return Err(E::custom(format!(
+                "arrays and maps nest deeper than {NEST_LEVELS_MAX} levels (the event's object \
+                 counting as the first), deeper than an event may"
+            )));
+        }
+        Ok(inner)
+    }
+}
 
 impl<'de> Visitor<'de> for StrictVisitor {
     type Value = Value;
@@ -119,16 +255,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut items = Vec::new();
-        while let Some(StrictValue(item)) = seq.next_element()? {
+        while let Some(item) = seq.next_element_seed(Level(inner))? {
             items.push(item);
         }
         Ok(Value::Array(items))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let StrictValue(value) = map.next_value()?;
+            let value = map.next_value_seed(Level(inner))?;
             if object.contains_key(&key) {
                 return Err(de::Error::custom(format!("duplicate key `{key}`")));
             }
@@ -141,6 +279,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn refuses_duplicate_keys_at_any_depth() {
@@ -174,7 +313,79 @@ mod tests {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         assert!(parse(deep.as_bytes())
             .unwrap_err()
-            .contains("recursion limit"));
+            .contains("nest deeper than 127 levels"));
         assert!(parse(b"{} {}").is_err());
+    }
+
+    /// A float that underflows would be stored as 0 (or, below float64's normal range, with
+    /// fewer bits than the rest): refused like one that overflows, naming the field and the
+    /// number. Zero itself, and every magnitude of the normal range, are read.
+    #[test]
+    fn refuses_floats_out_of_range_naming_the_field_and_number() {
+        let err = parse(br#"{"payload":{"usd":1e-400}}"#).unwrap_err();
+        assert!(
+            err.contains("payload.usd") && err.contains("1e-400") && err.contains("too small"),
+            "{err}"
+        );
+        let err = parse(br#"{"a":[1,{"b":[2,-2.5e-320]}]}"#).unwrap_err();
+        assert!(
+            err.contains("a[1].b[1]") && err.contains("-2.5e-320"),
+            "{err}"
+        );
+        let err = parse(br#"{"usd":1e400}"#).unwrap_err();
+        assert!(
+            err.contains("`usd`") && err.contains("1e400") && err.contains("out of range"),
+            "{err}"
+        );
+        let read = parse(
+            b"[0.0, -0.0, 0e-400, 0.000e5, 2.2250738585072014e-308, -1.5e-300, 1.7976931348623157e308, 1e-7]",
+        )
+        .unwrap();
+        assert_eq!(read[4], json!(f64::MIN_POSITIVE));
+        assert_eq!(read[6], json!(f64::MAX));
+    }
+
+    /// The event's object is the first level: 127 levels are read (a field inside it holds
+    /// 126), as many as an event may have and `serde_json` reads back; 128 are refused, with
+    /// the encoder's message.
+    #[test]
+    fn reads_as_many_levels_as_an_event_may_have_and_no_more() {
+        let nested = |levels: usize| "[".repeat(levels) + &"]".repeat(levels);
+        assert_eq!(NEST_LEVELS_MAX, 127);
+        assert!(parse(nested(127).as_bytes()).is_ok());
+        assert!(parse(nested(128).as_bytes())
+            .unwrap_err()
+            .contains("nest deeper than 127 levels"));
+        let event = |levels: usize| {
+            format!(
+                r#"{{"type":"tool.result","eventId":"e1","timestamp":"2026-05-11T10:00:00Z","nativeTree":{}}}"#,
+                nested(levels)
+            )
+        };
+        // The whole way of the deepest event in and out, on a thread with an eighth of the
+        // stack of a tokio worker's: parsed, encoded, decoded and printed, then read by
+        // `serde_json` as any consumer of `journal read` would.
+        let deepest = event(126);
+        let printed = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || {
+                let e = crate::Envelope::from_json_slice(deepest.as_bytes(), &mut String::new)
+                    .expect("126 levels in a field are read");
+                let body = e.to_msgpack().expect("and stored");
+                let back = crate::Envelope::from_msgpack(&body).expect("and read back");
+                assert_eq!(back, e);
+                serde_json::to_string(&back.to_json_value()).expect("and printed")
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let read: Value = serde_json::from_str(&printed).expect("serde_json reads it back");
+        assert_eq!(read, parse(event(126).as_bytes()).unwrap());
+        let err =
+            crate::Envelope::from_json_slice(event(127).as_bytes(), &mut String::new).unwrap_err();
+        assert!(
+            err.to_string().contains("nest deeper than 127 levels"),
+            "{err}"
+        );
     }
 }

@@ -125,6 +125,8 @@ pub struct Call {
     pub started: At,
     /// The event that ended it.
     pub ended: Option<At>,
+    /// The producer's time of the event that ended it.
+    pub ended_timestamp: Option<String>,
     /// A reference to its output, when recorded.
     pub output_ref: Option<String>,
 }
@@ -180,11 +182,12 @@ pub struct Boundary {
     pub tokens_after: Option<u64>,
 }
 
-/// Token and money totals from `cost.recorded` (estimates are not totals).
+/// Token and money totals from `cost.recorded` (estimates are not totals), and the cost of
+/// each model call a record names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
-    /// `cost.recorded` events.
+    /// `cost.recorded` events (a record that supersedes another is not counted again).
     pub records: u64,
     /// Input tokens, when any record gave them.
     pub input_tokens: Option<u64>,
@@ -192,6 +195,68 @@ pub struct Cost {
     pub output_tokens: Option<u64>,
     /// US dollars, when any record gave them.
     pub cost_usd: Option<f64>,
+    /// By `modelRequestId`: the records that name the call (summed), or the latest state of
+    /// its record when one supersedes it (`supersedes`).
+    pub by_call: IdMap<CallCost>,
+}
+
+/// What `cost.recorded` gave for one model call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCost {
+    /// Input tokens.
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    pub output_tokens: Option<u64>,
+    /// Tokens read from a prompt cache.
+    pub cache_read_tokens: Option<u64>,
+    /// Tokens written to a prompt cache.
+    pub cache_write_tokens: Option<u64>,
+    /// US dollars.
+    pub cost_usd: Option<f64>,
+}
+
+impl CallCost {
+    fn add(&mut self, other: &CallCost) {
+        add(&mut self.input_tokens, other.input_tokens);
+        add(&mut self.output_tokens, other.output_tokens);
+        add(&mut self.cache_read_tokens, other.cache_read_tokens);
+        add(&mut self.cache_write_tokens, other.cache_write_tokens);
+        add_usd(&mut self.cost_usd, other.cost_usd);
+    }
+}
+
+impl Cost {
+    /// Applies one `cost.recorded` of the call `call` (if it names one). A record that
+    /// `supersedes` another (`revises`) replaces the call's figures, in the totals too, instead
+    /// of adding to them: it is a later state of the same record.
+    fn record(&mut self, call: Option<&str>, figures: CallCost, revises: bool) {
+        let replaced = call
+            .filter(|_| revises)
+            .and_then(|c| self.by_call.get(c))
+            .cloned();
+        match &replaced {
+            Some(old) => {
+                sub(&mut self.input_tokens, old.input_tokens);
+                sub(&mut self.output_tokens, old.output_tokens);
+                if let (Some(total), Some(usd)) = (&mut self.cost_usd, old.cost_usd) {
+                    *total -= usd;
+                }
+            }
+            None => self.records += 1,
+        }
+        add(&mut self.input_tokens, figures.input_tokens);
+        add(&mut self.output_tokens, figures.output_tokens);
+        add_usd(&mut self.cost_usd, figures.cost_usd);
+        if let Some(call) = call {
+            let entry = self.by_call.get_or_insert_with(call, CallCost::default);
+            if replaced.is_some() {
+                *entry = figures;
+            } else {
+                entry.add(&figures);
+            }
+        }
+    }
 }
 
 /// One artifact.
@@ -322,6 +387,18 @@ fn add(total: &mut Option<u64>, value: Option<u64>) {
     }
 }
 
+fn add_usd(total: &mut Option<f64>, value: Option<f64>) {
+    if let Some(usd) = value {
+        *total = Some(total.unwrap_or(0.0) + usd);
+    }
+}
+
+fn sub(total: &mut Option<u64>, value: Option<u64>) {
+    if let (Some(t), Some(v)) = (total.as_mut(), value) {
+        *t = t.saturating_sub(v);
+    }
+}
+
 /// Starts or updates a call: the first event opens it, `end` (when given) closes it; `name`
 /// gives the call's name while it has none (called only then, so that it allocates only then).
 fn touch(
@@ -337,6 +414,7 @@ fn touch(
         status: "open".into(),
         started: At::of(event),
         ended: None,
+        ended_timestamp: None,
         output_ref: None,
     });
     if call.name.is_none() {
@@ -348,6 +426,7 @@ fn touch(
     if let Some(word) = end {
         word.clone_into(&mut call.status);
         call.ended = Some(At::of(event));
+        call.ended_timestamp = Some(event.envelope.timestamp.clone());
     }
 }
 
@@ -539,12 +618,16 @@ impl Activity {
             "runtime" if t == "runtime.error" => self.runtime_errors.push(At::of(event)),
             "cost" if t == "cost.recorded" => {
                 let p: CostPayload = event.payload_as().unwrap_or_default();
-                self.cost.records += 1;
-                add(&mut self.cost.input_tokens, p.input_tokens);
-                add(&mut self.cost.output_tokens, p.output_tokens);
-                if let Some(usd) = p.cost_usd {
-                    self.cost.cost_usd = Some(self.cost.cost_usd.unwrap_or(0.0) + usd);
-                }
+                let figures = CallCost {
+                    input_tokens: p.input_tokens,
+                    output_tokens: p.output_tokens,
+                    cache_read_tokens: p.cache_read_tokens,
+                    cache_write_tokens: p.cache_write_tokens,
+                    cost_usd: p.cost_usd,
+                };
+                let revises = e.supersedes().is_some();
+                self.cost
+                    .record(e.model_request_id.as_deref(), figures, revises);
             }
             _ => {}
         }

@@ -1413,9 +1413,14 @@ fn decide(command: &Command, state: &StreamState, ctx: &Context) -> Result<Decid
                     ),
                 ));
             }
-            time_fmt::parse_rfc3339_ns(&c.schedule.next_run_at).map_err(|e| {
+            let next_run = time_fmt::parse_rfc3339_ns(&c.schedule.next_run_at).map_err(|e| {
                 Violation::new(Rule::InvalidArguments, format!("schedule.nextRunAt: {e}"))
             })?;
+            next_run_after(
+                next_run,
+                &c.schedule.schedule_id,
+                c.schedule.interval_seconds,
+            )?;
             let payload = serde_json::to_value(&c.schedule)
                 .map_err(|e| Violation::new(Rule::InvalidArguments, format!("schedule: {e}")))?;
             Ok(Decided::events(vec![event(
@@ -1441,7 +1446,7 @@ fn decide(command: &Command, state: &StreamState, ctx: &Context) -> Result<Decid
                 }
                 let interval_ns = i128::from(s.schedule.interval_seconds) * 1_000_000_000;
                 let missed = u64::try_from((at - due) / interval_ns).unwrap_or(u64::MAX);
-                let next = i64::try_from(at + interval_ns).unwrap_or(i64::MAX);
+                let next = next_run_after(at, id, s.schedule.interval_seconds)?;
                 let next_run_at = time_fmt::format_rfc3339_ns(next);
                 events.push(event(
                     &c.scope,
@@ -1468,6 +1473,33 @@ fn decide(command: &Command, state: &StreamState, ctx: &Context) -> Result<Decid
             Ok(Decided::events(events))
         }
     }
+}
+
+/// The run `interval_seconds` after `from_ns`, when the journal can record it: times are
+/// nanoseconds since 1970 in 64 bits, up to 2262-04-11T23:47:16.854775807Z.
+///
+/// # Errors
+/// `invalid_interval` naming the schedule, never a run clamped to the last recordable time.
+fn next_run_after(
+    from_ns: i128,
+    schedule_id: &str,
+    interval_seconds: u64,
+) -> Result<i64, Violation> {
+    i128::from(interval_seconds)
+        .checked_mul(1_000_000_000)
+        .and_then(|interval_ns| from_ns.checked_add(interval_ns))
+        .and_then(|next| i64::try_from(next).ok())
+        .ok_or_else(|| {
+            Violation::new(
+                Rule::InvalidInterval,
+                format!(
+                    "schedule {schedule_id}: intervalSeconds {interval_seconds} after {} puts the \
+                     next run past {}, the last time the journal can record",
+                    time_fmt::format_rfc3339_ns(i64::try_from(from_ns).unwrap_or(i64::MAX)),
+                    time_fmt::format_rfc3339_ns(i64::MAX)
+                ),
+            )
+        })
 }
 
 fn lifecycle_word(l: Lifecycle) -> String {

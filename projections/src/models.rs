@@ -120,7 +120,9 @@ impl Projection for ActivityProjection {
         // 3: the tool result's, subagent's, compaction's and evidence's payloads read for the
         // fields the fold uses alone (`activity.rs`, `read`): one whose other fields break its
         // shape no longer reads as absent.
-        3
+        // 4: each model call's cost (`cost.byCall`) and the time its end was recorded
+        // (`endedTimestamp`); a record that supersedes another replaces its figures.
+        4
     }
 
     fn key(&self, event: &StoredEvent) -> Option<String> {

@@ -53,7 +53,8 @@ pub enum Rule {
     DependencyCycle,
     /// A turn id is submitted once.
     TurnExists,
-    /// A schedule's interval is at least one second.
+    /// A schedule's interval is at least one second, and puts its next run at a time the
+    /// journal can record (before 2262-04-12).
     InvalidInterval,
     /// A command's arguments are malformed (a missing or mistyped field).
     InvalidArguments,

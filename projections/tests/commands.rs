@@ -650,6 +650,68 @@ async fn queue_sensors_and_schedules_dedupe_and_coalesce() {
     assert!(none.events.is_empty(), "not due again before the next run");
 }
 
+/// A schedule's next run is a time the journal records as nanoseconds since 1970 in 64 bits
+/// (up to 2262-04-11T23:47:16.854775807Z): an interval that puts it past that is refused by
+/// rule, never clamped to the last recordable time.
+#[tokio::test]
+async fn a_schedule_whose_next_run_cannot_be_recorded_is_refused() {
+    let f = fixture();
+    let schedule = |interval: Value, next: &str| {
+        json!({"schedule": {"scheduleId": "far", "name": "f", "enabled": true,
+            "intervalSeconds": interval, "nextRunAt": next,
+            "task": {"taskType": "report", "payload": {}}}})
+    };
+    let refused = |args: Value| {
+        let commands = f.commands.clone();
+        let head = f.journal.head().position;
+        let journal = f.journal.clone();
+        async move {
+            match commands.run("upsert_schedule", args).await {
+                Err(CommandError::Refused(v)) => {
+                    assert_eq!(journal.head().position, head, "nothing written");
+                    (v.rule, v.message)
+                }
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    };
+    let mut args = schedule(json!(u64::MAX), "2026-05-10T02:00:00Z");
+    args["sessionId"] = json!("s1");
+    let (rule, message) = refused(args).await;
+    assert_eq!(rule, Rule::InvalidInterval);
+    assert!(
+        message.contains("18446744073709551615") && message.contains("2262-04-11"),
+        "{message}"
+    );
+    // At the edge: one day after 2262-04-10 is recordable, two are not.
+    f.ok(
+        "upsert_schedule",
+        schedule(json!(86_400), "2262-04-10T00:00:00Z"),
+    )
+    .await;
+    let mut args = schedule(json!(2 * 86_400), "2262-04-10T00:00:00Z");
+    args["sessionId"] = json!("s1");
+    assert_eq!(refused(args).await.0, Rule::InvalidInterval);
+    // Evaluated late, the next run (evaluation time + interval) would not be recordable: the
+    // evaluation is refused, naming the schedule, and nothing fires.
+    let head = f.journal.head().position;
+    match f
+        .commands
+        .run(
+            "evaluate_schedules",
+            json!({"sessionId": "s1", "at": "2262-04-11T00:00:00Z"}),
+        )
+        .await
+    {
+        Err(CommandError::Refused(v)) => {
+            assert_eq!(v.rule, Rule::InvalidInterval);
+            assert!(v.message.contains("far"), "{}", v.message);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(f.journal.head().position, head);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_writers_never_apply_a_command_twice() {
     let f = fixture();

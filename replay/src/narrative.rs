@@ -295,15 +295,42 @@ fn lifecycle_word(t: &str) -> Option<&'static str> {
     })
 }
 
+/// `events` without those a later one supersedes (`supersedes`: a later state of the same
+/// fact, recorded as an event of its own): each fact is told once, in its latest state, where
+/// that state stands in the log. (An import appends a revision among the events of the grown
+/// source around it, which is where a fresh import of the whole source tells it.)
+fn latest_states(events: Vec<&StoredEvent>) -> Vec<&StoredEvent> {
+    // Each superseded fact's latest state, by the id of the fact's first event.
+    let mut latest: BTreeMap<&str, &str> = BTreeMap::new();
+    for event in &events {
+        if let Some(first) = event.envelope.supersedes() {
+            latest.insert(first, event.envelope.event_id.as_str());
+        }
+    }
+    if latest.is_empty() {
+        return events;
+    }
+    events
+        .into_iter()
+        .filter(|event| {
+            let e = &event.envelope;
+            let fact = e.supersedes().unwrap_or(e.event_id.as_str());
+            latest.get(fact).is_none_or(|last| *last == e.event_id)
+        })
+        .collect()
+}
+
 /// Builds the narrative of `scope` from its `events` (in position order; see [`crate::load`]),
 /// skipping events after `at` when given. `head` is the position the events were read up to.
 #[must_use]
 #[allow(clippy::too_many_lines)] // One arm per kind of step; reads as a table.
 pub fn build(scope: &Scope, events: &[StoredEvent], at: Option<u64>, head: u64) -> Narrative {
-    let events: Vec<&StoredEvent> = events
-        .iter()
-        .filter(|e| at.is_none_or(|at| e.position.0 <= at))
-        .collect();
+    let events = latest_states(
+        events
+            .iter()
+            .filter(|e| at.is_none_or(|at| e.position.0 <= at))
+            .collect(),
+    );
     let mut steps: Vec<Step> = Vec::new();
     let mut gaps: Vec<Gap> = Vec::new();
     let mut requested = Vec::new();

@@ -626,3 +626,199 @@ fn openhands_evaluation_output_runs_are_attempts() {
         .all(|e| e.task_id.as_deref() == Some("inst-1") && e.attempt_id.is_some()));
     import_twice_and_replay(&parsed);
 }
+
+/// What a reader compares between two imports of the same content: each step without the
+/// journal's own ids, positions and times.
+fn steps_as_read(journal: &Journal, session: &str) -> Vec<Value> {
+    let n = journal_replay::load(journal, &Scope::Session(session.into()), None).unwrap();
+    let mut read: Vec<Value> = n
+        .steps
+        .iter()
+        .map(|s| {
+            serde_json::json!({"kind": s.kind, "title": s.title, "timestamp": s.timestamp,
+                "ids": s.ids, "details": s.details, "complete": s.complete})
+        })
+        .collect();
+    read.extend(
+        n.gaps
+            .iter()
+            .map(|g| serde_json::json!({"gap": g.kind, "detail": g.detail})),
+    );
+    read.push(serde_json::json!({"counts": n.counts, "finalState": n.final_state.status}));
+    read
+}
+
+/// The read models of `journal`, caught up: the session's activity (its model calls and their
+/// cost) and its snapshot's cost totals.
+fn activity_and_cost(journal: &Journal, session: &str) -> (Value, Value) {
+    let models = journal_projections::ReadModels::open(journal).unwrap();
+    models.catch_up(&mut |_, _, _| {}).unwrap();
+    let activity = models.view("activity", session).unwrap().model.unwrap();
+    let snapshot = models.view("session", session).unwrap().model.unwrap();
+    (activity, snapshot["cost"].clone())
+}
+
+/// Claude Code rewrites an assistant message as it streams: a transcript imported while it was
+/// written holds the message's first records only. Imported again once grown, what changed is
+/// recorded as new facts that supersede the stale ones (nothing is rewritten), and the read
+/// models and the replay show the final values, as a fresh import of the whole file does; a
+/// third import adds nothing.
+#[test]
+fn a_grown_transcript_imported_again_reads_as_a_fresh_import_of_the_whole_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(claude_file()).unwrap();
+    let prefix: String = text.lines().take(268).map(|l| format!("{l}\n")).collect();
+    // The message being streamed when the prefix was cut: its last record in the prefix.
+    let streamed = prefix
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .rfind(|r| r["type"] == "assistant")
+        .unwrap()["message"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prefix_file = tmp.path().join("cctrace_phase0-investigation_main.jsonl");
+    std::fs::write(&prefix_file, &prefix).unwrap();
+
+    let grown = Journal::open(tmp.path().join("grown"), JournalOptions::default()).unwrap();
+    let first = import::write(
+        &grown,
+        &parse(Source::ClaudeCode, &prefix_file),
+        &mut |_| {},
+    );
+    assert_eq!(first.unwrap().revised, 0);
+    let second = import::write(
+        &grown,
+        &parse(Source::ClaudeCode, &claude_file()),
+        &mut |_| {},
+    )
+    .expect("a grown file imports again");
+    assert_eq!(
+        second.revised, 2,
+        "the message's completion and its cost changed: {second:?}"
+    );
+    let head = grown.head();
+    let third = import::write(
+        &grown,
+        &parse(Source::ClaudeCode, &claude_file()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!((third.events_written, third.revised), (0, 0), "{third:?}");
+    assert_eq!(grown.head(), head, "the third import adds nothing");
+
+    // Nothing is rewritten: the earlier state stays, and a revision supersedes it.
+    let session = "132b2f66-ee5f-46f6-8904-32d9dc4d36c3";
+    let cost_id = format!("claude-code:{session}:{streamed}:cost");
+    let output_tokens = |id: &str| {
+        let stored = grown.get(id).unwrap().unwrap().envelope;
+        let tokens = stored.payload.as_ref().unwrap()["outputTokens"].clone();
+        (tokens, stored.supersedes().map(str::to_string))
+    };
+    assert_eq!(output_tokens(&cost_id), (serde_json::json!(2), None));
+    assert_eq!(
+        output_tokens(&format!("{cost_id}~rev1")),
+        (serde_json::json!(628), Some(cost_id.clone()))
+    );
+
+    let fresh = Journal::open(tmp.path().join("fresh"), JournalOptions::default()).unwrap();
+    import::write(
+        &fresh,
+        &parse(Source::ClaudeCode, &claude_file()),
+        &mut |_| {},
+    )
+    .unwrap();
+
+    let (activity, cost) = activity_and_cost(&grown, session);
+    let (fresh_activity, fresh_cost) = activity_and_cost(&fresh, session);
+    let call = |a: &Value| {
+        (
+            a["cost"]["byCall"][&streamed].clone(),
+            a["modelCalls"][&streamed]["endedTimestamp"].clone(),
+        )
+    };
+    assert_eq!(
+        fresh_activity["cost"]["byCall"][&streamed]["outputTokens"], 628,
+        "the whole message's usage"
+    );
+    assert_eq!(
+        call(&activity),
+        call(&fresh_activity),
+        "the model call {streamed}"
+    );
+    assert_eq!(cost, fresh_cost, "the session's cost totals");
+    let (steps, fresh_steps) = (
+        steps_as_read(&grown, session),
+        steps_as_read(&fresh, session),
+    );
+    for (i, (step, fresh_step)) in steps.iter().zip(&fresh_steps).enumerate() {
+        assert_eq!(step, fresh_step, "the replay's step {i}");
+    }
+    assert_eq!(steps.len(), fresh_steps.len(), "the replay's steps");
+}
+
+/// The events a prefix of `text` (the first `k` JSON lines, or elements of a JSON array) makes
+/// that the whole of it makes otherwise (same id, another body), for every prefix.
+fn changed_by_growth(source: Source, text: &str) -> Vec<String> {
+    let whole = parse_bytes(source, text);
+    let by_id: HashMap<&str, &journal_format::Envelope> = whole
+        .events
+        .iter()
+        .map(|e| (e.event_id.as_str(), e))
+        .collect();
+    let prefixes: Vec<String> = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) => (1..items.len())
+            .map(|k| serde_json::to_string(&items[..k]).unwrap())
+            .collect(),
+        _ => {
+            let lines: Vec<&str> = text.lines().collect();
+            (1..lines.len()).map(|k| lines[..k].join("\n")).collect()
+        }
+    };
+    let mut changed = Vec::new();
+    let mut compared = 0u64;
+    for prefix in prefixes {
+        let options = Options::default();
+        let parsed = import::parse(
+            source,
+            "synthetic",
+            "synthetic",
+            prefix.as_bytes(),
+            &options,
+            &|_| None,
+        );
+        // A prefix without what the format needs first (the session's record) makes nothing.
+        let Ok(part) = parsed else { continue };
+        for e in &part.events {
+            match by_id.get(e.event_id.as_str()) {
+                Some(w) if *w == e => compared += 1,
+                _ => changed.push(e.event_id.clone()),
+            }
+        }
+    }
+    assert!(compared > 0, "the prefixes made events to compare");
+    changed
+}
+
+/// Codex and OpenHands make each event from its own record and the records before it, so a
+/// file that grows never changes an event an earlier import made: checked at every prefix of
+/// the rollout and of both trajectories. (Claude Code does change events as a file grows: the
+/// test above.)
+#[test]
+fn codex_and_openhands_events_never_change_as_their_file_grows() {
+    let mut files = vec![(Source::Codex, codex_file())];
+    files.extend(
+        openhands_files()
+            .into_iter()
+            .map(|f| (Source::OpenHands, f)),
+    );
+    for (source, file) in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            changed_by_growth(source, &text),
+            Vec::<String>::new(),
+            "{}",
+            file.display()
+        );
+    }
+}
