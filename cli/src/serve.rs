@@ -29,6 +29,12 @@ pub struct ServeArgs {
     /// Without one, every request is allowed (loopback only).
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// How often an idle event stream sends a heartbeat comment, in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    heartbeat_ms: u64,
+    /// How many events a subscriber may fall behind before its stream is closed.
+    #[arg(long, default_value_t = journal_server::SUBSCRIBER_BUFFER_EVENTS_DEFAULT)]
+    subscriber_buffer_events: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +149,8 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
         .or_else(|| default_tokens.exists().then_some(default_tokens));
     let mut config = Config::new(args.listen);
     config.tokens = tokens;
+    config.heartbeat = std::time::Duration::from_millis(args.heartbeat_ms.max(1));
+    config.subscriber_buffer_events = args.subscriber_buffer_events;
     // Refused before anything is opened: an unprotected address creates no journal.
     config.check().map_err(|e| fail(e.to_string()))?;
     let stop = journal_server::shutdown_signal()?;

@@ -28,6 +28,8 @@ use crate::AppState;
 type Reason = Arc<Mutex<Option<String>>>;
 
 fn set(reason: &Reason, text: String) {
+    // A comment is one line.
+    let text = text.replace(['\r', '\n'], " ");
     *reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
 }
 
@@ -98,16 +100,22 @@ pub(crate) async fn follow(
                 }
                 Some(Ok(event)) => event,
             };
+            let last = filter.to.is_some_and(|to| event.position >= to);
             if filter.to.is_some_and(|to| event.position > to) {
-                set(&reason, "end: past `to`".into());
+                set(&reason, "end: reached `to`".into());
                 return;
             }
-            if !filter.matches(&event) {
-                continue;
-            }
-            let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
-            let sse = Event::default().id(event.position.0.to_string()).data(data);
-            match tx.try_send(sse) {
+            let sent = if filter.matches(&event) {
+                let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
+                tx.try_send(Event::default().id(event.position.0.to_string()).data(data))
+            } else {
+                Ok(())
+            };
+            match sent {
+                Ok(()) if last => {
+                    set(&reason, "end: reached `to`".into());
+                    return;
+                }
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     state
