@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -384,10 +384,23 @@ fn oversize_input_is_413_naming_the_line() {
             .contains("batch length (events) is 10001, over the limit of 10000"),
         "{error}"
     );
+    // A body over the body limit (twice the batch byte limit and a mebibyte) is refused by
+    // its Content-Length, before it is read.
+    let addr = server.base.trim_start_matches("http://");
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        socket,
+        "POST /v1/events HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 40000000\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("\"kind\":\"too_large\""), "{response}");
     assert_eq!(head(&server), 0);
     let metrics = get(&server.url("/metrics"), None).body;
     assert!(
-        metrics.contains("journal_refusals_total{reason=\"too_large\"} 2"),
+        metrics.contains("journal_refusals_total{reason=\"too_large\"} 3"),
         "{metrics}"
     );
 }
