@@ -828,19 +828,19 @@ fn sigterm_closes_streams_and_the_journal_then_opens_and_verifies() {
     assert_eq!(report["events"], 4);
 }
 
-#[test]
-fn sigkill_while_16_clients_append_loses_no_acknowledged_event() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
-    let url = server.url("/v1/events");
-    let acked = Arc::new(Mutex::new(BTreeSet::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..16)
+/// `n` client threads appending batches of 3 events until `stop` is set or the server is
+/// gone (at most 2,000 requests each); every event id answered `200` goes into `acked`.
+fn appending_clients(
+    url: &str,
+    n: usize,
+    acked: &Arc<Mutex<BTreeSet<String>>>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
         .map(|c| {
-            let (url, acked, stop) = (url.clone(), Arc::clone(&acked), Arc::clone(&stop));
+            let (url, acked, stop) = (url.to_string(), Arc::clone(acked), Arc::clone(stop));
             std::thread::spawn(move || {
                 let agent = agent();
-                // Bounded: at most 2,000 requests per client, and only until the server dies.
                 for i in 0..2000 {
                     if stop.load(Ordering::Relaxed) {
                         return;
@@ -867,14 +867,73 @@ fn sigkill_while_16_clients_append_loses_no_acknowledged_event() {
                 }
             })
         })
-        .collect();
-    // Up to about 20 s for 600 acknowledged events.
+        .collect()
+}
+
+/// Waits (about 20 s at most) until `acked` holds `n` ids.
+fn wait_for_acks(acked: &Mutex<BTreeSet<String>>, n: usize) {
     for _ in 0..1000 {
-        if acked.lock().unwrap().len() >= 600 {
-            break;
+        if acked.lock().unwrap().len() >= n {
+            return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The event ids `journal read` prints.
+fn stored_ids(dir: &Path) -> BTreeSet<String> {
+    let out = journal(dir).arg("read").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["eventId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn sigterm_while_clients_append_answers_what_it_accepted_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let acked = Arc::new(Mutex::new(BTreeSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = appending_clients(&server.url("/v1/events"), 4, &acked, &stop);
+    wait_for_acks(&acked, 150);
+    let (code, stderr) = server.terminate();
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert_eq!(code, Some(0), "{stderr}");
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 150, "{} acknowledged", acked.len());
+    let stored = stored_ids(dir.path());
+    let lost: Vec<_> = acked.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    let out = journal(dir.path()).arg("verify").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn sigkill_while_16_clients_append_loses_no_acknowledged_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let acked = Arc::new(Mutex::new(BTreeSet::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = appending_clients(&server.url("/v1/events"), 16, &acked, &stop);
+    wait_for_acks(&acked, 600);
     server.signal("-KILL");
     stop.store(true, Ordering::Relaxed);
     for client in clients {

@@ -99,6 +99,14 @@ impl ApiError {
             Error::Poisoned(_) | Error::Closed | Error::ReadOnly => {
                 ApiError::kind(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
+            Error::Io { ref source, .. }
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                ) =>
+            {
+                ApiError::kind(StatusCode::INSUFFICIENT_STORAGE, "disk_full", message)
+            }
             e if e.is_corruption() => {
                 ApiError::kind(StatusCode::INTERNAL_SERVER_ERROR, "corruption", message)
             }

@@ -157,6 +157,12 @@ impl TokensFile {
         file.write_all(b"\n").map_err(io)?;
         file.sync_all().map_err(io)?;
         fs::rename(&tmp, path).map_err(io)?;
+        // The rename is durable once the directory is synced.
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
         Ok(())
     }
 
