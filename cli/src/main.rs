@@ -418,6 +418,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     }
     let conformance = match &cli.verb {
         Verb::Append(args) => args.strict.map(Profile::schema),
+        Verb::Serve(args) => args.strict.map(Profile::schema),
         _ => None,
     };
     let options = |read_only| Options {
@@ -675,27 +676,10 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
             break;
         };
         let event = event?;
-        let e = &event.envelope;
-        let keep = filter
-            .session
-            .as_ref()
-            .is_none_or(|s| e.session_id.as_ref() == Some(s))
-            && filter
-                .task
-                .as_ref()
-                .is_none_or(|t| e.task_id.as_ref() == Some(t))
-            && filter
-                .run
-                .as_ref()
-                .is_none_or(|r| e.run_id.as_ref() == Some(r))
-            && filter
-                .type_prefix
-                .as_ref()
-                .is_none_or(|p| e.event_type.starts_with(p.as_str()));
         if filter.to.is_some_and(|to| event.position > to) {
             break;
         }
-        if keep {
+        if filter.matches(&event) {
             print_event(&mut stdout, &event)?;
             stdout.flush()?;
             remaining -= 1;

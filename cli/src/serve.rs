@@ -14,7 +14,7 @@ use journal_server::tokens::{Scope, TokensFile};
 use journal_server::{Config, Server, LISTEN_DEFAULT};
 use serde_json::json;
 
-use crate::{fail, models, open, out, Access, Cli, Failure};
+use crate::{fail, models, open, out, Access, Cli, Failure, Profile};
 
 /// The tokens file's name in the journal directory, used when `--tokens` is not given.
 const TOKENS_FILE: &str = "tokens.json";
@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// Without one, every request is allowed (loopback only).
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// Strict mode for `POST /v1/events`, as `journal append --strict`: every event must also
+    /// validate against the Agent Runtime JSON Schema (`core`, or the stricter `lime`).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "core")]
+    pub(crate) strict: Option<Profile>,
     /// How often an idle event stream sends a heartbeat comment, in milliseconds.
     #[arg(long, default_value_t = 15_000)]
     heartbeat_ms: u64,
@@ -149,6 +153,7 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
         .or_else(|| default_tokens.exists().then_some(default_tokens));
     let mut config = Config::new(args.listen);
     config.tokens = tokens;
+    config.conformance = args.strict.map(Profile::schema);
     config.heartbeat = std::time::Duration::from_millis(args.heartbeat_ms.max(1));
     config.subscriber_buffer_events = args.subscriber_buffer_events;
     // Refused before anything is opened: an unprotected address creates no journal.

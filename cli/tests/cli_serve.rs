@@ -304,6 +304,27 @@ fn a_bad_third_line_is_refused_naming_it_and_nothing_is_written() {
 }
 
 #[test]
+fn strict_mode_refuses_what_the_schema_does_not_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--strict"]);
+    let vendor =
+        r#"{"type":"vendor.acme.deploy","eventId":"v1","timestamp":"2026-11-22T10:00:00Z"}"#;
+    let body = format!("{}\n{vendor}\n", event("ok", "s1"));
+    let refused = post(&server.url("/v1/events"), None, &body);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let error = &refused.json()["error"];
+    assert_eq!(error["line"], 2);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("agentruntime-event.schema.json"),
+        "{error}"
+    );
+    assert_eq!(head(&server), 0);
+}
+
+#[test]
 fn an_expected_version_conflict_is_409_with_the_actual_version() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);

@@ -245,7 +245,7 @@ async fn append(
     let expected = expected_version(&q, &headers)?;
     let bytes = read_body(&headers, body, append_body_limit(&state)).await?;
     let size = bytes.len() as u64;
-    let checker = Checker::new(state.config.limits, None);
+    let checker = Checker::new(state.config.limits, state.config.conformance);
     let array = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
     let batch = tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??;
     if batch.is_empty() {

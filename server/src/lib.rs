@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use journal_engine::{Journal, Limits};
+use journal_format::conformance::Schema;
 use journal_projections::store::Store;
 use journal_projections::{Commands, ReadModels};
 use tokio::net::TcpListener;
@@ -58,6 +59,9 @@ pub struct Config {
     pub subscriber_buffer_events: usize,
     /// The journal's limits (those it was opened with).
     pub limits: Limits,
+    /// Strict mode: the Agent Runtime schema every appended event must also validate against
+    /// (the journal must be opened with the same `Options::conformance`).
+    pub conformance: Option<Schema>,
 }
 
 impl Config {
@@ -81,6 +85,7 @@ impl Config {
             heartbeat: HEARTBEAT_DEFAULT,
             subscriber_buffer_events: SUBSCRIBER_BUFFER_EVENTS_DEFAULT,
             limits: Limits::default(),
+            conformance: None,
         }
     }
 }
