@@ -227,6 +227,10 @@ fn serve_appends_a_batch_and_reads_it_back_in_pages() {
     assert_eq!(bad.json()["error"]["kind"], "bad_request");
     let bad = get(&server.url("/v1/events?from=x"), None);
     assert_eq!(bad.status, 400);
+    // A misspelt filter is refused, not ignored (which would answer every event).
+    let bad = get(&server.url("/v1/events?sesion=s1"), None);
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("sesion"), "{}", bad.body);
 
     let status = get(&server.url("/v1/status"), None);
     assert_eq!(status.status, 200);
@@ -259,7 +263,7 @@ fn serve_appends_a_batch_and_reads_it_back_in_pages() {
         "journal_appended_events_total 5",
         "journal_subscribers 0",
         "journal_head_position 4",
-        "journal_refusals_total{reason=\"bad_request\"} 3",
+        "journal_refusals_total{reason=\"bad_request\"} 4",
     ] {
         assert!(metrics.body.contains(line), "{line} in\n{}", metrics.body);
     }

@@ -134,11 +134,12 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 /// Reads a body of at most `limit` bytes; a longer one is refused `413` as soon as it is past
 /// the limit, without reading the rest.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let too_large = |size: String| {
+    let too_large = |size: Option<u64>| {
+        let size = size.map_or_else(String::new, |n| format!(" ({n} bytes)"));
         ApiError::kind(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
-            format!("the request body is {size} bytes, over the limit of {limit}"),
+            format!("the request body{size} is over the limit of {limit} bytes"),
         )
     };
     let declared = headers
@@ -146,14 +147,14 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if let Some(n) = declared.filter(|n| *n > limit as u64) {
-        return Err(too_large(n.to_string()));
+        return Err(too_large(Some(n)));
     }
     let mut stream = body.into_data_stream();
     let mut out = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
         if out.len() + chunk.len() > limit {
-            return Err(too_large("more than".to_string() + &format!(" {limit}")));
+            return Err(too_large(None));
         }
         out.extend_from_slice(&chunk);
     }
@@ -206,6 +207,7 @@ fn parse_events(body: &[u8], checker: Checker) -> Result<InputBatch, ApiError> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 struct AppendQuery {
     expected_version: Option<u64>,
@@ -284,6 +286,7 @@ async fn append(
 
 /// The filters of `GET /v1/events` and `GET /v1/events/stream`.
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ReadQuery {
     pub from: Option<u64>,
     pub to: Option<u64>,
@@ -444,6 +447,7 @@ const SESSION_KINDS: [&str; 9] = [
 ];
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 struct ModelQuery {
     min_position: Option<u64>,
@@ -538,6 +542,7 @@ async fn digest(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct VerifyQuery {
     digest: Option<String>,
 }
