@@ -616,6 +616,16 @@ fn a_non_loopback_address_without_tokens_is_refused_at_start() {
         "{stderr}"
     );
     assert!(!dir.path().join("segments").exists(), "nothing is created");
+    // A tokens file that is not there is refused, not taken for one without tokens.
+    let out = journal(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(dir.path().join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!dir.path().join("segments").exists(), "nothing is created");
 }
 
 #[test]

@@ -68,12 +68,21 @@ impl Config {
     /// Checks the configuration before anything is opened.
     ///
     /// # Errors
-    /// [`ServeError::Unprotected`] for a non-loopback address without a tokens file.
+    /// [`ServeError::Unprotected`] for a non-loopback address without a tokens file;
+    /// [`ServeError::Tokens`] for a tokens file that does not exist (a mistyped path is not
+    /// taken for a file without tokens).
     pub fn check(&self) -> Result<(), ServeError> {
-        if self.tokens.is_none() && !self.listen.ip().is_loopback() {
-            return Err(ServeError::Unprotected(self.listen));
+        match &self.tokens {
+            None if !self.listen.ip().is_loopback() => Err(ServeError::Unprotected(self.listen)),
+            Some(path) if !path.exists() => Err(ServeError::Tokens(tokens::TokenError::Invalid(
+                format!(
+                    "tokens file {} does not exist; create a token with `journal token create --tokens {}`",
+                    path.display(),
+                    path.display()
+                ),
+            ))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The defaults, listening on `listen`.
