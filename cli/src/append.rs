@@ -6,11 +6,9 @@ use std::io::{self, BufRead, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use journal_engine::seams::{uuid_v7, SystemClock, SystemEntropy};
+use journal_engine::input::{Checker, InputBatch, LineError, LineNumbers, Problem};
 use journal_engine::{AppendOptions, Error, Journal, Limits};
-use journal_format::conformance::Schema;
-use journal_format::{Envelope, FRAME_HEADER_LEN};
-use serde_json::json;
+use journal_format::Envelope;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -28,167 +26,63 @@ fn input(file: Option<&PathBuf>) -> Result<Box<dyn BufRead + Send>, Failure> {
     }
 }
 
-/// Parses one input line; blank lines are skipped (`None`). A missing `eventId` gets a UUID v7.
-fn parse_line(line: &[u8], number: usize) -> Result<Option<Envelope>, Failure> {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    Envelope::from_json_slice(line, &mut || uuid_v7(&SystemClock, &SystemEntropy))
-        .map(Some)
-        .map_err(|e| fail(format!("line {number}: {e}")))
-}
-
-/// The refusal of the event on input line `number` by the journal's checks.
-fn refusal(number: usize, e: Error) -> Failure {
-    fail(match e {
-        Error::EventTooLarge {
-            event_id,
-            size,
-            limit,
-            ..
-        } => format!(
-            "line {number}: event {event_id} is {size} bytes stored, over the event size limit of {limit}"
-        ),
-        Error::InvalidEvent { source, .. } => format!("line {number}: {source}"),
-        other => format!("line {number}: {other}"),
-    })
-}
-
-/// Checks one event as an append does (its form, its payload's shape, the conformance profile,
-/// its stored size); returns the bytes it takes in a batch (its frame).
-fn checked_size(
-    limits: &Limits,
-    event: &Envelope,
-    conformance: Option<Schema>,
-    body: &mut Vec<u8>,
-) -> Result<u64, Error> {
-    limits.check_batch(std::slice::from_ref(event), conformance)?;
-    body.clear();
-    event
-        .write_msgpack(body)
-        .map_err(|source| Error::InvalidEvent {
-            index: None,
-            source,
-        })?;
-    Ok((body.len() + FRAME_HEADER_LEN) as u64)
-}
-
-/// The input line of each event of a batch.
-#[derive(Default)]
-pub(crate) struct LineNumbers(Vec<usize>);
-
-impl LineNumbers {
-    /// The input line of the batch's event `index`.
-    fn line(&self, index: usize) -> usize {
-        self.0.get(index).copied().unwrap_or(index + 1)
-    }
-
-    /// An error of appending the batch, naming the input line of the event it is about.
-    fn refusal(&self, e: Error) -> Failure {
-        match e {
-            Error::InvalidEvent { index: Some(i), .. }
-            | Error::EventTooLarge { index: i, .. }
-            | Error::IdReused { index: i, .. } => refusal(self.line(i), e),
-            other => Failure::from(other),
-        }
+impl From<LineError> for Failure {
+    fn from(e: LineError) -> Failure {
+        fail(e.message)
     }
 }
 
-/// Events checked one by one, each with its input line, and what they take of a batch.
-#[derive(Default)]
-pub(crate) struct Batch {
-    events: Vec<Envelope>,
-    lines: LineNumbers,
-    bytes: u64,
-}
-
-impl Batch {
-    /// Whether an event of `bytes` more would take the batch past a limit.
-    fn is_full(&self, limits: &Limits, bytes: u64) -> bool {
-        self.events.len() >= limits.batch_events_max
-            || self.bytes.saturating_add(bytes) > limits.batch_bytes_max
+/// An error of appending a batch, naming the input line of the event it is about.
+fn refusal(lines: &LineNumbers, e: Error) -> Failure {
+    match lines.refusal(e) {
+        Ok(line) => line.into(),
+        Err(other) => Failure::from(other),
     }
-
-    fn push(&mut self, number: usize, event: Envelope, bytes: u64) {
-        self.events.push(event);
-        self.lines.0.push(number);
-        self.bytes += bytes;
-    }
-}
-
-/// The refusal of an input that does not fit one batch, at line `number`.
-fn over_batch(limits: &Limits, batch: &Batch, number: usize, bytes: u64) -> Failure {
-    let (what, actual, limit) = if batch.events.len() >= limits.batch_events_max {
-        (
-            "batch length (events)",
-            batch.events.len() as u64 + 1,
-            limits.batch_events_max as u64,
-        )
-    } else {
-        (
-            "batch size (stored bytes)",
-            batch.bytes.saturating_add(bytes),
-            limits.batch_bytes_max,
-        )
-    };
-    fail(format!(
-        "line {number}: the input's {what} is {actual}, over the limit of {limit}; use --stream to append it in several batches"
-    ))
 }
 
 /// Reads and checks the whole input: every line parses, each event passes the append's checks,
 /// and together they fit one batch. Nothing is opened: bad input leaves the journal directory
 /// byte-for-byte unchanged.
-pub(crate) fn parse_input(args: &AppendArgs) -> Result<Batch, Failure> {
+pub(crate) fn parse_input(args: &AppendArgs) -> Result<InputBatch, Failure> {
     let limits = Limits::default();
-    let conformance = args.strict.map(Profile::schema);
+    let mut checker = Checker::new(limits, args.strict.map(Profile::schema));
     let mut lines = Lines::new(input(args.file.as_ref())?, limits);
-    let mut batch = Batch::default();
+    let mut batch = InputBatch::default();
     let mut line = Vec::new();
-    let mut body = Vec::new();
     while let Some(number) = lines.next_into(&mut line)? {
-        let Some(event) = parse_line(&line, number)? else {
+        let Some(event) = checker.parse_line(&line, number)? else {
             continue;
         };
-        let bytes = checked_size(&limits, &event, conformance, &mut body)
-            .map_err(|e| refusal(number, e))?;
-        if batch.is_full(&limits, bytes) {
-            return Err(over_batch(&limits, &batch, number, bytes));
-        }
-        batch.push(number, event, bytes);
+        checker.push(&mut batch, number, event).map_err(|e| {
+            let mut f = Failure::from(e.clone());
+            if e.problem == Problem::OverBatch {
+                f.message
+                    .push_str("; use --stream to append it in several batches");
+            }
+            f
+        })?;
     }
     Ok(batch)
 }
 
 fn ack_line(a: &journal_engine::Appended) -> String {
-    let mut v = json!({
-        "position": a.position.0,
-        "eventId": a.event_id,
-        "hash": a.hash.to_hex(),
-        "streamVersion": a.stream_version,
-    });
-    if a.duplicate {
-        v["duplicate"] = json!(true);
-    }
-    v.to_string()
+    serde_json::to_string(a).unwrap_or_default()
 }
 
 /// Appends the checked input as one atomic batch.
 pub(crate) async fn append_all(
     journal: &Journal,
     args: &AppendArgs,
-    batch: Batch,
+    batch: InputBatch,
 ) -> Result<u8, Failure> {
     let options = AppendOptions {
         expected_stream_version: args.expected_version,
     };
-    let Batch { events, lines, .. } = batch;
+    let (events, lines) = batch.into_parts();
     let appended = journal
         .append_batch(events, options)
         .await
-        .map_err(|e| lines.refusal(e))?;
+        .map_err(|e| refusal(&lines, e))?;
     let mut out = BufWriter::new(out::stdout());
     for a in &appended {
         writeln!(out, "{}", ack_line(a))?;
@@ -249,10 +143,7 @@ enum Stop {
 
 /// Groups `--stream`'s lines into batches that keep every batch limit.
 struct Groups {
-    limits: Limits,
-    conformance: Option<Schema>,
-    /// A scratch buffer for sizing events.
-    body: Vec<u8>,
+    checker: Checker,
     /// An event that did not fit the last group: the first of the next.
     carried: Option<(usize, Envelope, u64)>,
 }
@@ -260,8 +151,8 @@ struct Groups {
 impl Groups {
     /// The next group: the event carried over or the next line to arrive, then the lines that
     /// have arrived since, up to a batch's limits; with why the input stops, if it does.
-    async fn next(&mut self, rx: &mut mpsc::Receiver<Incoming>) -> (Batch, Option<Stop>) {
-        let mut batch = Batch::default();
+    async fn next(&mut self, rx: &mut mpsc::Receiver<Incoming>) -> (InputBatch, Option<Stop>) {
+        let mut batch = InputBatch::default();
         if let Some((number, event, bytes)) = self.carried.take() {
             batch.push(number, event, bytes);
         } else {
@@ -272,7 +163,7 @@ impl Groups {
                 return (batch, Some(Stop::Refused(f)));
             }
         }
-        while batch.events.len() < GROUP_EVENTS_MAX && self.carried.is_none() {
+        while batch.len() < GROUP_EVENTS_MAX && self.carried.is_none() {
             let line = match rx.try_recv() {
                 Ok(line) => line,
                 Err(TryRecvError::Empty) => break,
@@ -286,14 +177,13 @@ impl Groups {
     }
 
     /// Adds a line's event to `batch`, or carries it to the next group when the batch is full.
-    fn add(&mut self, batch: &mut Batch, line: Incoming) -> Result<(), Failure> {
+    fn add(&mut self, batch: &mut InputBatch, line: Incoming) -> Result<(), Failure> {
         let (number, bytes, _share) = line?;
-        let Some(event) = parse_line(&bytes, number)? else {
+        let Some(event) = self.checker.parse_line(&bytes, number)? else {
             return Ok(());
         };
-        let size = checked_size(&self.limits, &event, self.conformance, &mut self.body)
-            .map_err(|e| refusal(number, e))?;
-        if batch.is_full(&self.limits, size) && !batch.events.is_empty() {
+        let size = self.checker.check(&event, number)?;
+        if batch.is_full(self.checker.limits(), size) && !batch.is_empty() {
             self.carried = Some((number, event, size));
         } else {
             batch.push(number, event, size);
@@ -309,20 +199,18 @@ pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Resul
     let limits = Limits::default();
     let mut rx = read_ahead(Lines::new(input(args.file.as_ref())?, limits));
     let mut groups = Groups {
-        limits,
-        conformance: args.strict.map(Profile::schema),
-        body: Vec::new(),
+        checker: Checker::new(limits, args.strict.map(Profile::schema)),
         carried: None,
     };
     let mut stdout = out::stdout();
     loop {
         let (batch, stop) = groups.next(&mut rx).await;
-        if !batch.events.is_empty() {
-            let Batch { events, lines, .. } = batch;
+        if !batch.is_empty() {
+            let (events, lines) = batch.into_parts();
             let appended = journal
                 .append_batch(events, AppendOptions::default())
                 .await
-                .map_err(|e| lines.refusal(e))?;
+                .map_err(|e| refusal(&lines, e))?;
             let mut text = String::new();
             for a in &appended {
                 text.push_str(&ack_line(a));

@@ -5,9 +5,9 @@
 
 use std::io::{self, Write};
 
-use journal_engine::{Error, Journal, Limits};
+use journal_engine::{Journal, Limits};
 use journal_projections::{Command, CommandError, Commands, Rule, Violation};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::{fail, lines, out, Failure};
 
@@ -22,34 +22,11 @@ pub fn parse(name: &str, text: Option<&str>) -> Result<Result<Command, Violation
             Err(message) => return Ok(Err(invalid(message))),
         },
     };
-    Ok(arguments(&text).and_then(|value| Command::parse(name, value)))
+    Ok(Command::parse_text(name, &text))
 }
 
 fn invalid(message: impl Into<String>) -> Violation {
     Violation::new(Rule::InvalidArguments, message)
-}
-
-/// The arguments as a JSON object.
-fn arguments(text: &str) -> Result<Value, Violation> {
-    let bytes = text.trim().as_bytes();
-    if bytes.is_empty() {
-        return Err(invalid(
-            "no arguments: give them as a JSON object, on the command line or on standard input",
-        ));
-    }
-    let value = journal_format::strict_json::parse(bytes)
-        .map_err(|e| invalid(format!("the command's arguments are not JSON: {e}")))?;
-    let kind = match &value {
-        Value::Object(_) => return Ok(value),
-        Value::Array(_) => "an array",
-        Value::String(_) => "a string",
-        Value::Number(_) => "a number",
-        Value::Bool(_) => "a boolean",
-        Value::Null => "null",
-    };
-    Err(invalid(format!(
-        "the command's arguments must be a JSON object, not {kind}"
-    )))
 }
 
 /// Prints a refusal; returns the exit code.
@@ -76,13 +53,12 @@ pub async fn run(journal: &Journal, command: &Command) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        Err(CommandError::Refused(v)) => refuse(&v),
-        // The events a command builds come from its arguments: an event the journal refuses
-        // is a refusal of the arguments.
-        Err(CommandError::Journal(
-            e @ (Error::InvalidEvent { .. } | Error::EventTooLarge { .. } | Error::InvalidInput(_)),
-        )) => refuse(&invalid(e.to_string())),
-        Err(CommandError::Journal(e)) => Err(Failure::from(e)),
-        Err(e) => Err(fail(e.to_string())),
+        Err(e) => match e.violation() {
+            Some(v) => refuse(&v),
+            None => match e {
+                CommandError::Journal(e) => Err(Failure::from(e)),
+                e => Err(fail(e.to_string())),
+            },
+        },
     }
 }

@@ -9,24 +9,12 @@ use journal_engine::Limits;
 
 use crate::{fail, Failure};
 
-/// How many times the event size limit an input line may be: JSON's escapes can make an
-/// event's line several times its stored size (`\u0001` is six bytes for one), and the stored
-/// form is what the limit measures.
-const LINE_BYTES_PER_STORED_BYTE: usize = 4;
-
-/// The most bytes an input line (or a command's arguments) may hold, its newline aside.
-pub fn bytes_max(limits: &Limits) -> usize {
-    usize::try_from(limits.event_bytes_max)
-        .unwrap_or(usize::MAX)
-        .saturating_mul(LINE_BYTES_PER_STORED_BYTE)
-}
+pub use journal_engine::input::line_bytes_max as bytes_max;
+use journal_engine::input::{Checker, LINE_BYTES_PER_STORED_BYTE};
 
 /// Why a line is refused for its length.
-fn too_long(number: usize, max: usize, limits: &Limits) -> Failure {
-    fail(format!(
-        "line {number}: longer than {max} bytes, the most an input line may hold ({LINE_BYTES_PER_STORED_BYTE} times the event size limit of {} stored bytes); refused without reading the rest of it",
-        limits.event_bytes_max
-    ))
+fn too_long(number: usize, limits: &Limits) -> Failure {
+    Checker::new(*limits, None).too_long(number).into()
 }
 
 /// The lines of `reader`, numbered from 1, each at most [`bytes_max`] long.
@@ -76,7 +64,7 @@ impl<R: BufRead> Lines<R> {
             };
             let content = line.len() + chunk.len() - usize::from(end.is_some());
             if content > self.max {
-                return Err(too_long(self.number + 1, self.max, &self.limits));
+                return Err(too_long(self.number + 1, &self.limits));
             }
             line.extend_from_slice(chunk);
             let used = chunk.len();

@@ -14,6 +14,7 @@ mod out;
 mod pack;
 mod replay;
 mod schema;
+mod serve;
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -85,6 +86,12 @@ enum Verb {
     /// The whole product in a few seconds: a workload, a killed writer, recovery, read
     /// models, a replay, verify (in ./journal-demo, replaced on each run).
     Demo(DemoArgs),
+    /// Serve the journal over HTTP (append, read, follow, commands, read models), holding its
+    /// writer; stops cleanly on SIGTERM or SIGINT (docs/SERVER.md).
+    Serve(serve::ServeArgs),
+    /// Create, list or revoke the bearer tokens `journal serve` accepts.
+    #[command(subcommand)]
+    Token(serve::TokenCommand),
 }
 
 #[derive(Args, Debug)]
@@ -411,6 +418,7 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     }
     let conformance = match &cli.verb {
         Verb::Append(args) => args.strict.map(Profile::schema),
+        Verb::Serve(args) => args.strict.map(Profile::schema),
         _ => None,
     };
     let options = |read_only| Options {
@@ -494,10 +502,16 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
     }
     let access = match &cli.verb {
-        Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) => Access::Write,
+        Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) | Verb::Serve(_) => Access::Write,
         Verb::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
+    if let Verb::Token(command) = &cli.verb {
+        return serve::token(&cli.dir, command);
+    }
+    if let Verb::Serve(args) = &cli.verb {
+        return serve::serve(&cli, args).await;
+    }
     if let Verb::Demo(args) = &cli.verb {
         return demo::run(&args.out).await;
     }
@@ -525,7 +539,12 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     let journal = open(&cli, access)?;
     let code = match &cli.verb {
         // Answered above, before opening.
-        Verb::Schema(_) | Verb::Command(_) | Verb::Demo(_) | Verb::Import(_) => 0,
+        Verb::Schema(_)
+        | Verb::Command(_)
+        | Verb::Demo(_)
+        | Verb::Import(_)
+        | Verb::Serve(_)
+        | Verb::Token(_) => 0,
         Verb::Export(ExportArgs {
             pack: Some(what),
             out,
@@ -657,27 +676,10 @@ async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
             break;
         };
         let event = event?;
-        let e = &event.envelope;
-        let keep = filter
-            .session
-            .as_ref()
-            .is_none_or(|s| e.session_id.as_ref() == Some(s))
-            && filter
-                .task
-                .as_ref()
-                .is_none_or(|t| e.task_id.as_ref() == Some(t))
-            && filter
-                .run
-                .as_ref()
-                .is_none_or(|r| e.run_id.as_ref() == Some(r))
-            && filter
-                .type_prefix
-                .as_ref()
-                .is_none_or(|p| e.event_type.starts_with(p.as_str()));
         if filter.to.is_some_and(|to| event.position > to) {
             break;
         }
-        if keep {
+        if filter.matches(&event) {
             print_event(&mut stdout, &event)?;
             stdout.flush()?;
             remaining -= 1;

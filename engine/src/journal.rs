@@ -72,7 +72,10 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn matches(&self, event: &StoredEvent) -> bool {
+    /// Whether `event` matches every set field but `from` and `limit` (which say where a
+    /// read starts and how much it returns): what a follower of the log keeps.
+    #[must_use]
+    pub fn matches(&self, event: &StoredEvent) -> bool {
         let e = &event.envelope;
         let eq = |want: &Option<String>, have: &Option<String>| {
             want.as_ref().is_none_or(|w| have.as_ref() == Some(w))

@@ -32,6 +32,7 @@ mod head_file;
 mod id_blocks;
 mod index;
 mod indexer;
+pub mod input;
 mod journal;
 mod log;
 mod options;

@@ -51,6 +51,25 @@ pub enum CommandError {
     },
 }
 
+impl CommandError {
+    /// The rule this error refuses the command by: a broken rule, or an event the journal
+    /// refused (the events a command builds come from its arguments, so that is a refusal of
+    /// the arguments, [`Rule::InvalidArguments`]). `None` for a failure of the journal or
+    /// contention, which are not the command's fault.
+    #[must_use]
+    pub fn violation(&self) -> Option<Violation> {
+        match self {
+            CommandError::Refused(v) => Some(v.clone()),
+            CommandError::Journal(
+                e @ (EngineError::InvalidEvent { .. }
+                | EngineError::EventTooLarge { .. }
+                | EngineError::InvalidInput(_)),
+            ) => Some(Violation::new(Rule::InvalidArguments, e.to_string())),
+            _ => None,
+        }
+    }
+}
+
 impl From<Violation> for CommandError {
     fn from(v: Violation) -> CommandError {
         CommandError::Refused(v)
@@ -465,6 +484,36 @@ fn check_ids(name: &str, value: &Value) -> Result<(), Violation> {
 }
 
 impl Command {
+    /// A command from its name and its arguments as JSON text: one JSON object (duplicate keys
+    /// refused), as `journal command` and `POST /v1/commands/{name}` take them.
+    ///
+    /// # Errors
+    /// [`Rule::InvalidArguments`] when the text is empty, not JSON, or not an object, or as
+    /// [`Command::parse`].
+    pub fn parse_text(name: &str, text: &str) -> Result<Command, Violation> {
+        let invalid = |message: String| Violation::new(Rule::InvalidArguments, message);
+        let bytes = text.trim().as_bytes();
+        if bytes.is_empty() {
+            return Err(invalid(
+                "no arguments: give them as a JSON object, on the command line or on standard input"
+                    .into(),
+            ));
+        }
+        let value = journal_format::strict_json::parse(bytes)
+            .map_err(|e| invalid(format!("the command's arguments are not JSON: {e}")))?;
+        let kind = match &value {
+            Value::Object(_) => return Command::parse(name, value),
+            Value::Array(_) => "an array",
+            Value::String(_) => "a string",
+            Value::Number(_) => "a number",
+            Value::Bool(_) => "a boolean",
+            Value::Null => "null",
+        };
+        Err(invalid(format!(
+            "the command's arguments must be a JSON object, not {kind}"
+        )))
+    }
+
     /// A command from its name and JSON arguments.
     ///
     /// # Errors
@@ -588,7 +637,12 @@ impl Command {
     }
 
     /// The stream key the command reads and writes.
-    fn stream_key(&self) -> Result<String, Violation> {
+    /// The key of the stream the command decides on and appends to (`session:<id>`, else
+    /// `task:<id>`, ...).
+    ///
+    /// # Errors
+    /// [`Rule::InvalidArguments`] for an empty id.
+    pub fn stream_key(&self) -> Result<String, Violation> {
         let scope = self.scope();
         if let Some(session) = &scope.session_id {
             if session.is_empty() {

@@ -1,0 +1,182 @@
+//! `journal serve` and `journal token`: the thin shell over `journal-server`. Serve opens the
+//! read-model store and the journal for writing, prints the bound address as its first line on
+//! standard output (`{"listening":"127.0.0.1:7070"}`), logs on standard error, and on SIGTERM
+//! or SIGINT stops accepting, lets requests in flight finish, closes event streams and closes
+//! the journal (its lock released) before exiting 0.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use journal_engine::seams::{Clock, SystemClock};
+use journal_format::time_fmt::format_rfc3339_ns;
+use journal_server::tokens::{Scope, TokensFile};
+use journal_server::{Config, Server, LISTEN_DEFAULT};
+use serde_json::json;
+
+use crate::{fail, models, open, out, Access, Cli, Failure, Profile};
+
+/// The tokens file's name in the journal directory, used when `--tokens` is not given.
+const TOKENS_FILE: &str = "tokens.json";
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on (`127.0.0.1:0` picks a free port). A non-loopback address
+    /// needs a tokens file.
+    #[arg(long, default_value = LISTEN_DEFAULT)]
+    listen: SocketAddr,
+    /// The tokens file (`journal token create`); default `DIR/tokens.json` when it exists.
+    /// Without one, every request is allowed (loopback only).
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+    /// Strict mode for `POST /v1/events`, as `journal append --strict`: every event must also
+    /// validate against the Agent Runtime JSON Schema (`core`, or the stricter `lime`).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "core")]
+    pub(crate) strict: Option<Profile>,
+    /// How often an idle event stream sends a heartbeat comment, in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    heartbeat_ms: u64,
+    /// How many events a subscriber may fall behind before its stream is closed.
+    #[arg(long, default_value_t = journal_server::SUBSCRIBER_BUFFER_EVENTS_DEFAULT)]
+    subscriber_buffer_events: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Create a token; prints it once (only its BLAKE3 hash is stored).
+    Create {
+        /// What it may do: append, command, read, admin (repeat or separate with commas).
+        #[arg(long = "scope", required = true, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// Limit it to sessions whose id starts with one of these prefixes (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        sessions: Option<Vec<String>>,
+        /// The tokens file (default `DIR/tokens.json`).
+        #[arg(long)]
+        tokens: Option<PathBuf>,
+    },
+    /// List the tokens (id, scopes, sessions, created; never the token).
+    List {
+        /// The tokens file (default `DIR/tokens.json`).
+        #[arg(long)]
+        tokens: Option<PathBuf>,
+    },
+    /// Revoke a token by its id (a server reads the file at start: restart it).
+    Revoke {
+        /// The token's id (`tok_…`, from `journal token list`).
+        id: String,
+        /// The tokens file (default `DIR/tokens.json`).
+        #[arg(long)]
+        tokens: Option<PathBuf>,
+    },
+}
+
+fn tokens_path(dir: &Path, given: Option<&PathBuf>) -> PathBuf {
+    given.cloned().unwrap_or_else(|| dir.join(TOKENS_FILE))
+}
+
+fn token_failure(e: journal_server::tokens::TokenError) -> Failure {
+    fail(e.to_string())
+}
+
+/// `journal token create|list|revoke`.
+pub fn token(dir: &Path, command: &TokenCommand) -> Result<u8, Failure> {
+    match command {
+        TokenCommand::Create {
+            scopes,
+            sessions,
+            tokens,
+        } => {
+            let path = tokens_path(dir, tokens.as_ref());
+            let scopes = scopes
+                .iter()
+                .map(|s| Scope::parse(s.trim()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Failure {
+                    code: 2,
+                    message: e.to_string(),
+                })?;
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| fail(format!("{}: {e}", parent.display())))?;
+            }
+            let mut file = TokensFile::read(&path).map_err(token_failure)?;
+            let created = format_rfc3339_ns(SystemClock.now_unix_ns());
+            let (token, record) = file
+                .create(scopes, sessions.clone(), created)
+                .map_err(token_failure)?;
+            file.write(&path).map_err(token_failure)?;
+            out::line(json!({
+                "token": token,
+                "id": record.id,
+                "scopes": record.scopes,
+                "sessions": record.sessions,
+                "file": path.display().to_string(),
+            }))?;
+            out::warn(
+                "journal: keep the token now: it is shown only this once (the file keeps its hash)",
+            );
+            Ok(0)
+        }
+        TokenCommand::List { tokens } => {
+            let file =
+                TokensFile::read(&tokens_path(dir, tokens.as_ref())).map_err(token_failure)?;
+            for t in &file.tokens {
+                out::line(json!({
+                    "id": t.id,
+                    "scopes": t.scopes,
+                    "sessions": t.sessions,
+                    "created": t.created,
+                }))?;
+            }
+            Ok(0)
+        }
+        TokenCommand::Revoke { id, tokens } => {
+            let path = tokens_path(dir, tokens.as_ref());
+            let mut file = TokensFile::read(&path).map_err(token_failure)?;
+            if !file.revoke(id) {
+                return Err(fail(format!("no token {id} in {}", path.display())));
+            }
+            file.write(&path).map_err(token_failure)?;
+            out::line(json!({"revoked": id}))?;
+            Ok(0)
+        }
+    }
+}
+
+/// `journal serve`.
+pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
+    let default_tokens = cli.dir.join(TOKENS_FILE);
+    let tokens = args
+        .tokens
+        .clone()
+        .or_else(|| default_tokens.exists().then_some(default_tokens));
+    let mut config = Config::new(args.listen);
+    config.tokens = tokens;
+    config.conformance = args.strict.map(Profile::schema);
+    config.heartbeat = std::time::Duration::from_millis(args.heartbeat_ms.max(1));
+    config.subscriber_buffer_events = args.subscriber_buffer_events;
+    // Refused before anything is opened: an unprotected address creates no journal.
+    config.check().map_err(|e| fail(e.to_string()))?;
+    let stop = journal_server::shutdown_signal()?;
+    std::fs::create_dir_all(&cli.dir).map_err(|e| fail(format!("{}: {e}", cli.dir.display())))?;
+    let store = models::open_store(&cli.dir)?;
+    let journal = open(cli, Access::Write)?;
+    let server = Server::bind(journal.clone(), store, config)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let addr = server.local_addr()?;
+    out::line(json!({ "listening": addr.to_string() }))?;
+    for note in server.notes() {
+        out::warn(format_args!("journal: serve: {note}"));
+    }
+    out::warn(format_args!(
+        "journal: serve: listening on http://{addr} (journal {})",
+        cli.dir.display()
+    ));
+    let served = server.run(stop).await;
+    journal.close();
+    served.map_err(|e| fail(e.to_string()))?;
+    out::warn("journal: serve: stopped; the journal is closed");
+    Ok(0)
+}

@@ -1,0 +1,606 @@
+//! The routes: the router, authentication, and every handler but the event stream's
+//! (`stream.rs`). Journal calls that block (reads, status, verify, read models) run on the
+//! blocking pool; appends await the writer.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use journal_engine::input::{line_bytes_max, Checker, InputBatch};
+use journal_engine::{AppendOptions, Filter, VerifyOptions};
+use journal_format::{ChainHash, Position};
+use journal_projections::Command;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, Refusal};
+use crate::tokens::{Grant, Scope};
+use crate::AppState;
+
+/// The number of events a page of `GET /v1/events` holds when `limit` is not given.
+pub const READ_LIMIT_DEFAULT: usize = 100;
+/// The most events a page holds (a larger `limit` is lowered to it).
+pub const READ_LIMIT_MAX: usize = 1000;
+/// A page ends early once its events take this many bytes of JSON.
+pub const READ_PAGE_BYTES_MAX: usize = 16 << 20;
+/// The longest `timeoutMs` a read model request may wait for `minPosition`.
+pub const MODEL_TIMEOUT_MAX: Duration = Duration::from_secs(60);
+/// The `timeoutMs` of a read model request that gives `minPosition` without one.
+pub const MODEL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+/// The JSON Lines media type.
+const NDJSON: &str = "application/x-ndjson";
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/events", post(append).get(read))
+        .route("/v1/events/stream", get(crate::stream::follow))
+        .route("/v1/commands/{name}", post(command))
+        .route("/v1/models/{kind}/{id}", get(model))
+        .route("/v1/status", get(status))
+        .route("/v1/digest", get(digest))
+        .route("/v1/verify", get(verify))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(middleware::map_response_with_state(
+            Arc::clone(&state),
+            count_refusals,
+        ))
+        .with_state(state)
+}
+
+async fn count_refusals(State(state): State<Arc<AppState>>, response: Response) -> Response {
+    if let Some(Refusal(reason)) = response.extensions().get::<Refusal>() {
+        state.metrics.refused(reason);
+    }
+    response
+}
+
+async fn not_found() -> ApiError {
+    ApiError::kind(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route (docs/SERVER.md lists them)",
+    )
+}
+
+/// The grant of the request's bearer token for `scope`: everything when the server has no
+/// tokens file.
+pub(crate) fn authorize(
+    state: &AppState,
+    headers: &HeaderMap,
+    scope: Scope,
+) -> Result<Grant, ApiError> {
+    let Some(tokens) = &state.tokens else {
+        return Ok(Grant::everything());
+    };
+    let unauthorized =
+        |message: &str| ApiError::kind(StatusCode::UNAUTHORIZED, "unauthorized", message);
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(|| unauthorized("no bearer token: send `Authorization: Bearer <token>`"))?;
+    let grant = tokens
+        .check(token)
+        .ok_or_else(|| unauthorized("the bearer token is not known (mistyped or revoked)"))?;
+    if !grant.has(scope) {
+        return Err(forbidden(format!(
+            "the token has no `{}` scope",
+            scope.name()
+        )));
+    }
+    Ok(grant)
+}
+
+pub(crate) fn forbidden(message: impl Into<String>) -> ApiError {
+    ApiError::kind(StatusCode::FORBIDDEN, "forbidden", message)
+}
+
+/// Refuses a session the grant is not limited to.
+pub(crate) fn check_session(grant: &Grant, session: Option<&str>) -> Result<(), ApiError> {
+    if grant.covers(session) {
+        return Ok(());
+    }
+    Err(forbidden(match session {
+        Some(s) => format!(
+            "the token is limited to sessions starting with {:?}; {s:?} is not one",
+            grant.sessions().unwrap_or_default()
+        ),
+        None => format!(
+            "the token is limited to sessions starting with {:?}: name a session",
+            grant.sessions().unwrap_or_default()
+        ),
+    }))
+}
+
+/// A query string that does not parse, as a `400`.
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))
+}
+
+/// Reads a body of at most `limit` bytes; a longer one is refused `413` as soon as it is past
+/// the limit, without reading the rest.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = |size: Option<u64>| {
+        let size = size.map_or_else(String::new, |n| format!(" ({n} bytes)"));
+        ApiError::kind(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the request body{size} is over the limit of {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = declared.filter(|n| *n > limit as u64) {
+        return Err(too_large(Some(n)));
+    }
+    let mut stream = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        if out.len() + chunk.len() > limit {
+            return Err(too_large(None));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The body limit of `POST /v1/events`: twice the batch byte limit (a batch's JSON is larger
+/// than its stored form) and a mebibyte. The batch's own limits are checked line by line.
+fn append_body_limit(state: &AppState) -> usize {
+    usize::try_from(state.config.limits.batch_bytes_max)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(2)
+        .saturating_add(1 << 20)
+}
+
+/// Checks a body of JSON Lines, or a JSON array, as `journal append` checks its input.
+fn parse_events(body: &[u8], checker: Checker) -> Result<InputBatch, ApiError> {
+    let mut checker = checker;
+    let mut batch = InputBatch::default();
+    let start = body.iter().position(|b| !b.is_ascii_whitespace());
+    if start.is_some_and(|i| body.get(i) == Some(&b'[')) {
+        let value = journal_format::strict_json::parse(body).map_err(|e| {
+            ApiError::kind(
+                StatusCode::BAD_REQUEST,
+                "invalid_event",
+                format!("the body is not a JSON array: {e}"),
+            )
+        })?;
+        let Value::Array(items) = value else {
+            return Err(ApiError::bad_request("the body is not a JSON array"));
+        };
+        let mut checker = checker.elements();
+        for (i, item) in items.into_iter().enumerate() {
+            let event = checker.parse_value(item, i + 1).map_err(ApiError::line)?;
+            checker
+                .push(&mut batch, i + 1, event)
+                .map_err(ApiError::line)?;
+        }
+        return Ok(batch);
+    }
+    for (i, line) in body.split(|b| *b == b'\n').enumerate() {
+        let Some(event) = checker.parse_line(line, i + 1).map_err(ApiError::line)? else {
+            continue;
+        };
+        checker
+            .push(&mut batch, i + 1, event)
+            .map_err(ApiError::line)?;
+    }
+    Ok(batch)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+struct AppendQuery {
+    expected_version: Option<u64>,
+}
+
+/// The expected stream version, from `expectedVersion` or `If-Match` (which must agree).
+fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let header = match headers.get(header::IF_MATCH) {
+        None => None,
+        Some(v) => {
+            let text = v.to_str().unwrap_or_default().trim();
+            let text = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
+            Some(text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "If-Match must be a stream version (a number), not {text:?}"
+                ))
+            })?)
+        }
+    };
+    match (q.expected_version, header) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::bad_request(format!(
+            "expectedVersion {a} and If-Match {b} disagree"
+        ))),
+        (a, b) => Ok(a.or(b)),
+    }
+}
+
+/// `POST /v1/events`.
+async fn append(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<AppendQuery>, QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let grant = authorize(&state, &headers, Scope::Append)?;
+    let q = query(q)?;
+    let expected = expected_version(&q, &headers)?;
+    let bytes = read_body(&headers, body, append_body_limit(&state)).await?;
+    let size = bytes.len() as u64;
+    let checker = Checker::new(state.config.limits, state.config.conformance);
+    let array = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let batch = tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??;
+    if batch.is_empty() {
+        return Err(ApiError::bad_request("no events in the body"));
+    }
+    for event in batch.events() {
+        check_session(&grant, event.session_id.as_deref())?;
+    }
+    let (events, lines) = batch.into_parts();
+    let options = AppendOptions {
+        expected_stream_version: expected,
+    };
+    let appended = match state.journal.append_batch(events, options).await {
+        Ok(appended) => appended,
+        Err(e) => {
+            return Err(match lines.refusal(e) {
+                Ok(line) => ApiError::line(line),
+                Err(e) => ApiError::engine(e),
+            })
+        }
+    };
+    let m = &state.metrics;
+    m.appends.fetch_add(1, Ordering::Relaxed);
+    m.events.fetch_add(appended.len() as u64, Ordering::Relaxed);
+    m.bytes.fetch_add(size, Ordering::Relaxed);
+    if array {
+        return Ok(Json(appended).into_response());
+    }
+    let mut text = String::new();
+    for a in &appended {
+        text.push_str(&serde_json::to_string(a).map_err(|e| ApiError::internal(e.to_string()))?);
+        text.push('\n');
+    }
+    Ok(([(header::CONTENT_TYPE, NDJSON)], text).into_response())
+}
+
+/// The filters of `GET /v1/events` and `GET /v1/events/stream`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadQuery {
+    pub from: Option<u64>,
+    pub to: Option<u64>,
+    pub session: Option<String>,
+    pub task: Option<String>,
+    pub run: Option<String>,
+    #[serde(rename = "type")]
+    pub type_prefix: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl ReadQuery {
+    pub(crate) fn filter(&self) -> Filter {
+        Filter {
+            from: self.from.map(Position),
+            to: self.to.map(Position),
+            session: self.session.clone(),
+            task: self.task.clone(),
+            run: self.run.clone(),
+            type_prefix: self.type_prefix.clone(),
+            limit: None,
+        }
+    }
+
+    /// The query string of the page that starts at `from`, with the same filters.
+    fn next(&self, from: u64, limit: usize) -> String {
+        let mut q = format!("from={from}&limit={limit}");
+        let mut add = |key: &str, value: &Option<String>| {
+            if let Some(v) = value {
+                q.push_str(&format!("&{key}={}", encode(v)));
+            }
+        };
+        add("to", &self.to.map(|t| t.to_string()));
+        add("session", &self.session);
+        add("task", &self.task);
+        add("run", &self.run);
+        add("type", &self.type_prefix);
+        q
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `GET /v1/events`: a page of events as JSON Lines; the `Link` header (`rel="next"`) names the
+/// next page, from the position after the last event this page looked at.
+async fn read(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<ReadQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let grant = authorize(&state, &headers, Scope::Read)?;
+    let q = query(q)?;
+    if grant.sessions().is_some() {
+        check_session(&grant, q.session.as_deref())?;
+    }
+    let limit = match q.limit {
+        Some(0) => return Err(ApiError::bad_request("limit must be at least 1")),
+        Some(n) => n.min(READ_LIMIT_MAX),
+        None => READ_LIMIT_DEFAULT,
+    };
+    let journal = state.journal.clone();
+    let mut filter = q.filter();
+    filter.limit = Some(limit);
+    let (text, next) = tokio::task::spawn_blocking(move || {
+        let head = journal.head().position.0;
+        let from = filter.from.map_or(1, |p| p.0);
+        let mut text = String::new();
+        let mut count = 0;
+        let mut last = None;
+        for event in journal.query(filter).map_err(ApiError::engine)? {
+            let event = event.map_err(ApiError::engine)?;
+            let line = serde_json::to_string(&event.to_json_value())
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            text.push_str(&line);
+            text.push('\n');
+            count += 1;
+            last = Some(event.position.0);
+            if text.len() >= READ_PAGE_BYTES_MAX {
+                break;
+            }
+        }
+        let full = count >= limit || text.len() >= READ_PAGE_BYTES_MAX;
+        let after_last = last.map_or(from, |p| p + 1);
+        let next = if full {
+            after_last
+        } else {
+            after_last.max(head + 1).max(from)
+        };
+        Ok::<_, ApiError>((text, next))
+    })
+    .await??;
+    let link = format!("</v1/events?{}>; rel=\"next\"", q.next(next, limit));
+    let mut response = ([(header::CONTENT_TYPE, NDJSON)], text).into_response();
+    if let Ok(v) = HeaderValue::from_str(&link) {
+        response.headers_mut().insert(header::LINK, v);
+    }
+    Ok(response)
+}
+
+/// `POST /v1/commands/{name}`: the body is the command's arguments (a JSON object).
+async fn command(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let grant = authorize(&state, &headers, Scope::Command)?;
+    let bytes = read_body(&headers, body, line_bytes_max(&state.config.limits)).await?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ApiError::rule(&journal_projections::Violation::new(
+            journal_projections::Rule::InvalidArguments,
+            format!("the command's arguments are not UTF-8: {e}"),
+        ))
+    })?;
+    let command = Command::parse_text(&name, &text).map_err(|v| ApiError::rule(&v))?;
+    if grant.sessions().is_some() {
+        let key = command.stream_key().map_err(|v| ApiError::rule(&v))?;
+        check_session(&grant, key.strip_prefix("session:"))?;
+    }
+    match state.commands.execute(&command).await {
+        Ok(accepted) => {
+            let events: Vec<Value> = accepted.events.iter().map(|e| e.to_json_value()).collect();
+            Ok(Json(json!({"events": events, "note": accepted.note})).into_response())
+        }
+        Err(e) => Err(match e.violation() {
+            Some(v) => ApiError::rule(&v),
+            None => match e {
+                journal_projections::CommandError::Journal(e) => ApiError::engine(e),
+                e => ApiError::kind(StatusCode::CONFLICT, "contended", e.to_string()),
+            },
+        }),
+    }
+}
+
+/// The read models keyed by a session id (or a stream key): a token limited to sessions reads
+/// only these, and only its own sessions'.
+const SESSION_KINDS: [&str; 9] = [
+    "session",
+    "checklist",
+    "queue",
+    "evidence",
+    "ecosystem",
+    "resume",
+    "history",
+    "state",
+    "activity",
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+struct ModelQuery {
+    min_position: Option<u64>,
+    timeout_ms: Option<u64>,
+    cursor: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/models/{kind}/{id}`: `404` when nothing is recorded about the id.
+async fn model(
+    State(state): State<Arc<AppState>>,
+    Path((kind, id)): Path<(String, String)>,
+    q: Result<Query<ModelQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let grant = authorize(&state, &headers, Scope::Read)?;
+    let q = query(q)?;
+    if grant.sessions().is_some() {
+        if !SESSION_KINDS.contains(&kind.as_str()) {
+            return Err(forbidden(format!(
+                "a token limited to sessions reads only the read models of a session ({})",
+                SESSION_KINDS.join(", ")
+            )));
+        }
+        check_session(&grant, Some(&id))?;
+    }
+    let timeout = q
+        .timeout_ms
+        .map_or(MODEL_TIMEOUT_DEFAULT, Duration::from_millis)
+        .min(MODEL_TIMEOUT_MAX);
+    let state = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || {
+        let nothing = |what: String| {
+            ApiError::kind(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("nothing is recorded about {what}"),
+            )
+        };
+        if kind == "history" {
+            let cursor = q.cursor.unwrap_or(1);
+            let limit = q
+                .limit
+                .unwrap_or(READ_LIMIT_DEFAULT)
+                .clamp(1, READ_LIMIT_MAX);
+            let window = journal_projections::models::history(&state.journal, &id, cursor, limit)?;
+            if window.events.is_empty() && cursor <= 1 {
+                return Err(nothing(format!("session {id}")));
+            }
+            return Ok(Json(json!({ "model": window })).into_response());
+        }
+        if let Some(p) = q.min_position {
+            state.models.wait_for(p, timeout)?;
+        }
+        let mut answer = state.models.view(&kind, &id)?;
+        let reached = q.min_position.is_none_or(|p| answer.freshness.require(p));
+        if reached && answer.model.is_none() {
+            return Err(nothing(format!("{kind} {id}")));
+        }
+        Ok(Json(answer).into_response())
+    })
+    .await?
+}
+
+/// `GET /v1/status`: `journal status`.
+async fn status(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Scope::Read)?;
+    tokio::task::spawn_blocking(move || {
+        let mut status = serde_json::to_value(state.journal.status().map_err(ApiError::engine)?)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let projections = serde_json::to_value(state.models.status()?)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Value::Object(o) = &mut status {
+            o.insert("projections".into(), projections);
+        }
+        Ok(Json(status).into_response())
+    })
+    .await?
+}
+
+/// `GET /v1/digest`: the head's position and chain link.
+async fn digest(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Scope::Read)?;
+    let head = state.journal.head();
+    Ok(Json(json!({"position": head.position.0, "hash": head.hash.to_hex()})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyQuery {
+    digest: Option<String>,
+}
+
+/// `GET /v1/verify[?digest=POSITION:HASH]`: `journal verify`'s report (`ok` says whether it
+/// holds; `200` either way, `400` when the digest does not parse).
+async fn verify(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<VerifyQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Scope::Admin)?;
+    let q = query(q)?;
+    let digest = match q.digest.as_deref() {
+        None => None,
+        Some(text) => {
+            let bad = |m: String| ApiError::bad_request(format!("digest takes POSITION:HASH: {m}"));
+            let (p, h) = text
+                .split_once(':')
+                .ok_or_else(|| bad(format!("{text:?}")))?;
+            let p = p.parse::<u64>().map_err(|e| bad(e.to_string()))?;
+            let h = ChainHash::from_hex(h).map_err(|e| bad(e.to_string()))?;
+            Some((Position(p), h))
+        }
+    };
+    tokio::task::spawn_blocking(move || {
+        let options = VerifyOptions {
+            digest,
+            ..VerifyOptions::default()
+        };
+        let report = state
+            .journal
+            .verify(&options, &mut |_, _| {})
+            .map_err(ApiError::engine)?;
+        Ok(Json(report).into_response())
+    })
+    .await?
+}
+
+/// `GET /healthz`: `200` while the writer takes appends, `503` once it is poisoned. No token.
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let head = state.journal.head().position.0;
+    match state.journal.status().ok().and_then(|s| s.poisoned) {
+        None => Json(json!({"ok": true, "head": head})).into_response(),
+        Some(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ok": false, "head": head, "poisoned": why})),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Scope::Admin)?;
+    let text = state.metrics.render(state.journal.head().position.0);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}

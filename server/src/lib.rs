@@ -1,0 +1,261 @@
+//! `journal serve`: the journal over HTTP, one process holding its writer. Appends (one atomic
+//! batch per request, acknowledged once durable), paged reads, a Server-Sent Events follower,
+//! the control-plane commands, the read models, status, digest, verify and metrics, behind
+//! bearer tokens with scopes and session prefixes (`docs/SERVER.md`).
+//!
+//! NOTE: this crate decides nothing about events. Input is checked by
+//! [`journal_engine::input`] (the checks of `journal append`), commands decide in
+//! `journal-projections`, and every answer comes from the engine's public API. It is not a
+//! TLS terminator and has no clients; the CLI (`journal serve`, `journal token`) is its only
+//! user.
+
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
+mod api;
+mod error;
+mod metrics;
+mod stream;
+pub mod tokens;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use journal_engine::{Journal, Limits};
+use journal_format::conformance::Schema;
+use journal_projections::store::Store;
+use journal_projections::{Commands, ReadModels};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::tokens::{Tokens, TokensFile};
+
+/// The address `journal serve` listens on by default.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:7070";
+
+/// How often an idle event stream sends a heartbeat (a comment line), so that proxies and
+/// clients see the connection is alive.
+pub const HEARTBEAT_DEFAULT: Duration = Duration::from_secs(15);
+
+/// How many events a subscriber may fall behind (held for it, unsent) before it is closed.
+pub const SUBSCRIBER_BUFFER_EVENTS_DEFAULT: usize = 1024;
+
+/// How a server runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The tokens file; `None`: no authentication, allowed on a loopback address only.
+    pub tokens: Option<PathBuf>,
+    /// The heartbeat interval of event streams.
+    pub heartbeat: Duration,
+    /// How many events a subscriber may fall behind before it is closed.
+    pub subscriber_buffer_events: usize,
+    /// The journal's limits (those it was opened with).
+    pub limits: Limits,
+    /// Strict mode: the Agent Runtime schema every appended event must also validate against
+    /// (the journal must be opened with the same `Options::conformance`).
+    pub conformance: Option<Schema>,
+}
+
+impl Config {
+    /// Checks the configuration before anything is opened.
+    ///
+    /// # Errors
+    /// [`ServeError::Unprotected`] for a non-loopback address without a tokens file;
+    /// [`ServeError::Tokens`] for a tokens file that does not exist (a mistyped path is not
+    /// taken for a file without tokens).
+    pub fn check(&self) -> Result<(), ServeError> {
+        match &self.tokens {
+            None if !self.listen.ip().is_loopback() => Err(ServeError::Unprotected(self.listen)),
+            Some(path) if !path.exists() => Err(ServeError::Tokens(tokens::TokenError::Invalid(
+                format!(
+                    "tokens file {} does not exist; create a token with `journal token create --tokens {}`",
+                    path.display(),
+                    path.display()
+                ),
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The defaults, listening on `listen`.
+    #[must_use]
+    pub fn new(listen: SocketAddr) -> Config {
+        Config {
+            listen,
+            tokens: None,
+            heartbeat: HEARTBEAT_DEFAULT,
+            subscriber_buffer_events: SUBSCRIBER_BUFFER_EVENTS_DEFAULT,
+            limits: Limits::default(),
+            conformance: None,
+        }
+    }
+}
+
+/// Why a server did not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A non-loopback address without a tokens file.
+    #[error("refusing to listen on {0} without a tokens file: anyone who can reach that address could append to and read the journal. Create a token (`journal token create --scope append`) and pass --tokens FILE, or listen on a loopback address (127.0.0.1, ::1)")]
+    Unprotected(SocketAddr),
+    /// The tokens file could not be used.
+    #[error(transparent)]
+    Tokens(#[from] tokens::TokenError),
+    /// Binding or serving failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What every handler shares.
+pub(crate) struct AppState {
+    pub journal: Journal,
+    pub models: ReadModels,
+    pub commands: Commands,
+    pub tokens: Option<Tokens>,
+    pub metrics: Metrics,
+    pub config: Config,
+    /// Turns `true` when the server is shutting down: event streams close.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// A server bound to its address, not yet serving.
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: watch::Sender<bool>,
+    notes: Vec<String>,
+}
+
+impl Server {
+    /// Checks the configuration, loads the tokens and binds the address. The journal must be
+    /// open for writing; `store` is its read-model store.
+    ///
+    /// # Errors
+    /// [`ServeError::Unprotected`] for a non-loopback address without tokens, a tokens file
+    /// that cannot be read, or an address that cannot be bound.
+    pub async fn bind(
+        journal: Journal,
+        store: Arc<Store>,
+        config: Config,
+    ) -> Result<Server, ServeError> {
+        config.check()?;
+        let mut notes = Vec::new();
+        let tokens = match &config.tokens {
+            Some(path) => {
+                let file = TokensFile::read(path)?;
+                notes.push(format!(
+                    "authentication on: {} token(s) from {}",
+                    file.tokens.len(),
+                    path.display()
+                ));
+                Some(Tokens::new(&file, path)?)
+            }
+            None => {
+                notes.push(
+                    "no tokens file: every request is allowed without authentication (loopback only)"
+                        .into(),
+                );
+                None
+            }
+        };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServeError::Io {
+                context: format!("cannot listen on {}", config.listen),
+                source,
+            })?;
+        let (shutdown, watching) = watch::channel(false);
+        let state = Arc::new(AppState {
+            models: ReadModels::with_store(&journal, store),
+            commands: Commands::new(journal.clone()),
+            journal,
+            tokens,
+            metrics: Metrics::default(),
+            config,
+            shutdown: watching,
+        });
+        Ok(Server {
+            listener,
+            state,
+            shutdown,
+            notes,
+        })
+    }
+
+    /// The address bound (with the port the system chose for port 0).
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// What the server wants said in its log at start (authentication on or off).
+    #[must_use]
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Serves until `stop` completes; then stops accepting, closes the event streams, lets
+    /// requests in flight finish (an append under way is answered), stops the read-model
+    /// workers and returns, having dropped every handle it held to the journal.
+    ///
+    /// # Errors
+    /// [`ServeError::Io`] when serving fails.
+    pub async fn run(
+        self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            state,
+            shutdown,
+            ..
+        } = self;
+        let workers = state.models.spawn();
+        let router = api::router(Arc::clone(&state));
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                stop.await;
+                let _ = shutdown.send(true);
+            })
+            .await;
+        workers.abort();
+        let _ = workers.await;
+        drop(state);
+        served.map_err(|source| ServeError::Io {
+            context: "serving".into(),
+            source,
+        })
+    }
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+///
+/// # Errors
+/// When the signal handlers cannot be installed.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}

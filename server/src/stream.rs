@@ -1,0 +1,154 @@
+//! `GET /v1/events/stream`: Server-Sent Events over [`journal_engine::Journal::subscribe`],
+//! which reads history and then live appends from the log itself, so the switch has no gap and
+//! no duplicate. Each event's `id:` is its position; a client resumes with `Last-Event-ID`.
+//!
+//! A task per subscriber reads the log and hands events to the response through a bounded
+//! channel. The writer never waits for a subscriber: a subscriber that falls
+//! `subscriber_buffer_events` behind is closed with a final comment saying so (it resumes from
+//! the last id it got), and shutdown closes every stream with a comment too.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use journal_format::Position;
+use tokio::sync::mpsc::{self, error::TrySendError};
+
+use crate::api::{authorize, check_session, ReadQuery};
+use crate::error::ApiError;
+use crate::tokens::Scope;
+use crate::AppState;
+
+/// Why a stream ended, said in its last comment.
+type Reason = Arc<Mutex<Option<String>>>;
+
+fn set(reason: &Reason, text: String) {
+    // A comment is one line.
+    let text = text.replace(['\r', '\n'], " ");
+    *reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+}
+
+/// The position to start from: after `Last-Event-ID`, else `from`, else after the head (only
+/// new events).
+fn start(state: &AppState, q: &ReadQuery, headers: &HeaderMap) -> Result<Position, ApiError> {
+    if let Some(v) = headers.get("last-event-id") {
+        let text = v.to_str().unwrap_or_default().trim();
+        let last = text.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "Last-Event-ID must be an event's position (a number), not {text:?}"
+            ))
+        })?;
+        return Ok(Position(last.saturating_add(1)));
+    }
+    Ok(Position(q.from.unwrap_or_else(|| {
+        state.journal.head().position.0.saturating_add(1)
+    })))
+}
+
+/// `GET /v1/events/stream`.
+pub(crate) async fn follow(
+    State(state): State<Arc<AppState>>,
+    q: Result<Query<ReadQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let grant = authorize(&state, &headers, Scope::Read)?;
+    let q = q
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))?;
+    if grant.sessions().is_some() {
+        check_session(&grant, q.session.as_deref())?;
+    }
+    let from = start(&state, &q, &headers)?;
+    let filter = q.filter();
+    let buffer = state.config.subscriber_buffer_events.max(1);
+    let (tx, rx) = mpsc::channel::<Event>(buffer);
+    let reason: Reason = Arc::new(Mutex::new(None));
+    let mut subscription = state.journal.subscribe(from);
+    let mut shutdown = state.shutdown.clone();
+    let task_state = Arc::clone(&state);
+    let task_reason = Arc::clone(&reason);
+    tokio::spawn(async move {
+        let state = task_state;
+        let reason = task_reason;
+        let _counted = state.metrics.subscriber();
+        if *shutdown.borrow_and_update() {
+            set(&reason, "closed: the server is shutting down".into());
+            return;
+        }
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.changed() => {
+                    set(&reason, "closed: the server is shutting down; resume with Last-Event-ID".into());
+                    return;
+                }
+                () = tx.closed() => return,
+                next = subscription.next() => next,
+            };
+            let event = match next {
+                None => {
+                    set(&reason, "closed: the journal is closed".into());
+                    return;
+                }
+                Some(Err(e)) => {
+                    set(&reason, format!("closed: reading the log failed: {e}"));
+                    return;
+                }
+                Some(Ok(event)) => event,
+            };
+            let last = filter.to.is_some_and(|to| event.position >= to);
+            if filter.to.is_some_and(|to| event.position > to) {
+                set(&reason, "end: reached `to`".into());
+                return;
+            }
+            let sent = if filter.matches(&event) {
+                let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
+                tx.try_send(Event::default().id(event.position.0.to_string()).data(data))
+            } else {
+                Ok(())
+            };
+            match sent {
+                Ok(()) if last => {
+                    set(&reason, "end: reached `to`".into());
+                    return;
+                }
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    state
+                        .metrics
+                        .subscribers_dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                    set(
+                        &reason,
+                        format!(
+                            "closed: this subscriber fell {buffer} events behind the log; resume with Last-Event-ID"
+                        ),
+                    );
+                    return;
+                }
+                Err(TrySendError::Closed(_)) => return,
+            }
+        }
+    });
+    let events =
+        futures_util::stream::unfold((rx, reason, false), |(mut rx, reason, done)| async move {
+            if done {
+                return None;
+            }
+            match rx.recv().await {
+                Some(event) => Some((Ok::<_, Infallible>(event), (rx, reason, false))),
+                None => {
+                    let text = reason.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+                    Some((Ok(Event::default().comment(text)), (rx, reason, true)))
+                }
+            }
+        });
+    let keep_alive = KeepAlive::new()
+        .interval(state.config.heartbeat)
+        .text("heartbeat");
+    Ok(Sse::new(events).keep_alive(keep_alive).into_response())
+}
