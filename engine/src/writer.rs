@@ -1195,7 +1195,7 @@ impl Writer {
         // At most one write is unsynced in durable mode: the group the syncer holds is synced
         // before these frames are written. Were both unsynced, a power failure could keep this
         // write and lose part of that one, which recovery cannot tell from damage followed by a
-        // valid write (it refuses to open: README, "Buffered mode and power failures").
+        // valid write (it refuses to open: docs/OPERATIONS.md, "Buffered mode and power failures").
         if let Err(e) = self.settle() {
             self.publisher.refuse(replies);
             staged.buf.clear();

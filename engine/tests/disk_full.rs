@@ -1,4 +1,4 @@
-//! A real full disk: a journal on a 4 MiB tmpfs mounted by the test (the test runs as root, as
+//! A real full disk: a journal on an 8 MiB tmpfs mounted by the test (the test runs as root, as
 //! CI does). Appends fail with a clear error once the disk is full, nothing half-written is
 //! visible after reopening, appends work again once space is freed, and `verify` passes.
 

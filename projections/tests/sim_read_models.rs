@@ -34,7 +34,7 @@ fn run(seed: u64) -> u64 {
         // No reordering: with buffered durability several writes are unsynced at once, and a
         // crash that persists a later one but not an earlier one is refused by recovery as
         // corruption (decision table row 10 assumes a later write means the earlier was
-        // synced); see the README's note on buffered durability.
+        // synced); see docs/OPERATIONS.md, "Buffered mode and power failures".
         Faults {
             torn_writes: true,
             ..Faults::default()
