@@ -43,7 +43,10 @@ impl Problem {
     /// Whether the problem is a size: the input is too large, not malformed.
     #[must_use]
     pub fn is_size(self) -> bool {
-        !matches!(self, Problem::Invalid)
+        matches!(
+            self,
+            Problem::EventTooLarge | Problem::LineTooLong | Problem::OverBatch
+        )
     }
 }
 

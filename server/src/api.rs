@@ -89,7 +89,11 @@ pub(crate) fn authorize(
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            // The scheme's name is case-insensitive (RFC 9110, 11.1).
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .map(str::trim)
         .ok_or_else(|| unauthorized("no bearer token: send `Authorization: Bearer <token>`"))?;
     let grant = tokens

@@ -138,6 +138,13 @@ impl IntoResponse for ApiError {
         error.insert("message".into(), Value::String(message));
         error.extend(extra);
         let mut response = (status, Json(json!({ "error": error }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110, 11.6.1: a 401 names the scheme the client must use.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
         response.extensions_mut().insert(Refusal(code));
         response
     }

@@ -80,6 +80,12 @@ pub(crate) async fn follow(
             set(&reason, "closed: the server is shutting down".into());
             return;
         }
+        // Starting past `to` (a client resuming after the last event it asked for): nothing
+        // can come, so the stream ends now rather than waiting for a later event.
+        if filter.to.is_some_and(|to| from > to) {
+            set(&reason, "end: reached `to`".into());
+            return;
+        }
         loop {
             let next = tokio::select! {
                 _ = shutdown.changed() => {
