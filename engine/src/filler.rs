@@ -3,9 +3,8 @@
 //!
 //! A commit whose frames land in space that is already written and synced makes `fdatasync`
 //! flush those frames only. A commit that extends the file also commits the file's new size
-//! and blocks through ext4's journal, a second device flush; one that zero-fills the space
-//! after it, as the writer did inline until the eighteenth session, also writes and flushes
-//! the zeros, a mebibyte at a time (`docs/PERFORMANCE.md`, "Where the time goes"). Here the
+//! and blocks through ext4's journal, a second device flush; a commit that zero-filled the
+//! space after it itself would also write and flush the zeros, a mebibyte at a time. Here the
 //! zeros are written and synced beside the commits, off their path.
 //!
 //! **Invariant: zeros never land on frames.** The writer announces how far each write's frames

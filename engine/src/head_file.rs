@@ -101,20 +101,7 @@ impl HeadFile {
         let file = storage
             .open(&temp, OpenMode::CreateNew)
             .map_err(io("creating"))?;
-        let mut bytes = vec![0u8; usize::try_from(HEAD_FILE_LEN).unwrap_or(1024)];
-        let mut record = HeadRecord {
-            sequence: 0,
-            position: head.position,
-            hash: head.hash,
-            flags,
-        };
-        for sequence in [0, 1] {
-            record.sequence = sequence;
-            let at = usize::try_from(record.slot_offset()).unwrap_or(0);
-            if let Some(slot) = bytes.get_mut(at..at + record.encode().len()) {
-                slot.copy_from_slice(&record.encode());
-            }
-        }
+        let (bytes, record) = HeadRecord::new_file(head.position, head.hash, flags);
         let written = file
             .write_all_at(&bytes, 0)
             .map_err(io("writing"))

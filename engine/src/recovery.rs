@@ -903,8 +903,7 @@ fn quarantine(
     let mut first: Option<u64> = None;
     let mut last: Option<u64> = None;
     let mut readable = 0u64;
-    let mut note = |bytes: &[u8]| {
-        let (f, l, n) = readable_positions(bytes);
+    let mut note = |(f, l, n): Readable| {
         if let Some(f) = f {
             first = Some(first.map_or(f, |x| x.min(f)));
         }
@@ -930,7 +929,7 @@ fn quarantine(
             context: format!("reading {}", path.display()),
             source: std::io::Error::other(e),
         })?;
-        note(&bytes);
+        note(readable_positions(&bytes));
         let (name, out) = create_unique(
             storage,
             &qdir,
@@ -992,34 +991,9 @@ fn quarantine(
         }
     }
     for later_id in later {
-        let from = segment_path(dir, *later_id);
-        let file = storage
-            .open(&from, OpenMode::Read)
-            .map_err(Error::io_with(|| format!("opening {}", from.display())))?;
-        let len = file.len().map_err(Error::io("reading a segment length"))?;
-        let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
-            context: format!("reading {}", from.display()),
-            source: std::io::Error::other(e),
-        })?;
-        note(&bytes);
-        drop(file);
-        let (name, placeholder) = create_unique(
-            storage,
-            &qdir,
-            &format!("{:020}-{:020}", later_id.0, 0),
-            "damaged",
-        )
-        .map_err(|e| Error::Io {
-            context: String::from("creating a quarantine file"),
-            source: std::io::Error::other(e),
-        })?;
-        drop(placeholder);
-        storage
-            .rename(&from, &qdir.join(&name))
-            .map_err(Error::io_with(|| {
-                format!("moving {} to quarantine", from.display())
-            }))?;
-        files.push(format!("{QUARANTINE_DIR}/{name}"));
+        let (file, found) = move_whole_segment(storage, dir, *later_id)?;
+        note(found);
+        files.push(file);
     }
     storage
         .sync_dir(&qdir)
@@ -1111,8 +1085,54 @@ pub(crate) fn keep_salvage_report(
     storage.sync_dir(&qdir).map_err(|e| io(e.to_string()))
 }
 
+/// Moves the whole segment file `id` into `quarantine/` (the caller syncs both directories),
+/// returning the quarantine file's path and the readable frames it holds.
+///
+/// # Errors
+/// An I/O error.
+pub(crate) fn move_whole_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+) -> Result<(String, Readable)> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    let from = segment_path(dir, id);
+    let file = storage
+        .open(&from, OpenMode::Read)
+        .map_err(Error::io_with(|| format!("opening {}", from.display())))?;
+    let len = file.len().map_err(Error::io("reading a segment length"))?;
+    let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
+        context: format!("reading {}", from.display()),
+        source: std::io::Error::other(e),
+    })?;
+    drop(file);
+    let (name, placeholder) = create_unique(
+        storage,
+        &qdir,
+        &format!("{:020}-{:020}", id.0, 0),
+        "damaged",
+    )
+    .map_err(|e| Error::Io {
+        context: String::from("creating a quarantine file"),
+        source: std::io::Error::other(e),
+    })?;
+    drop(placeholder);
+    storage
+        .rename(&from, &qdir.join(&name))
+        .map_err(Error::io_with(|| {
+            format!("moving {} to quarantine", from.display())
+        }))?;
+    Ok((
+        format!("{QUARANTINE_DIR}/{name}"),
+        readable_positions(&bytes),
+    ))
+}
+
+/// The first and last positions, and the count, of checksum-valid frames in some bytes.
+pub(crate) type Readable = (Option<u64>, Option<u64>, u64);
+
 /// The first and last positions, and the count, of checksum-valid frames anywhere in `bytes`.
-pub(crate) fn readable_positions(bytes: &[u8]) -> (Option<u64>, Option<u64>, u64) {
+pub(crate) fn readable_positions(bytes: &[u8]) -> Readable {
     let mut i = 0usize;
     let (mut first, mut last, mut n) = (None, None, 0u64);
     while i + FRAME_HEADER_LEN <= bytes.len() {

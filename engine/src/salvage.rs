@@ -11,8 +11,8 @@ use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN
 use crate::error::{Error, Result};
 use crate::log::{Head, Segment};
 use crate::recovery::{
-    create_unique, read_rest, readable_positions, scan_tail, segment_path, RecoveryAction,
-    RecoveryReport, QUARANTINE_DIR, SEGMENTS_DIR,
+    move_whole_segment, scan_tail, segment_path, RecoveryAction, RecoveryReport, QUARANTINE_DIR,
+    SEGMENTS_DIR,
 };
 use crate::storage::{OpenMode, Storage};
 
@@ -146,39 +146,13 @@ pub(crate) fn set_aside(
         .create_dir_all(&qdir)
         .map_err(Error::io_with(|| format!("creating {}", qdir.display())))?;
     for id in ids {
-        let from = segment_path(dir, *id);
-        let file = storage
-            .open(&from, OpenMode::Read)
-            .map_err(Error::io_with(|| format!("opening {}", from.display())))?;
-        let len = file.len().map_err(Error::io("reading a segment length"))?;
-        let bytes = read_rest(&file, 0, len).map_err(|e| Error::Io {
-            context: format!("reading {}", from.display()),
-            source: std::io::Error::other(e),
-        })?;
-        drop(file);
-        let (first, last, readable) = readable_positions(&bytes);
-        let (name, placeholder) = create_unique(
-            storage,
-            &qdir,
-            &format!("{:020}-{:020}", id.0, 0),
-            "damaged",
-        )
-        .map_err(|e| Error::Io {
-            context: String::from("creating a quarantine file"),
-            source: std::io::Error::other(e),
-        })?;
-        drop(placeholder);
-        storage
-            .rename(&from, &qdir.join(&name))
-            .map_err(Error::io_with(|| {
-                format!("moving {} to quarantine", from.display())
-            }))?;
+        let (file, (first, last, readable)) = move_whole_segment(storage, dir, *id)?;
         tracing::warn!(segment = %id, reason, "salvage set a file aside");
         report.actions.push(RecoveryAction::Quarantined {
             segment: id.file_name(),
             offset: 0,
             detail: format!("{}: {reason}", id.file_name()),
-            files: vec![format!("{QUARANTINE_DIR}/{name}")],
+            files: vec![file],
             positions: first.zip(last).map(|(a, b)| [a, b]),
             readable_frames: readable,
         });

@@ -128,6 +128,28 @@ impl HeadRecord {
         })
     }
 
+    /// A new file's bytes: this record's position, link and flags in both slots (sequences 0
+    /// and 1), so that a torn update of either later leaves the other. Returns the newer slot's
+    /// record with the bytes.
+    #[must_use]
+    pub fn new_file(position: Position, hash: ChainHash, flags: u16) -> (Vec<u8>, HeadRecord) {
+        let mut bytes = vec![0u8; usize::try_from(HEAD_FILE_LEN).unwrap_or(1024)];
+        let mut record = HeadRecord {
+            sequence: 0,
+            position,
+            hash,
+            flags,
+        };
+        for sequence in [0, 1] {
+            record.sequence = sequence;
+            let at = usize::try_from(record.slot_offset()).unwrap_or(0);
+            if let Some(slot) = bytes.get_mut(at..at + HEAD_SLOT_LEN) {
+                slot.copy_from_slice(&record.encode());
+            }
+        }
+        (bytes, record)
+    }
+
     /// The record a whole file holds: the valid slot with the larger sequence.
     ///
     /// # Errors

@@ -842,8 +842,7 @@ impl Activity {
 
 /// The parts of payloads the fold reads, each read alone: a deferred payload steps over the
 /// rest (a tool's output, a subagent's prompt and result, a compaction's summary, an evidence
-/// note) without building it, where the whole payload type would copy it
-/// (`docs/PERFORMANCE.md`, twelfth session). Each field has the name and type it has in its
+/// note) without building it, where the whole payload type would copy it. Each field has the name and type it has in its
 /// payload type of `journal_format::payload` (a test holds them equal on payloads of that type).
 ///
 /// Read from a map, a payload whose other fields break the whole type's shape is still read

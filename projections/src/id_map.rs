@@ -23,11 +23,8 @@
 //! shifts the list that holds its index and leaves its key's bytes in the buffer, which is
 //! compacted when such dead bytes are more than half of it and more than `DEAD_MIN`, and
 //! emptied with the map's last entry: removals are rare (a pending action resolved, an
-//! artifact replaced). (The map before kept each key twice, in a hashed map and in an ordered
-//! set, and looked every key up again to read the map whole: the rebuild of 1,121,660 events
-//! peaked at 64.0–64.4 MiB with it and 58.5–61.6 MiB with the first form of this one, which
-//! kept each key in a `String` of its own; 55.2–56.6 MiB in the sixteenth session, with the
-//! keys in one buffer and each state freed as it is written, `docs/PERFORMANCE.md`.)
+//! artifact replaced). Each key is kept once, in one buffer of all keys, which keeps a rebuild's
+//! peak memory low (`docs/PERFORMANCE.md`, the rebuild's figures).
 //!
 //! **Invariants:** `spans` and `values` have one element per entry; `table` holds every
 //! entry's index exactly once, found by its key's hash; `order` and `recent` together hold
@@ -87,7 +84,7 @@ impl<'a> Keys<'a> {
     /// by key. Each of `short`'s keys finds its place in what is left of `long` by binary
     /// search, and the indices between places are copied as they are:
     /// `short.len() × log₂(long.len())` comparisons, where a step-by-step merge makes one for
-    /// each index of both lists (`docs/PERFORMANCE.md`, sixteenth session).
+    /// each index of both lists.
     fn merge(self, long: &[usize], short: &[usize]) -> Vec<usize> {
         let mut merged = Vec::with_capacity(long.len() + short.len());
         let mut rest = long;

@@ -356,8 +356,7 @@ struct Pass {
 /// How many events a pass reads before it decodes them, then applies them to one worker after
 /// the other. Applying each event to every worker in turn ran the decoder's and each fold's
 /// code once per event, and their code together does not fit the instruction cache: in chunks,
-/// each stays in the cache for the whole chunk (see `docs/PERFORMANCE.md`, tenth session: 256
-/// was no faster than 64).
+/// each stays in the cache for the whole chunk (larger chunks are no faster).
 const CHUNK_EVENTS: usize = 64;
 
 /// A chunk is applied once its bodies reach this many bytes, even short of [`CHUNK_EVENTS`]:

@@ -616,8 +616,8 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         let aliases = build.aliases.drain_sorted();
         // Each state leaves the cache as it is encoded, and is freed then, while the encoding
         // has its memory in the processor's cache: freed all together after the commit, the
-        // partition's states (tens of MB) were read back from memory for their frees alone
-        // (`docs/PERFORMANCE.md`, sixteenth session). Whatever the commit's outcome, the
+        // partition's states (tens of MB) would be read back from memory for their frees
+        // alone. Whatever the commit's outcome, the
         // partition's states are not kept: a build that fails is started again.
         let cache = &mut self.cache;
         let mut encode_and_free = |key: &str, bytes: &mut Vec<u8>| match cache.remove(key) {

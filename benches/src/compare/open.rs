@@ -18,8 +18,7 @@ use super::{built_journal, ms, run_child, Context, Res, Section};
 
 /// The fewest rounds of each open timed. An open after a crash reads the filler's zeros after
 /// the last frame, as many as the child's filler wrote before it left (up to 2 MiB), which
-/// varies from round to round: the median of 3 put the ratio of the two sizes' opens at 1.3 in
-/// one run and 2.9 in the next (twenty-first session, `docs/PERFORMANCE.md`).
+/// varies from round to round: a median of 3 rounds is too noisy to compare the two sizes.
 const OPEN_ROUNDS_MIN: usize = 9;
 
 /// The child of a crash: open, append 100 events, print the head, exit without closing.

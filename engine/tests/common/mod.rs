@@ -166,7 +166,7 @@ pub fn rewind_evidence(dir: &Path, position: Position) {
 /// Writes `HEAD` recording `position` with the link the segment files hold there, leaving the
 /// index as it is.
 pub fn rewind_evidence_keeping_index(dir: &Path, position: Position) {
-    use journal_format::head_record::{HeadRecord, HEAD_FILE_LEN};
+    use journal_format::head_record::HeadRecord;
     let hash = if position == Position(0) {
         journal_format::ChainHash::GENESIS
     } else {
@@ -177,16 +177,6 @@ pub fn rewind_evidence_keeping_index(dir: &Path, position: Position) {
             .map(|(_, h)| h.hash)
             .unwrap_or_else(|| panic!("no frame holds position {position}"))
     };
-    let mut bytes = vec![0u8; HEAD_FILE_LEN as usize];
-    for sequence in [0, 1] {
-        let record = HeadRecord {
-            sequence,
-            position,
-            hash,
-            flags: 0,
-        };
-        let at = record.slot_offset() as usize;
-        bytes[at..at + 64].copy_from_slice(&record.encode());
-    }
+    let (bytes, _) = HeadRecord::new_file(position, hash, 0);
     std::fs::write(dir.join("HEAD"), bytes).unwrap();
 }

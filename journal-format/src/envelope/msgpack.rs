@@ -146,7 +146,7 @@ impl<'a> Reader<'a> {
     /// (cursor unmoved) for anything else, which the caller then reads the general way (a
     /// `fixstr` cut short among them, which that way reports). Nearly every key and id is a
     /// `fixstr` (at most 31 bytes, the length in its marker): read this way, a key costs about
-    /// 36 instructions instead of 75 (`docs/PERFORMANCE.md`, twelfth session).
+    /// half the instructions of the general way.
     #[inline(always)]
     fn fixstr(&mut self) -> Option<&'a [u8]> {
         let marker = *self.bytes.get(self.at)?;

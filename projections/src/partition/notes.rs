@@ -46,9 +46,8 @@ const BUFFERS_BYTES: usize = 4 << 20;
 const BUFFER_BYTES_MIN: usize = 16 * 1024;
 
 /// The largest buffer of a partition's file, and the read buffer of the one a pass reads. The
-/// copies go through these buffers: on the rebuild of 1,121,660 events (12 partitions, 344 MB
-/// copied), system time was 0.48–0.54 s with 16 KiB, 0.35–0.42 s with 64 KiB and 0.28–0.29 s
-/// with 256 KiB (`docs/PERFORMANCE.md`, sixteenth session).
+/// copies go through these buffers: larger ones make fewer system calls, and the rebuild's
+/// system time falls with them up to this size.
 const BUFFER_BYTES_MAX: usize = 256 * 1024;
 
 /// One note, as a later pass reads it back.
