@@ -13,11 +13,11 @@ use journal_format::head_record::HeadRecord;
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
-use crate::head_file::HEAD_FILE;
+use crate::log::head_file::HEAD_FILE;
 use crate::index::INDEX_FILE;
 use crate::log::Log;
-use crate::read;
-use crate::recovery::{RecoveryAction, RecoveryReport};
+use crate::log::read;
+use crate::log::recovery::{RecoveryAction, RecoveryReport};
 
 /// What to do with the index after the check.
 #[derive(Debug, PartialEq, Eq)]

@@ -16,19 +16,19 @@ use tokio::sync::oneshot;
 use crate::blobs::BlobStore;
 use crate::error::{Error, Result};
 use crate::evidence::{self, IndexVerdict};
-use crate::filler::Filler;
-use crate::head_file::{self, HeadFile};
+use crate::write::filler::Filler;
+use crate::log::head_file::{self, HeadFile};
 use crate::index::{By, Index, IndexBatch, IndexEntry, INDEX_FILE};
-use crate::indexer::{self, IndexProgress};
+use crate::index::indexer::{self, IndexProgress};
 use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
-use crate::read::{self, EventIter};
-use crate::recovery::{self, RecoveryAction, RecoveryReport};
+use crate::log::read::{self, EventIter};
+use crate::log::recovery::{self, RecoveryAction, RecoveryReport};
 use crate::seams::uuid_v7;
 use crate::storage::StorageLock;
 use crate::strings::Strings;
-use crate::syncer::{Publisher, Syncer};
-use crate::writer::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
+use crate::write::syncer::{Publisher, Syncer};
+use crate::write::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
 
 /// The lock file inside the journal directory.
 const LOCK_FILE: &str = "LOCK";
@@ -135,7 +135,7 @@ struct Inner {
     tx: Mutex<Option<mpsc::Sender<Command>>>,
     /// The writer's state, for blocking callers that commit their own request when the writer
     /// is idle (`None` when read-only).
-    cell: Option<writer::Cell>,
+    cell: Option<write::Cell>,
     writer: Mutex<Option<JoinHandle<()>>>,
     indexer: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
@@ -327,14 +327,14 @@ impl Journal {
             closed: false,
         };
         writer.fill_tail();
-        let cell: writer::Cell = Arc::new(writer::WriterCell::new(writer));
+        let cell: write::Cell = Arc::new(write::WriterCell::new(writer));
         let writer = {
             let cell = Arc::clone(&cell);
             let progress = Arc::clone(&progress);
             let log = Arc::clone(&log);
             std::thread::Builder::new()
                 .name("journal-writer".into())
-                .spawn(move || writer::run(&cell, &progress, &log, rx))
+                .spawn(move || write::run(&cell, &progress, &log, rx))
                 .map_err(Error::io("starting the writer thread"))?
         };
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
@@ -631,7 +631,7 @@ impl Journal {
     }
 
     /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it
-    /// (see `writer::lead`).
+    /// (see `write::lead`).
     fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
         let tx = tx.as_ref().ok_or(Error::Closed)?;
@@ -647,7 +647,7 @@ impl Journal {
     }
 
     /// Prepares a batch and hands it to the writer thread; with `lead`, commits it on this
-    /// thread instead when the writer is idle (see `writer::lead`).
+    /// thread instead when the writer is idle (see `write::lead`).
     fn submit(
         &self,
         events: Cow<'_, [Envelope]>,
@@ -674,7 +674,7 @@ impl Journal {
         };
         let request = match (&self.inner.cell, lead) {
             (Some(cell), true) => {
-                writer::lead(cell, &self.inner.progress, &self.inner.log, request)
+                write::lead(cell, &self.inner.progress, &self.inner.log, request)
             }
             _ => Some(request),
         };
@@ -1111,7 +1111,7 @@ fn open_tail(
     }
     let head = log.head();
     let id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
-    let tail = Arc::new(writer::create_segment(
+    let tail = Arc::new(write::create_segment(
         storage,
         dir,
         id,
@@ -1256,7 +1256,7 @@ mod tests {
     }
 
     /// Every command sent to the writer thread is uncounted once committed: a count left
-    /// behind would send every later append through the writer thread's queue (`writer::lead`).
+    /// behind would send every later append through the writer thread's queue (`write::lead`).
     #[test]
     fn queued_commands_are_uncounted_once_committed() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::index::IndexChecker;
 use crate::journal::{index_entry, Journal};
 use crate::log::Head;
-use crate::recovery::SEGMENTS_DIR;
-use crate::scan::{FrameScanner, LinksAhead, Stop};
+use crate::log::recovery::SEGMENTS_DIR;
+use crate::log::scan::{FrameScanner, LinksAhead, Stop};
 
 /// What `verify` checks beyond the log itself.
 #[derive(Clone, Debug, PartialEq, Eq)]

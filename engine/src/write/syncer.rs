@@ -30,10 +30,10 @@ use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::index::IndexBatch;
-use crate::indexer::{IndexMsg, IndexProgress};
+use crate::index::indexer::{IndexMsg, IndexProgress};
 use crate::log::{Head, Log, Segment, SegmentEnd};
 use crate::signal::Signal;
-use crate::writer::{Appended, Shared};
+use crate::write::{Appended, Shared};
 
 /// Where a request's answer goes.
 pub(crate) type Reply = oneshot::Sender<Result<Vec<Appended>>>;

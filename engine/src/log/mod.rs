@@ -1,6 +1,12 @@
 //! The in-memory map of the log: its segments, what each holds, and the committed head. The
 //! writer changes it; readers take snapshots of it and never read past the committed head.
 
+pub(crate) mod head_file;
+pub(crate) mod read;
+pub(crate) mod recovery;
+pub(crate) mod salvage;
+pub(crate) mod scan;
+
 use std::sync::{Arc, RwLock};
 
 use journal_format::{ChainHash, FooterEntry, Position, SegmentId};

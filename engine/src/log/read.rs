@@ -10,7 +10,7 @@ use journal_format::{
 
 use crate::error::{Error, Result};
 use crate::log::{Log, Segment};
-use crate::scan::{FrameScanner, LinksAhead, Stop};
+use crate::log::scan::{FrameScanner, LinksAhead, Stop};
 
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN
 
 use crate::error::{Error, Result};
 use crate::log::{Head, Segment};
-use crate::recovery::{
+use crate::log::recovery::{
     move_whole_segment, scan_tail, segment_path, RecoveryAction, RecoveryReport, QUARANTINE_DIR,
     SEGMENTS_DIR,
 };

@@ -1,5 +1,5 @@
 //! The derived index in redb: event id → (position, location), the ids that grow in id blocks
-//! ([`crate::id_blocks`]); stream, task and run → the locations of their events, in blocks; and
+//! ([`crate::index::id_blocks`]); stream, task and run → the locations of their events, in blocks; and
 //! a sparse position → location map.
 //!
 //! The log is the truth. The index follows it: the writer acknowledges an append once the log
@@ -24,6 +24,9 @@
 //! before the index's head, or a key's last indexed position, are already there and are
 //! skipped, so applying entries twice changes nothing, the head included.
 
+pub(crate) mod id_blocks;
+pub(crate) mod indexer;
+
 use std::cell::{OnceCell, RefCell};
 use std::ops::Bound;
 use std::path::Path;
@@ -38,7 +41,6 @@ use redb::{
 };
 
 use crate::error::{Error, Result};
-use crate::id_blocks;
 use crate::log::SPARSE_INTERVAL_BYTES;
 use crate::strings::{Span, Strings};
 
@@ -50,7 +52,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// location.
 const EVENT_ID_KEYS: TableDefinition<&IdKey, Located> = TableDefinition::new("event_id_keys");
 /// Event ids with a fixed-width key of applies whose ids grew from after every id indexed, in
-/// blocks ([`crate::id_blocks`]): first key → block.
+/// blocks ([`crate::index::id_blocks`]): first key → block.
 const EVENT_ID_BLOCKS: TableDefinition<&IdKey, &[u8]> = TableDefinition::new("event_id_blocks");
 /// Every other event id → location.
 const OTHER_EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("other_event_ids");
@@ -508,7 +510,7 @@ impl IdTables {
 
     /// Where the event with a fixed-width `key` is: in the per-id table (which has the later
     /// location, should a damaged log hold an id twice: a repeat never enters the blocks, see
-    /// [`crate::id_blocks`]), else in the block whose first key is the greatest at or before
+    /// [`crate::index::id_blocks`]), else in the block whose first key is the greatest at or before
     /// it. When that block does not hold `key`, `missed` is given the block's key and bytes.
     fn get_keyed(
         &self,

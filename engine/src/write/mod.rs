@@ -15,7 +15,7 @@
 //! the writer thread's queue: they were there first.
 //!
 //! The sync and what follows it (the answers, the log's head, the index entries) may go to the
-//! syncer thread ([`crate::syncer`]): a write of 512 KiB or more made while requests wait is
+//! syncer thread ([`crate::write::syncer`]): a write of 512 KiB or more made while requests wait is
 //! handed over, and the writer stages those requests during its sync; it writes them once that
 //! sync is done (at most one write is unsynced). Groups are published in the order they were
 //! written, each after a sync that began after its write.
@@ -23,6 +23,10 @@
 //! A failed write or sync poisons the writer: the state of the unsynced bytes is unknown
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
+
+pub(crate) mod filler;
+pub(crate) mod recent;
+pub(crate) mod syncer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,18 +47,18 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::filler::Filler;
-use crate::head_file::HeadFile;
+use crate::write::filler::Filler;
+use crate::log::head_file::HeadFile;
 use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
-use crate::indexer::{self, IndexProgress};
+use crate::index::indexer::{self, IndexProgress};
 use crate::log::{Log, Segment, SegmentEnd, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
-use crate::recent::Recent;
-use crate::recovery::SEGMENTS_DIR;
+use crate::write::recent::Recent;
+use crate::log::recovery::SEGMENTS_DIR;
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
 use crate::strings::{Span, Strings};
-use crate::syncer::{Publisher, Reply, Syncer, Written};
+use crate::write::syncer::{Publisher, Reply, Syncer, Written};
 
 /// What the journal assigned to one appended event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -295,7 +299,7 @@ const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 /// How long an append waits for an index that lags too far before it goes on regardless.
 const INDEX_LAG_WAIT: Duration = Duration::from_secs(60);
 
-/// The smallest write handed to the syncer while requests wait (see [`crate::syncer`]), or half
+/// The smallest write handed to the syncer while requests wait (see [`crate::write::syncer`]), or half
 /// the batch limit when that is less (small limits, as the simulator's, hand over too): with 8
 /// producers on two cores, smaller writes gained nothing from the overlap and lost to the
 /// hand-over's wake-ups (batch 100 4–7% slower with every write handed over, 6% with those of
@@ -859,7 +863,7 @@ impl Writer {
         let Some((position, segment, offset)) = found else {
             return Ok(None);
         };
-        let (header, frame) = crate::read::read_frame_at(&self.log, segment, offset, position)?;
+        let (header, frame) = crate::log::read::read_frame_at(&self.log, segment, offset, position)?;
         let committed = Committed {
             position,
             hash: header.hash,
@@ -892,7 +896,7 @@ impl Writer {
                 ))),
             };
         }
-        let (_, frame) = crate::read::read_frame_at(
+        let (_, frame) = crate::log::read::read_frame_at(
             &self.log,
             committed.segment,
             committed.offset,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 // foldhash, as the writer's other maps (see `writer.rs`).
 use foldhash::{HashMap, HashMapExt};
 
-use crate::writer::Committed;
+use crate::write::Committed;
 use journal_format::Position;
 
 /// The most lanes kept before every id is hashed: a few more than the producers a journal
