@@ -63,7 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("the journal holds:");
-    for event in journal.read(Position(1), None, true) {
+    for event in journal.read(Position::FIRST, None, true) {
         let event = event?;
         println!(
             "  {:>4}  {:<28} {:<30} session {}",

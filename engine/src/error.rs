@@ -110,6 +110,10 @@ pub enum Error {
     /// reopened (the state of unsynced bytes is unknown, so retrying would be unsafe).
     #[error("the journal writer is poisoned by an earlier failure ({0}); reopen the journal")]
     Poisoned(String),
+    /// An invariant of the engine itself broke (a bug, not a fault of the request or of the
+    /// disk); nothing of the request was written.
+    #[error("internal error: {0}; nothing of this request was written (please report it)")]
+    Internal(String),
     /// The journal was opened read-only.
     #[error("the journal is open read-only")]
     ReadOnly,

@@ -13,11 +13,11 @@ use journal_format::head_record::HeadRecord;
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
-use crate::log::head_file::HEAD_FILE;
 use crate::index::INDEX_FILE;
-use crate::log::Log;
+use crate::log::head_file::HEAD_FILE;
 use crate::log::read;
 use crate::log::recovery::{RecoveryAction, RecoveryReport};
+use crate::log::Log;
 
 /// What to do with the index after the check.
 #[derive(Debug, PartialEq, Eq)]

@@ -9,33 +9,32 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use journal_format::head_record::HeadRecord;
-use journal_format::{ChainHash, Envelope, EventIds, Position, SegmentId, StoredEvent};
+use journal_format::{ChainHash, Envelope, Located, Position, SegmentId, StoredEvent};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::blobs::BlobStore;
 use crate::error::{Error, Result};
 use crate::evidence::{self, IndexVerdict};
-use crate::write::filler::Filler;
+use crate::index::indexer;
+use crate::index::{By, Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
-use crate::index::{By, Index, IndexBatch, IndexEntry, INDEX_FILE};
-use crate::index::indexer::{self, IndexProgress};
-use crate::log::{Head, Log};
-use crate::options::{Durability, Options};
 use crate::log::read::{self, EventIter};
 use crate::log::recovery::{self, RecoveryAction, RecoveryReport};
+use crate::log::{Head, Log};
+use crate::options::{Durability, Options};
+use crate::progress::IndexProgress;
 use crate::seams::uuid_v7;
 use crate::storage::StorageLock;
 use crate::strings::Strings;
+use crate::write::filler::Filler;
 use crate::write::syncer::{Publisher, Syncer};
-use crate::write::{self, Appended, Command, PreparedEvent, Shared, WriteRequest, Writer};
+use crate::write::{self, Appended, Command, Poison, PreparedEvent, WriteRequest, Writer};
 
 /// The lock file inside the journal directory.
 const LOCK_FILE: &str = "LOCK";
 /// How long a read that needs the index waits for it to reach the head.
 const INDEX_WAIT: Duration = Duration::from_secs(30);
-/// How many index entries are applied per transaction while catching up on open.
-const CATCH_UP_CHUNK: usize = 20_000;
 /// The body bytes reserved per event when a batch is encoded (events are about 500 bytes; a
 /// larger one grows the buffer).
 const PREPARED_BODY_BYTES: usize = 768;
@@ -128,7 +127,7 @@ struct Inner {
     log: Arc<Log>,
     /// `None` when read-only.
     index: Option<Arc<Index>>,
-    shared: Arc<Shared>,
+    poison: Arc<Poison>,
     /// Serializes [`Journal::refresh`].
     refresh: Mutex<()>,
     progress: Arc<IndexProgress>,
@@ -265,7 +264,7 @@ impl Journal {
             if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !options.salvage {
                 backlog = Some((Arc::clone(&log), indexed.next(), head.position));
             } else {
-                catch_up(&log, &index, indexed.next(), head.position)?;
+                indexer::catch_up(&log, &index, indexed.next(), head.position)?;
             }
             report.actions.push(RecoveryAction::IndexCaughtUp {
                 from: indexed.next().0,
@@ -274,7 +273,7 @@ impl Journal {
         }
         let index_complete_at = backlog.as_ref().map(|(_, _, to)| *to);
 
-        let shared = Arc::new(Shared::default());
+        let poison = Arc::new(Poison::default());
         let progress = Arc::new(IndexProgress::new(if backlog.is_some() {
             indexed
         } else {
@@ -291,7 +290,7 @@ impl Journal {
         let (tx, rx) = mpsc::channel();
         let publisher = Arc::new(Publisher::new(
             Arc::clone(&log),
-            Arc::clone(&shared),
+            Arc::clone(&poison),
             Arc::clone(&progress),
             index_tx,
         ));
@@ -299,8 +298,8 @@ impl Journal {
             storage: Arc::clone(&storage),
             dir: dir.clone(),
             log: Arc::clone(&log),
-            index: Arc::clone(&index),
-            shared: Arc::clone(&shared),
+            lookup: Arc::clone(&index) as Arc<dyn crate::write::lookup::Lookup>,
+            poison: Arc::clone(&poison),
             clock: Arc::clone(&options.clock),
             limits: options.limits,
             durability: options.durability,
@@ -344,7 +343,7 @@ impl Journal {
                 options,
                 log,
                 index: Some(index),
-                shared,
+                poison,
                 refresh: Mutex::new(()),
                 progress,
                 tx: Mutex::new(Some(tx)),
@@ -375,7 +374,7 @@ impl Journal {
                 options,
                 log,
                 index: None,
-                shared: Arc::new(Shared::default()),
+                poison: Arc::new(Poison::default()),
                 refresh: Mutex::new(()),
                 progress: Arc::new(IndexProgress::new(head.position)),
                 tx: Mutex::new(None),
@@ -567,7 +566,7 @@ impl Journal {
         let mut ids = Strings::default();
         for i in 0..events.len() {
             let index = Some(i);
-            let missing = || Error::InvalidInput(format!("no event {i} in the batch"));
+            let missing = || Error::Internal(format!("no event {i} in the batch"));
             // An event without an id is given one here, in batch order, so that a batch refused
             // at an event has drawn no id for the events after it. A lent batch is copied first.
             let id_assigned = events.get(i).is_some_and(|e| e.event_id.is_empty());
@@ -657,7 +656,7 @@ impl Journal {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
-        if let Some(cause) = self.inner.shared.poisoned() {
+        if let Some(cause) = self.inner.poison.cause() {
             return Err(Error::Poisoned(cause));
         }
         let (events, bodies, ids) = self.prepare(events, options)?;
@@ -673,9 +672,7 @@ impl Journal {
             reply,
         };
         let request = match (&self.inner.cell, lead) {
-            (Some(cell), true) => {
-                write::lead(cell, &self.inner.progress, &self.inner.log, request)
-            }
+            (Some(cell), true) => write::lead(cell, &self.inner.progress, &self.inner.log, request),
             _ => Some(request),
         };
         if let Some(request) = request {
@@ -694,7 +691,7 @@ impl Journal {
             .await?;
         appended
             .pop()
-            .ok_or_else(|| Error::InvalidInput("no answer for the event".into()))
+            .ok_or_else(|| Error::Internal("no answer for the event".into()))
     }
 
     /// Appends a batch atomically: all of it becomes durable, or none of it. Events without an
@@ -806,7 +803,7 @@ impl Journal {
     ) -> Result<()> {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
-        if from.max(Position(1)) > to {
+        if from.max(Position::FIRST) > to {
             return Ok(());
         }
         read::for_each_selected_frame(
@@ -840,15 +837,13 @@ impl Journal {
     pub fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
         let Some(index) = &self.inner.index else {
             return self
-                .read(Position(1), None, false)
+                .read(Position::FIRST, None, false)
                 .find(|e| e.as_ref().map_or(true, |e| e.envelope.event_id == event_id))
                 .transpose();
         };
         self.wait_for_index()?;
         match index.event(event_id)? {
-            Some((p, segment, offset)) => {
-                read::read_at(&self.inner.log, segment, offset, p).map(Some)
-            }
+            Some(at) => read::read_at(&self.inner.log, at).map(Some),
             None => Ok(None),
         }
     }
@@ -874,7 +869,7 @@ impl Journal {
     pub fn stream_version(&self, stream_key: &str) -> Result<u64> {
         let Some(index) = &self.inner.index else {
             let mut version = 0;
-            for e in self.read(Position(1), None, false) {
+            for e in self.read(Position::FIRST, None, false) {
                 version += u64::from(e?.envelope.stream_key() == stream_key);
             }
             return Ok(version);
@@ -904,12 +899,14 @@ impl Journal {
                 Source::Index {
                     by,
                     id,
-                    next: filter.from.unwrap_or(Position(1)),
+                    next: filter.from.unwrap_or(Position::FIRST),
                     head,
                     page: std::collections::VecDeque::new(),
                 }
             }
-            None => Source::Scan(self.read(filter.from.unwrap_or(Position(1)), filter.to, false)),
+            None => {
+                Source::Scan(self.read(filter.from.unwrap_or(Position::FIRST), filter.to, false))
+            }
         };
         Ok(Query {
             journal: self.clone(),
@@ -926,7 +923,7 @@ impl Journal {
     pub fn read_stream(&self, stream_key: &str, from_version: u64) -> Result<Vec<StoredEvent>> {
         let Some(index) = &self.inner.index else {
             let mut out = Vec::new();
-            for e in self.read(Position(1), None, false) {
+            for e in self.read(Position::FIRST, None, false) {
                 let e = e?;
                 if e.envelope.stream_key() == stream_key && e.stream_version >= from_version {
                     out.push(e);
@@ -943,8 +940,8 @@ impl Journal {
                 return Ok(out);
             }
             version += page.len() as u64;
-            for (p, segment, offset) in page {
-                out.push(read::read_at(&self.inner.log, segment, offset, p)?);
+            for at in page {
+                out.push(read::read_at(&self.inner.log, at)?);
             }
         }
     }
@@ -957,7 +954,7 @@ impl Journal {
         crate::subscribe::Subscription::new(
             self.clone(),
             self.inner.log.head.subscribe(),
-            from.max(Position(1)),
+            from.max(Position::FIRST),
         )
     }
 
@@ -996,7 +993,7 @@ impl Journal {
             log_bytes,
             index_position: indexed.0,
             index_lag: head.position.0.saturating_sub(indexed.0),
-            poisoned: self.inner.shared.poisoned(),
+            poisoned: self.inner.poison.cause(),
             read_only: self.is_read_only(),
         })
     }
@@ -1029,7 +1026,7 @@ enum Source {
         id: String,
         next: Position,
         head: Position,
-        page: std::collections::VecDeque<(Position, SegmentId, u64)>,
+        page: std::collections::VecDeque<Located>,
     },
 }
 
@@ -1061,13 +1058,15 @@ impl Query {
                         return Some(Err(Error::ReadOnly));
                     };
                     match index.positions_by(*by, id, *next, 512) {
-                        Ok(found) => page.extend(found.into_iter().filter(|(p, _, _)| *p <= *head)),
+                        Ok(found) => {
+                            page.extend(found.into_iter().filter(|at| at.position <= *head))
+                        }
                         Err(e) => return Some(Err(e)),
                     }
                 }
-                let (p, segment, offset) = page.pop_front()?;
-                *next = p.next();
-                Some(read::read_at(&self.journal.inner.log, segment, offset, p))
+                let at = page.pop_front()?;
+                *next = at.position.next();
+                Some(read::read_at(&self.journal.inner.log, at))
             }
         }
     }
@@ -1147,84 +1146,6 @@ fn read_head_record(
             }),
         )),
         Err(e) => Err(e),
-    }
-}
-
-/// Adds index entries for positions `from..=to`, read from the log.
-pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
-    let mut chunk = IndexBatch::default();
-    // Each event's stream key, built here: the body holds its kind and id apart.
-    let mut stream_key = String::new();
-    let mut last = ChainHash::GENESIS;
-    read::for_each_frame(log, from, to, false, &mut |raw| {
-        // The index needs five ids of each event: read them without decoding the whole body.
-        // The frame's checksums are checked; the rest of the body is not decoded here, so a
-        // body that is damaged past its ids (yet passes its CRC) is indexed, and found by
-        // `verify` and by any read of that event, as before.
-        let position = raw.header.meta.position;
-        let damaged = |detail: String| Error::Corruption {
-            segment: raw.segment,
-            offset: raw.offset,
-            position: Some(position),
-            detail,
-        };
-        let ids = EventIds::from_msgpack(raw.body)
-            .map_err(|e| damaged(format!("the body's ids cannot be read: {e}")))?;
-        let event_id = ids
-            .event_id
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| damaged("the body has no eventId".to_string()))?;
-        last = raw.header.hash;
-        let (kind, id) = ids.stream_key_parts();
-        stream_key.clear();
-        stream_key.push_str(kind);
-        stream_key.push_str(id);
-        chunk.push(&IndexEntry {
-            position,
-            event_id,
-            stream_key: &stream_key,
-            stream_version: raw.header.meta.stream_version,
-            task: ids.task_id,
-            run: ids.run_id,
-            segment: raw.segment,
-            offset: raw.offset,
-            end_offset: raw.offset + raw.header.frame_len(),
-        });
-        if chunk.len() >= CATCH_UP_CHUNK {
-            apply_chunk(index, &mut chunk, last)?;
-        }
-        Ok(true)
-    })?;
-    apply_chunk(index, &mut chunk, last)
-}
-
-/// Applies a catch-up's chunk of entries, and empties it for the next.
-fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result<()> {
-    let entries: Vec<IndexEntry<'_>> = chunk.iter().collect();
-    index.apply(&entries, last, false)?;
-    chunk.clear();
-    Ok(())
-}
-
-/// The index entry of a stored event at a location, given its stream key.
-pub(crate) fn index_entry<'a>(
-    event: &'a StoredEvent,
-    stream_key: &'a str,
-    segment: SegmentId,
-    offset: u64,
-    end_offset: u64,
-) -> IndexEntry<'a> {
-    let e = &event.envelope;
-    IndexEntry {
-        position: event.position,
-        event_id: &e.event_id,
-        stream_key,
-        stream_version: event.stream_version,
-        task: e.task_id.as_deref(),
-        run: e.run_id.as_deref(),
-        segment,
-        offset,
-        end_offset,
     }
 }
 

@@ -73,7 +73,7 @@ impl Subscription {
                         .collect::<Result<Vec<_>>>()
                 })
                 .await
-                .map_err(|e| Error::InvalidInput(format!("subscription reader failed: {e}")));
+                .map_err(|e| Error::Internal(format!("subscription reader failed: {e}")));
                 match chunk.and_then(|c| c) {
                     Ok(events) => {
                         if let Some(last) = events.last() {
@@ -98,9 +98,7 @@ impl Subscription {
                 match tokio::task::spawn_blocking(move || journal.refresh()).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => return Some(Err(e)),
-                    Err(e) => {
-                        return Some(Err(Error::InvalidInput(format!("refresh failed: {e}"))))
-                    }
+                    Err(e) => return Some(Err(Error::Internal(format!("refresh failed: {e}")))),
                 }
                 continue;
             }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use journal_format::{
-    ChainHash, Envelope, Position, SegmentFooter, SegmentHeader, SegmentId,
+    ChainHash, Envelope, Location, Position, SegmentFooter, SegmentHeader, SegmentId,
     SEGMENT_FOOTER_TRAILER_LEN, SEGMENT_HEADER_LEN,
 };
 use serde::Serialize;
@@ -16,10 +16,11 @@ use serde::Serialize;
 use crate::blobs::BlobCheck;
 use crate::error::{Error, Result};
 use crate::index::IndexChecker;
-use crate::journal::{index_entry, Journal};
-use crate::log::Head;
+use crate::journal::Journal;
+use crate::log::entries::index_entry;
 use crate::log::recovery::SEGMENTS_DIR;
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
+use crate::log::Head;
 
 /// What `verify` checks beyond the log itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,9 +145,12 @@ impl Journal {
             }
             None => None,
         };
-        let mut index_sparse: BTreeMap<(SegmentId, u64), Position> =
+        let mut index_sparse: BTreeMap<Location, Position> =
             match checker.as_ref().map(IndexChecker::sparse_entries) {
-                Some(Ok(entries)) => entries.into_iter().map(|(p, s, o)| ((s, o), p)).collect(),
+                Some(Ok(entries)) => entries
+                    .into_iter()
+                    .map(|at| (at.location, at.position))
+                    .collect(),
                 Some(Err(e)) => {
                     note(e, &mut index_failure);
                     BTreeMap::new()
@@ -160,7 +164,7 @@ impl Journal {
         // The bytes of the segments already walked, for progress.
         let mut bytes_before = 0u64;
         let mut events = 0u64;
-        let mut expected = Position(1);
+        let mut expected = Position::FIRST;
         let mut prev = Some(ChainHash::GENESIS);
         let mut blob_refs: BTreeMap<String, Position> = BTreeMap::new();
         let mut with_task = 0u64;
@@ -311,7 +315,7 @@ impl Journal {
                         );
                     }
                 }
-                if let Some(p) = index_sparse.remove(&(id, frame.offset)) {
+                if let Some(p) = index_sparse.remove(&Location::new(id, frame.offset)) {
                     if p != position {
                         walk.problem(
                             "index_missing",
@@ -491,7 +495,7 @@ impl Journal {
                 }
             }
         }
-        for ((segment, offset), position) in index_sparse {
+        for (Location { segment, offset }, position) in index_sparse {
             walk.problem(
                 "index_extra",
                 Some(segment),

@@ -86,7 +86,7 @@ fn duplicate_event_ids_are_stored_once_and_answered_with_the_original() {
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     let third = append(&journal, vec![event(1, "s1")]);
     assert!(third[0].duplicate);
-    assert_eq!(third[0].position, Position(1));
+    assert_eq!(third[0].position, Position::FIRST);
     assert_eq!(third[0].stream_version, 1);
     assert_eq!(head(&journal), Position(3));
     assert_eq!(all_events(&journal).len(), 3);
@@ -251,7 +251,7 @@ fn an_event_id_twice_in_one_batch_with_different_bodies_is_refused() {
             "{err:?}"
         );
         assert!(err.to_string().contains("evt-s1-2"), "{err}");
-        assert_eq!(head(&journal), Position(1));
+        assert_eq!(head(&journal), Position::FIRST);
         assert_eq!(last_segment_bytes(dir.path()), before);
     }
     let stored = append(&journal, vec![event(2, "s1"), event(2, "s1")]);

@@ -217,13 +217,13 @@ fn a_failed_sync_poisons_the_writer_until_reopen() {
     assert!(journal.status().unwrap().poisoned.is_some());
     assert_eq!(
         journal.head().position,
-        Position(1),
+        Position::FIRST,
         "the failed append was never acknowledged"
     );
     journal.close();
     let journal = Journal::open(dir.path(), Options::default()).unwrap();
     // The unsynced bytes may or may not be on disk; either way the log is a valid prefix.
-    assert!(journal.head().position >= Position(1));
+    assert!(journal.head().position >= Position::FIRST);
     append(&journal, vec![event(4, "s1")]);
     assert!(
         journal

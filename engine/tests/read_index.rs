@@ -393,7 +393,7 @@ fn scan_gives_the_records_read_gives_and_names_a_damaged_frame() {
     for verify_chain in [false, true] {
         let mut decoded = Vec::new();
         journal
-            .scan(Position(1), None, verify_chain, |record| {
+            .scan(Position::FIRST, None, verify_chain, |record| {
                 let event = record.decode()?;
                 assert_eq!(
                     (record.position, record.stream_version, record.hash),
@@ -428,7 +428,7 @@ fn scan_gives_the_records_read_gives_and_names_a_damaged_frame() {
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let mut last = Position::ZERO;
     let error = journal
-        .scan(Position(1), None, false, |record| {
+        .scan(Position::FIRST, None, false, |record| {
             last = record.position;
             Ok(std::ops::ControlFlow::Continue(()))
         })
@@ -487,7 +487,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
     ] {
         let mut count = 0;
         let result = journal.scan_where(
-            Position(1),
+            Position::FIRST,
             None,
             verify_chain,
             select_damaged(selected),
@@ -521,7 +521,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
     let skip = header.meta.position;
     let error = journal
         .scan_where(
-            Position(1),
+            Position::FIRST,
             None,
             false,
             |p| p != skip && p != damaged,
@@ -540,7 +540,7 @@ fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
     let journal = setup(dir.path());
     let mut copies = Vec::new();
     journal
-        .scan(Position(1), None, false, |record| {
+        .scan(Position::FIRST, None, false, |record| {
             // The frame is the header, then the body.
             assert_eq!(record.frame.len(), FRAME_HEADER_LEN + record.body.len());
             assert_eq!(&record.frame[FRAME_HEADER_LEN..], record.body);
@@ -637,7 +637,7 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     assert!(segment_files(dir.path()).len() > 1);
     let mut scanned = Vec::new();
     journal
-        .scan(Position(1), None, false, |record| {
+        .scan(Position::FIRST, None, false, |record| {
             scanned.push((
                 record.position,
                 record.location(),

@@ -48,7 +48,7 @@ fn a_reader_beside_a_writer_sees_what_is_committed_and_follows_it() {
     let head = reader.refresh().unwrap();
     assert_eq!(head, writer.head());
     let all: Vec<_> = reader
-        .read(Position(1), None, true)
+        .read(Position::FIRST, None, true)
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(all.len(), 820);
@@ -92,7 +92,7 @@ async fn a_read_only_subscription_follows_another_writer() {
         .await
         .unwrap();
     let reader = Journal::open(dir.path(), read_only()).unwrap();
-    let mut sub = reader.subscribe(Position(1));
+    let mut sub = reader.subscribe(Position::FIRST);
     let feeding = {
         let writer = writer.clone();
         tokio::spawn(async move {

@@ -83,7 +83,7 @@ proptest! {
         let options = Options { storage: Arc::new(disk), ..common::small_segments() };
         match Journal::open(tmp.path(), options) {
             Ok(journal) => {
-                let _ = journal.read(Position(1), None, true).count();
+                let _ = journal.read(Position::FIRST, None, true).count();
                 let _ = journal.verify(&Default::default(), &mut |_, _| {});
             }
             Err(Error::Corruption { .. }) | Err(Error::Index(_)) => {}

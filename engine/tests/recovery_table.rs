@@ -186,11 +186,11 @@ fn row8_unfinished_batch_is_cut_whole() {
     assert_eq!(f.len(), 4);
     // The last frame of the batch (the one with END_OF_BATCH) never reached the disk.
     truncate(&file, f[3].0);
-    rewind_evidence(dir.path(), Position(1));
+    rewind_evidence(dir.path(), Position::FIRST);
     let journal = open(dir.path()).unwrap();
     assert_eq!(
         head(&journal),
-        Position(1),
+        Position::FIRST,
         "the batch is atomic: none of it survives"
     );
     let cut = journal
@@ -427,7 +427,7 @@ fn row10_damage_before_a_later_write_refuses_to_open_then_salvage_quarantines() 
         },
     )
     .unwrap();
-    assert_eq!(head(&journal), Position(1));
+    assert_eq!(head(&journal), Position::FIRST);
     let q = journal
         .recovery_report()
         .actions

@@ -229,7 +229,7 @@ impl Sim {
             );
         }
         let events: Vec<_> = match journal
-            .read(Position(1), None, true)
+            .read(Position::FIRST, None, true)
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(events) => events,

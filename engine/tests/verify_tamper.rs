@@ -340,7 +340,7 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     assert!(detail.contains("body checksum"), "{detail}");
 
     // A verified read of decoded events names the first forgery after the events before it.
-    let mut events = journal.read(Position(1), None, true);
+    let mut events = journal.read(Position::FIRST, None, true);
     let read: Vec<_> = events
         .by_ref()
         .take(700)
@@ -358,7 +358,7 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     // byte are given.
     let mut count = 0;
     let error = journal
-        .scan(Position(1), None, false, |_| {
+        .scan(Position::FIRST, None, false, |_| {
             count += 1;
             Ok(std::ops::ControlFlow::Continue(()))
         })
@@ -397,7 +397,7 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     // Unverified, every frame is read: their checksums hold.
     let mut count = 0;
     journal
-        .scan(Position(1), None, false, |_| {
+        .scan(Position::FIRST, None, false, |_| {
             count += 1;
             Ok(std::ops::ControlFlow::Continue(()))
         })

@@ -36,4 +36,4 @@ pub use segment::{
     FooterEntry, SegmentFooter, SegmentHeader, FORMAT_VERSION, SEGMENT_FOOTER_TRAILER_LEN,
     SEGMENT_HEADER_LEN,
 };
-pub use types::{ByteOffset, ChainHash, Position, SegmentId};
+pub use types::{ByteOffset, ChainHash, Located, Location, Position, SegmentId};

@@ -297,7 +297,7 @@ mod tests {
             index_offset: ByteOffset(200),
             last_hash: ChainHash([0x22; 32]),
             entries: vec![FooterEntry {
-                position: Position(1),
+                position: Position::FIRST,
                 offset: ByteOffset(64),
             }],
         }
@@ -307,7 +307,7 @@ mod tests {
     fn golden_segment_header_and_footer_match_format_md() {
         let header = SegmentHeader {
             segment_id: SegmentId(1),
-            first_position: Position(1),
+            first_position: Position::FIRST,
             prev_hash: ChainHash::GENESIS,
         };
         assert_eq!(golden_block("segment-header"), hex_dump(&header.encode()));
@@ -355,7 +355,7 @@ mod tests {
     fn unsupported_version_is_named() {
         let mut bytes = SegmentHeader {
             segment_id: SegmentId(1),
-            first_position: Position(1),
+            first_position: Position::FIRST,
             prev_hash: ChainHash::GENESIS,
         }
         .encode();

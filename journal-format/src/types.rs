@@ -16,6 +16,8 @@ pub struct Position(pub u64);
 impl Position {
     /// The position before the first event.
     pub const ZERO: Position = Position(0);
+    /// The first event's position.
+    pub const FIRST: Position = Position(1);
 
     /// The position after this one.
     ///
@@ -68,6 +70,50 @@ impl SegmentId {
 impl fmt::Display for SegmentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.file_name())
+    }
+}
+
+/// Where a frame lies in the log: its segment and the byte offset of its first byte there.
+/// Ordered by segment, then offset: the order of the log.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    /// The segment holding the frame.
+    pub segment: SegmentId,
+    /// The frame's byte offset in that segment.
+    pub offset: u64,
+}
+
+impl Location {
+    /// The frame at `offset` in `segment`.
+    #[must_use]
+    pub fn new(segment: SegmentId, offset: u64) -> Location {
+        Location { segment, offset }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} offset {}", self.segment, self.offset)
+    }
+}
+
+/// An event's position and where its frame lies.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Located {
+    /// The event's position.
+    pub position: Position,
+    /// Where its frame lies.
+    pub location: Location,
+}
+
+impl Located {
+    /// The event at `position`, whose frame is at `offset` in `segment`.
+    #[must_use]
+    pub fn new(position: Position, segment: SegmentId, offset: u64) -> Located {
+        Located {
+            position,
+            location: Location::new(segment, offset),
+        }
     }
 }
 

@@ -30,7 +30,7 @@
 //! reads first.
 
 use crate::error::{Error, Result};
-use crate::index::{entry_count, IdKey, Located, ID_KEY_LEN};
+use crate::index::{entry_count, IdKey, Row, ID_KEY_LEN};
 
 /// The most entries one id block holds: two blocks fit a 4 KiB redb page.
 pub(crate) const ID_BLOCK_EVENTS: usize = 40;
@@ -47,7 +47,7 @@ pub(crate) fn count(block: &[u8]) -> Result<usize> {
 }
 
 /// Entry `i` of a block whose length [`count`] checked.
-fn entry(block: &[u8], i: usize) -> Option<(IdKey, Located)> {
+fn entry(block: &[u8], i: usize) -> Option<(IdKey, Row)> {
     let bytes = block.get(i * ID_ENTRY_LEN..(i + 1) * ID_ENTRY_LEN)?;
     let (key, rest) = bytes.split_at(ID_KEY_LEN);
     let word = |at: usize| {
@@ -64,13 +64,13 @@ pub(crate) fn last_key(block: &[u8]) -> Result<IdKey> {
 }
 
 /// The last (greatest) key of `block`, with where its event is.
-pub(crate) fn last(block: &[u8]) -> Result<(IdKey, Located)> {
+pub(crate) fn last(block: &[u8]) -> Result<(IdKey, Row)> {
     let n = count(block)?;
     entry(block, n - 1).ok_or_else(|| Error::Index("an id block lost its last entry".into()))
 }
 
 /// Where the event with `key` is, if `block` holds it: a binary search over its entries.
-pub(crate) fn find(block: &[u8], key: &IdKey) -> Result<Option<Located>> {
+pub(crate) fn find(block: &[u8], key: &IdKey) -> Result<Option<Row>> {
     let (mut low, mut high) = (0, count(block)?);
     while low < high {
         let mid = low + (high - low) / 2;
@@ -88,7 +88,7 @@ pub(crate) fn find(block: &[u8], key: &IdKey) -> Result<Option<Located>> {
 
 /// Adds an entry to a block being built. The caller keeps keys increasing and the block within
 /// [`ID_BLOCK_EVENTS`].
-pub(crate) fn push(block: &mut Vec<u8>, key: &IdKey, (position, segment, offset): Located) {
+pub(crate) fn push(block: &mut Vec<u8>, key: &IdKey, (position, segment, offset): Row) {
     debug_assert!(block.len() < ID_BLOCK_EVENTS * ID_ENTRY_LEN);
     block.extend_from_slice(key);
     block.extend_from_slice(&position.to_le_bytes());

@@ -17,16 +17,21 @@
 //! transaction and a renewal of the writer's read view (0.57–0.66 × the bound, against
 //! 0.83–0.92 × gathered, `compare --cell 1x1`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
-use crate::index::{Index, IndexBatch, IndexEntry};
+use crate::index::Index;
+use crate::log::entries::{IndexBatch, IndexEntry};
+use crate::log::read;
 use crate::log::Log;
+use crate::progress::{IndexProgress, INDEX_LAG_MAX};
+use crate::write::answer::CommittedGroup;
+use journal_format::EventIds;
 
 /// How long the indexer waits, idle, before making its work durable.
 const PERSIST_IDLE: Duration = Duration::from_millis(500);
@@ -53,165 +58,8 @@ const _: () = assert!(GATHER_ENTRIES as u64 * 2 <= INDEX_LAG_MAX);
 /// waiting readers.
 const GATHER_SLICE: Duration = Duration::from_millis(1);
 
-/// How far (in events) the index may lag the log before the writer waits for it.
-pub(crate) const INDEX_LAG_MAX: u64 = 50_000;
-
-/// Whether the index lags `head` by more than [`INDEX_LAG_MAX`] events while the indexer is
-/// still working (a stopped indexer is waited for by nobody).
-pub(crate) fn lags_too_far(progress: &IndexProgress, head: Position) -> bool {
-    head.0.saturating_sub(progress.position().0) > INDEX_LAG_MAX && !progress.stopped()
-}
-
-/// Waits while the index lags `head` by more than [`INDEX_LAG_MAX`] events, until it is within
-/// half of that (or `timeout` passed, or the indexer stopped: then appends go on and the index
-/// is rebuilt at the next open). Appends call this before they commit, holding nothing, so the
-/// entries sent to the index thread, and the ids the writer keeps until the index holds them,
-/// stay bounded however long appends outrun the indexer.
-pub(crate) fn hold_back(progress: &IndexProgress, head: Position, timeout: Duration) {
-    if !lags_too_far(progress, head) {
-        return;
-    }
-    let target = Position(head.0 - INDEX_LAG_MAX / 2);
-    if let Err(e) = progress.wait_for(target, timeout) {
-        tracing::warn!(error = %e, "the index lags the log; appends go on");
-    }
-}
-
-/// What the writer sends the indexer.
-#[derive(Debug)]
-pub(crate) enum IndexMsg {
-    /// Entries of one committed write, and the head after it.
-    Entries {
-        entries: IndexBatch,
-        head: (Position, ChainHash),
-    },
-}
-
-/// Why the index thread stopped: the message, and the place when what stopped it is damage in
-/// the log (a frame whose stream version does not follow its stream's), so that whoever waits is
-/// told [`Error::Corruption`] at that place, not an index error.
-#[derive(Clone, Debug)]
-struct Failure {
-    message: String,
-    corruption: Option<(journal_format::SegmentId, u64, Option<Position>)>,
-}
-
-impl Failure {
-    fn of(error: &Error) -> Failure {
-        match error {
-            Error::Corruption {
-                segment,
-                offset,
-                position,
-                detail,
-            } => Failure {
-                message: detail.clone(),
-                corruption: Some((*segment, *offset, *position)),
-            },
-            other => Failure {
-                message: other.to_string(),
-                corruption: None,
-            },
-        }
-    }
-
-    fn to_error(&self) -> Error {
-        match self.corruption {
-            Some((segment, offset, position)) => Error::Corruption {
-                segment,
-                offset,
-                position,
-                detail: self.message.clone(),
-            },
-            None => Error::Index(format!(
-                "the indexer failed: {}; reopen the journal to rebuild",
-                self.message
-            )),
-        }
-    }
-}
-
-/// How far the index has got, for readers that wait on it.
-#[derive(Debug, Default)]
-pub(crate) struct IndexProgress {
-    state: Mutex<(Position, Option<Failure>)>,
-    changed: Condvar,
-    /// Readers inside [`IndexProgress::wait_for`]: the indexer stops gathering for them.
-    waiting: AtomicUsize,
-}
-
-impl IndexProgress {
-    pub(crate) fn new(position: Position) -> IndexProgress {
-        IndexProgress {
-            state: Mutex::new((position, None)),
-            changed: Condvar::new(),
-            waiting: AtomicUsize::new(0),
-        }
-    }
-
-    pub(crate) fn position(&self) -> Position {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0
-    }
-
-    pub(crate) fn set(&self, position: Position) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 = position;
-        self.changed.notify_all();
-    }
-
-    fn fail(&self, error: &Error) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(Failure::of(error));
-        self.changed.notify_all();
-    }
-
-    /// Records that the index thread stopped without saying why (it panicked), unless it said.
-    pub(crate) fn stop(&self, why: &str) {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .get_or_insert_with(|| Failure {
-                message: why.to_string(),
-                corruption: None,
-            });
-        self.changed.notify_all();
-    }
-
-    /// Whether the index thread stopped (failed or gone): the index moves no further.
-    pub(crate) fn stopped(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .is_some()
-    }
-
-    /// Waits until the index reflects `position`.
-    ///
-    /// # Errors
-    /// [`Error::Index`] when the indexer failed, or did not get there within `timeout`.
-    pub(crate) fn wait_for(&self, position: Position, timeout: Duration) -> Result<()> {
-        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.0 >= position && guard.1.is_none() {
-            return Ok(());
-        }
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let (guard, result) = self
-            .changed
-            .wait_timeout_while(guard, timeout, |(p, err)| *p < position && err.is_none())
-            .unwrap_or_else(|p| p.into_inner());
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        if let Some(failure) = &guard.1 {
-            return Err(failure.to_error());
-        }
-        if result.timed_out() && guard.0 < position {
-            return Err(Error::Index(format!(
-                "the index reached position {} but not {position} within {timeout:?}",
-                guard.0
-            )));
-        }
-        Ok(())
-    }
-}
+/// How many index entries are applied per transaction while catching up on open.
+const CATCH_UP_CHUNK: usize = 20_000;
 
 /// How much the indexer has applied and not yet made durable, and since when.
 struct Persistence {
@@ -252,6 +100,62 @@ impl Persistence {
     }
 }
 
+/// Adds index entries for positions `from..=to`, read from the log.
+pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -> Result<()> {
+    let mut chunk = IndexBatch::default();
+    // Each event's stream key, built here: the body holds its kind and id apart.
+    let mut stream_key = String::new();
+    let mut last = ChainHash::GENESIS;
+    read::for_each_frame(log, from, to, false, &mut |raw| {
+        // The index needs five ids of each event: read them without decoding the whole body.
+        // The frame's checksums are checked; the rest of the body is not decoded here, so a
+        // body that is damaged past its ids (yet passes its CRC) is indexed, and found by
+        // `verify` and by any read of that event, as before.
+        let position = raw.header.meta.position;
+        let damaged = |detail: String| Error::Corruption {
+            segment: raw.segment,
+            offset: raw.offset,
+            position: Some(position),
+            detail,
+        };
+        let ids = EventIds::from_msgpack(raw.body)
+            .map_err(|e| damaged(format!("the body's ids cannot be read: {e}")))?;
+        let event_id = ids
+            .event_id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| damaged("the body has no eventId".to_string()))?;
+        last = raw.header.hash;
+        let (kind, id) = ids.stream_key_parts();
+        stream_key.clear();
+        stream_key.push_str(kind);
+        stream_key.push_str(id);
+        chunk.push(&IndexEntry {
+            position,
+            event_id,
+            stream_key: &stream_key,
+            stream_version: raw.header.meta.stream_version,
+            task: ids.task_id,
+            run: ids.run_id,
+            segment: raw.segment,
+            offset: raw.offset,
+            end_offset: raw.offset + raw.header.frame_len(),
+        });
+        if chunk.len() >= CATCH_UP_CHUNK {
+            apply_chunk(index, &mut chunk, last)?;
+        }
+        Ok(true)
+    })?;
+    apply_chunk(index, &mut chunk, last)
+}
+
+/// Applies a catch-up's chunk of entries, and empties it for the next.
+fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result<()> {
+    let entries: Vec<IndexEntry<'_>> = chunk.iter().collect();
+    index.apply(&entries, last, false)?;
+    chunk.clear();
+    Ok(())
+}
+
 /// Runs until the writer drops its sender. First indexes `backlog` (positions `from..=to` of
 /// the log that open left to it) and makes it durable, then what the writer sends. `dirty` says
 /// the index holds commits not yet made durable (a catch-up at open), which the first idle
@@ -259,7 +163,7 @@ impl Persistence {
 pub(crate) fn run(
     index: Arc<Index>,
     progress: Arc<IndexProgress>,
-    rx: Receiver<IndexMsg>,
+    rx: Receiver<CommittedGroup>,
     backlog: Option<(Arc<Log>, Position, Position)>,
     dirty: bool,
 ) {
@@ -268,7 +172,7 @@ pub(crate) fn run(
         last: now(),
     };
     if let Some((log, from, to)) = backlog {
-        if let Err(e) = crate::journal::catch_up(&log, &index, from, to) {
+        if let Err(e) = catch_up(&log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
             progress.fail(&e);
             return;
@@ -320,10 +224,10 @@ pub(crate) fn run(
 fn gather_and_apply(
     index: &Index,
     progress: &IndexProgress,
-    rx: &Receiver<IndexMsg>,
-    first: IndexMsg,
+    rx: &Receiver<CommittedGroup>,
+    first: CommittedGroup,
 ) -> Result<((Position, ChainHash), bool)> {
-    let IndexMsg::Entries { entries, mut head } = first;
+    let CommittedGroup { entries, mut head } = first;
     // The batches gathered, applied together.
     let mut gathered = entries.len();
     let mut batches = vec![entries];
@@ -348,7 +252,7 @@ fn gather_and_apply(
             next = take();
         }
         match next {
-            Ok(IndexMsg::Entries {
+            Ok(CommittedGroup {
                 entries: more,
                 head: h,
             }) => {
@@ -367,34 +271,4 @@ fn gather_and_apply(
     let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
     index.apply(&entries, head.1, false)?;
     Ok((head, open))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn appends_wait_while_the_index_lags_too_far() {
-        let progress = Arc::new(IndexProgress::new(Position(1_000)));
-        // Within the allowed lag: no wait at all (a timeout of zero would otherwise warn).
-        hold_back(&progress, Position(1_000 + INDEX_LAG_MAX), Duration::ZERO);
-        let head = Position(1_000 + 2 * INDEX_LAG_MAX);
-        let indexer = {
-            let progress = Arc::clone(&progress);
-            std::thread::spawn(move || {
-                // Not far enough yet (still lagging by more than the allowed lag, whether or
-                // not `hold_back` has looked yet), then far enough.
-                progress.set(Position(head.0 - INDEX_LAG_MAX - 1));
-                std::thread::sleep(Duration::from_millis(50));
-                progress.set(Position(head.0 - INDEX_LAG_MAX / 2));
-            })
-        };
-        hold_back(&progress, head, Duration::from_secs(60));
-        assert!(
-            progress.position() >= Position(head.0 - INDEX_LAG_MAX / 2),
-            "returned at {} before the index came within half the allowed lag",
-            progress.position()
-        );
-        indexer.join().expect("indexer");
-    }
 }

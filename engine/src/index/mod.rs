@@ -26,6 +26,7 @@
 
 pub(crate) mod id_blocks;
 pub(crate) mod indexer;
+mod lookup;
 
 use std::cell::{OnceCell, RefCell};
 use std::ops::Bound;
@@ -34,28 +35,28 @@ use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
-use journal_format::{ChainHash, Position, SegmentId};
+use journal_format::{ChainHash, Located, Position, SegmentId};
 use redb::{
     Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
     ReadableTableMetadata, Table, TableDefinition,
 };
 
 use crate::error::{Error, Result};
+use crate::log::entries::IndexEntry;
 use crate::log::SPARSE_INTERVAL_BYTES;
-use crate::strings::{Span, Strings};
 
-/// (position, segment, offset).
-pub(crate) type Located = (u64, u64, u64);
+/// A [`Located`] as the index's tables store it: (position, segment, offset).
+pub(crate) type Row = (u64, u64, u64);
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Event ids with a fixed-width key (see [`id_key`]) of applies whose ids did not grow →
 /// location.
-const EVENT_ID_KEYS: TableDefinition<&IdKey, Located> = TableDefinition::new("event_id_keys");
+const EVENT_ID_KEYS: TableDefinition<&IdKey, Row> = TableDefinition::new("event_id_keys");
 /// Event ids with a fixed-width key of applies whose ids grew from after every id indexed, in
 /// blocks ([`crate::index::id_blocks`]): first key → block.
 const EVENT_ID_BLOCKS: TableDefinition<&IdKey, &[u8]> = TableDefinition::new("event_id_blocks");
 /// Every other event id → location.
-const OTHER_EVENT_IDS: TableDefinition<&str, Located> = TableDefinition::new("other_event_ids");
+const OTHER_EVENT_IDS: TableDefinition<&str, Row> = TableDefinition::new("other_event_ids");
 /// (stream key, first stream version) → block.
 const STREAMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("streams");
 /// (task id, first position) → block.
@@ -88,7 +89,7 @@ pub(crate) fn entry_count(bytes: &[u8], entry_len: usize, max: usize, what: &str
 }
 
 /// The entries of a block, checked for length.
-fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Located> + '_> {
+fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Row> + '_> {
     entry_count(bytes, BLOCK_ENTRY_LEN, BLOCK_EVENTS, "index block")?;
     Ok(bytes.chunks_exact(BLOCK_ENTRY_LEN).map(|e| {
         let word = |at: usize| {
@@ -100,7 +101,7 @@ fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Located> + '_> {
     }))
 }
 
-fn push_entry(block: &mut Vec<u8>, (position, segment, offset): Located) {
+fn push_entry(block: &mut Vec<u8>, (position, segment, offset): Row) {
     block.extend_from_slice(&position.to_le_bytes());
     block.extend_from_slice(&segment.to_le_bytes());
     block.extend_from_slice(&offset.to_le_bytes());
@@ -114,7 +115,7 @@ enum Numbered {
 }
 
 /// One entry for a blocked table: key, number (see [`Numbered`]), location.
-type Keyed<'a> = (&'a str, u64, Located);
+type Keyed<'a> = (&'a str, u64, Row);
 
 /// Adds `items` to the blocks of `table`, filling each key's last block first.
 fn append_blocks<'a>(
@@ -135,7 +136,7 @@ fn append_blocks<'a>(
     let mut keys: Vec<&'a str> = Vec::with_capacity(most);
     // Each slot's count of items, then where its group ends.
     let mut ends: Vec<usize> = Vec::with_capacity(most);
-    let mut tagged: Vec<(usize, u64, Located)> = Vec::with_capacity(most);
+    let mut tagged: Vec<(usize, u64, Row)> = Vec::with_capacity(most);
     for (key, number, located) in items {
         let slot = *slot_of.entry(key).or_insert_with(|| {
             keys.push(key);
@@ -154,7 +155,7 @@ fn append_blocks<'a>(
     }
     // Filled from each group's end backwards, the items taken last first: each group keeps
     // its items' order.
-    let mut sorted: Vec<(u64, Located)> = vec![(0, (0, 0, 0)); tagged.len()];
+    let mut sorted: Vec<(u64, Row)> = vec![(0, (0, 0, 0)); tagged.len()];
     let mut next = ends.clone();
     for &(slot, number, located) in tagged.iter().rev() {
         let place = next.get_mut(slot).and_then(|end| {
@@ -202,7 +203,7 @@ fn append_blocks<'a>(
 fn append_key(
     table: &mut Table<(&str, u64), &[u8]>,
     key: &str,
-    group: impl Iterator<Item = (u64, Located)>,
+    group: impl Iterator<Item = (u64, Row)>,
     numbered: Numbered,
     block: &mut Vec<u8>,
 ) -> Result<()> {
@@ -299,7 +300,7 @@ fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T
 
 /// The greatest fixed-width key indexed: the per-id table's or the last id block's
 /// (`last_block`), whichever is greater.
-fn greatest_keyed<T: ReadableTable<&'static IdKey, Located>>(
+fn greatest_keyed<T: ReadableTable<&'static IdKey, Row>>(
     per_id: &T,
     last_block: Option<&[u8]>,
 ) -> Result<Option<IdKey>> {
@@ -314,7 +315,7 @@ fn greatest_keyed<T: ReadableTable<&'static IdKey, Located>>(
 fn append_id_blocks(
     table: &mut Table<&IdKey, &[u8]>,
     before: Option<(IdKey, Vec<u8>)>,
-    run: &[(IdKey, Located)],
+    run: &[(IdKey, Row)],
 ) -> Result<()> {
     // The block being filled: its first key and whether it changed, its bytes in `block` (one
     // buffer for all: see `append_key`).
@@ -354,8 +355,8 @@ fn append_id_blocks(
 /// holds nothing (then, until a run goes there, only long runs can, found without a lookup).
 fn place_ids(
     blocks: &mut Table<&IdKey, &[u8]>,
-    per_id: &mut Table<&IdKey, Located>,
-    sorted: &[(IdKey, Located)],
+    per_id: &mut Table<&IdKey, Row>,
+    sorted: &[(IdKey, Row)],
     mut blocks_empty: bool,
 ) -> Result<()> {
     let mut rest = sorted;
@@ -486,9 +487,9 @@ fn id_key(id: &str) -> Option<IdKey> {
 
 /// The event id tables of one read transaction.
 struct IdTables {
-    keyed: ReadOnlyTable<&'static IdKey, Located>,
+    keyed: ReadOnlyTable<&'static IdKey, Row>,
     blocks: ReadOnlyTable<&'static IdKey, &'static [u8]>,
-    other: ReadOnlyTable<&'static str, Located>,
+    other: ReadOnlyTable<&'static str, Row>,
 }
 
 impl IdTables {
@@ -501,7 +502,7 @@ impl IdTables {
     }
 
     /// Where the event with `id` is, looked up in the tables its id belongs to.
-    fn get(&self, id: &str) -> Result<Option<Located>> {
+    fn get(&self, id: &str) -> Result<Option<Row>> {
         match id_key(id) {
             Some(key) => self.get_keyed(&key, |_, _| Ok(())),
             None => Ok(self.other.get(id)?.map(|v| v.value())),
@@ -516,7 +517,7 @@ impl IdTables {
         &self,
         key: &IdKey,
         missed: impl FnOnce(&IdKey, &[u8]) -> Result<()>,
-    ) -> Result<Option<Located>> {
+    ) -> Result<Option<Row>> {
         if let Some(v) = self.keyed.get(key)? {
             return Ok(Some(v.value()));
         }
@@ -544,101 +545,6 @@ impl IdTables {
             n += id_blocks::count(item?.1.value())? as u64;
         }
         Ok(n)
-    }
-}
-
-/// What the index records about one event, its ids held as `Id`: borrowed (an [`IndexEntry`]),
-/// as spans of an [`IndexBatch`]'s strings, or owned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Entry<Id> {
-    pub position: Position,
-    pub event_id: Id,
-    pub stream_key: Id,
-    pub stream_version: u64,
-    pub task: Option<Id>,
-    pub run: Option<Id>,
-    pub segment: SegmentId,
-    pub offset: u64,
-    /// Where the frame ends.
-    pub end_offset: u64,
-}
-
-/// An entry whose ids are borrowed (from an [`IndexBatch`], a body or an envelope): what
-/// [`Index::apply`] takes.
-pub(crate) type IndexEntry<'a> = Entry<&'a str>;
-
-impl<Id> Entry<Id> {
-    /// The same entry with each id turned by `f`, in the order event id, stream key, task,
-    /// run.
-    pub(crate) fn map_ids<'s, T>(&'s self, mut f: impl FnMut(&'s Id) -> T) -> Entry<T> {
-        Entry {
-            position: self.position,
-            event_id: f(&self.event_id),
-            stream_key: f(&self.stream_key),
-            stream_version: self.stream_version,
-            task: self.task.as_ref().map(&mut f),
-            run: self.run.as_ref().map(&mut f),
-            segment: self.segment,
-            offset: self.offset,
-            end_offset: self.end_offset,
-        }
-    }
-}
-
-/// Index entries that own their ids, all of them in one buffer: what the writer hands the
-/// indexer after a commit, and what a catch-up from the log gathers.
-#[derive(Debug, Default)]
-pub(crate) struct IndexBatch {
-    ids: Strings,
-    /// Each entry, its ids as spans of `ids`, its event id pushed first.
-    entries: Vec<Entry<Span>>,
-}
-
-impl IndexBatch {
-    /// Adds `entry`, copying its ids.
-    pub(crate) fn push(&mut self, entry: &IndexEntry<'_>) {
-        let spans = entry.map_ids(|id| self.ids.push(id));
-        self.entries.push(spans);
-    }
-
-    /// Room for `entries` more entries of `bytes` of ids in all.
-    pub(crate) fn reserve(&mut self, entries: usize, bytes: usize) {
-        self.entries.reserve(entries);
-        self.ids.reserve(bytes);
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Entry `i`.
-    #[cfg(test)]
-    pub(crate) fn get(&self, i: usize) -> Option<IndexEntry<'_>> {
-        self.entries
-            .get(i)
-            .map(|spans| spans.map_ids(|id| self.ids.get(*id)))
-    }
-
-    /// The entries in the order they were pushed.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = IndexEntry<'_>> {
-        self.entries
-            .iter()
-            .map(|spans| spans.map_ids(|id| self.ids.get(*id)))
-    }
-
-    /// Keeps the first `len` entries (and their ids) only.
-    pub(crate) fn truncate(&mut self, len: usize) {
-        if let Some(first_gone) = self.entries.get(len) {
-            // An entry's ids are pushed after those of the entries before it, its event id
-            // first.
-            self.ids.truncate(first_gone.event_id.start());
-            self.entries.truncate(len);
-        }
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.ids.clear();
-        self.entries.clear();
     }
 }
 
@@ -740,8 +646,8 @@ fn guard<T>(marker: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
     }
 }
 
-fn located(v: Located) -> (Position, SegmentId, u64) {
-    (Position(v.0), SegmentId(v.1), v.2)
+fn located((position, segment, offset): Row) -> Located {
+    Located::new(Position(position), SegmentId(segment), offset)
 }
 
 impl Index {
@@ -1010,7 +916,7 @@ impl Index {
     }
 
     /// The position and location of an event id.
-    pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
+    pub(crate) fn event(&self, event_id: &str) -> Result<Option<Located>> {
         guard(&self.marker, || {
             // One lookup: straight down the ids' B-tree (a view's shortcut costs a descent first).
             let txn = self.db.begin_read()?;
@@ -1050,7 +956,7 @@ impl Index {
         id: &str,
         from: Position,
         limit: usize,
-    ) -> Result<Vec<(Position, SegmentId, u64)>> {
+    ) -> Result<Vec<Located>> {
         guard(&self.marker, || {
             let txn = self.db.begin_read()?;
             let mut out = Vec::new();
@@ -1074,7 +980,7 @@ impl Index {
                 let (_, v) = item?;
                 for (p, s, o) in block_entries(v.value())? {
                     if p >= from.0 {
-                        out.push((Position(p), SegmentId(s), o));
+                        out.push(Located::new(Position(p), SegmentId(s), o));
                         if out.len() >= limit {
                             break 'blocks;
                         }
@@ -1091,7 +997,7 @@ impl Index {
         stream_key: &str,
         from_version: u64,
         limit: usize,
-    ) -> Result<Vec<(Position, SegmentId, u64)>> {
+    ) -> Result<Vec<Located>> {
         guard(&self.marker, || {
             let txn = self.db.begin_read()?;
             let table = txn.open_table(STREAMS)?;
@@ -1196,7 +1102,7 @@ impl IndexReader {
         self.indexed
     }
 
-    pub(crate) fn event(&self, event_id: &str) -> Result<Option<(Position, SegmentId, u64)>> {
+    pub(crate) fn event(&self, event_id: &str) -> Result<Option<Located>> {
         guard(&self.marker, || {
             let greatest = match self.greatest.get() {
                 Some(greatest) => greatest,
@@ -1228,7 +1134,7 @@ impl IndexReader {
     /// Where the event with a fixed-width `key` is: as [`IdTables::get_keyed`] finds it, unless
     /// a clean [`IdGap`] already holds the key; a miss just past a block records that block's
     /// gap.
-    fn get_keyed(&self, key: &IdKey) -> Result<Option<Located>> {
+    fn get_keyed(&self, key: &IdKey) -> Result<Option<Row>> {
         if self
             .gaps
             .borrow()
@@ -1346,13 +1252,13 @@ impl IndexChecker {
     }
 
     /// Every sparse entry: position, segment, offset.
-    pub(crate) fn sparse_entries(&self) -> Result<Vec<(Position, SegmentId, u64)>> {
+    pub(crate) fn sparse_entries(&self) -> Result<Vec<Located>> {
         guard(&self.marker, || {
             let mut out = Vec::new();
             for item in self.sparse.iter()? {
                 let (k, v) = item?;
                 let (s, o) = v.value();
-                out.push((Position(k.value()), SegmentId(s), o));
+                out.push(Located::new(Position(k.value()), SegmentId(s), o));
             }
             Ok(out)
         })
@@ -1362,6 +1268,7 @@ impl IndexChecker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::entries::{Entry, IndexBatch};
 
     /// An index entry that owns its ids, for a test to build and alter.
     type Owned = Entry<String>;
@@ -1400,8 +1307,8 @@ mod tests {
         (dir, index)
     }
 
-    fn at(p: u64) -> (Position, SegmentId, u64) {
-        (Position(p), SegmentId(p / 100), p * 10)
+    fn at(p: u64) -> Located {
+        Located::new(Position(p), SegmentId(p / 100), p * 10)
     }
 
     #[test]
@@ -1486,7 +1393,10 @@ mod tests {
             .stream_positions("session:s1", 1, usize::MAX)
             .expect("stream");
         assert_eq!(whole.len(), 170);
-        assert!(whole.iter().zip(1u64..).all(|(l, v)| l.0 .0 == 3 * v - 2));
+        assert!(whole
+            .iter()
+            .zip(1u64..)
+            .all(|(l, v)| l.position.0 == 3 * v - 2));
         // Task task-2 holds positions 2, 6, 10, ...; from position 300 on.
         let task = index
             .positions_by(By::Task, "task-2", Position(300), 4)
@@ -1497,7 +1407,7 @@ mod tests {
             .expect("session");
         assert_eq!(session, vec![at(402), at(405)]);
         let run = index
-            .positions_by(By::Run, "run-a", Position(1), usize::MAX)
+            .positions_by(By::Run, "run-a", Position::FIRST, usize::MAX)
             .expect("run");
         assert_eq!(run.len(), 169);
         let counts = index.counts().expect("counts");
@@ -1570,7 +1480,7 @@ mod tests {
             .expect("stream")
             .is_empty());
         assert!(index
-            .positions_by(By::Task, "task-2", Position(1), 0)
+            .positions_by(By::Task, "task-2", Position::FIRST, 0)
             .expect("task")
             .is_empty());
     }
@@ -1764,7 +1674,7 @@ mod tests {
                         key.as_deref() == Some(id.as_str())
                     });
                     proptest::prop_assert_eq!(
-                        index.positions_by(by, &id, Position(1), usize::MAX).expect("by"),
+                        index.positions_by(by, &id, Position::FIRST, usize::MAX).expect("by"),
                         expected
                     );
                 }
@@ -1814,7 +1724,7 @@ mod tests {
         }
         for (task, expected) in tasks {
             let found = index
-                .positions_by(By::Task, task, Position(1), usize::MAX)
+                .positions_by(By::Task, task, Position::FIRST, usize::MAX)
                 .expect("task");
             assert_eq!(found, expected, "{task}");
         }
@@ -1883,15 +1793,15 @@ mod tests {
         // start where they started.
         batch.truncate(3);
         assert_eq!(batch.iter().collect::<Vec<_>>(), borrow(&all[..3]));
-        let ids_at_mark = batch.ids.len();
+        let ids_at_mark = batch.id_bytes();
         batch.push(&all[8].entry());
         assert_eq!(batch.get(3), Some(all[8].entry()));
         batch.truncate(3);
-        assert_eq!(batch.ids.len(), ids_at_mark);
+        assert_eq!(batch.id_bytes(), ids_at_mark);
         batch.truncate(7); // longer than it is: nothing changes
         assert_eq!(batch.len(), 3);
         batch.clear();
-        assert_eq!((batch.len(), batch.ids.len()), (0, 0));
+        assert_eq!((batch.len(), batch.id_bytes()), (0, 0));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The in-memory map of the log: its segments, what each holds, and the committed head. The
 //! writer changes it; readers take snapshots of it and never read past the committed head.
 
+pub(crate) mod entries;
 pub(crate) mod head_file;
 pub(crate) mod read;
 pub(crate) mod recovery;

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use journal_format::{
-    ChainHash, Envelope, FrameHeader, Position, SegmentId, StoredEvent, StoredPayload,
-    FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    ChainHash, Envelope, FrameHeader, Located, Location, Position, SegmentId, StoredEvent,
+    StoredPayload, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{Error, Result};
-use crate::log::{Log, Segment};
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
+use crate::log::{Log, Segment};
 
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]
@@ -211,7 +211,7 @@ pub(crate) fn for_each_selected_frame(
     select: &mut dyn FnMut(Position) -> bool,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
-    let mut next = from.max(Position(1));
+    let mut next = from.max(Position::FIRST);
     while next <= to {
         let opened_at = next;
         let mut cursor = Cursor::open(log, next, verify_chain)?.look_ahead(to);
@@ -524,7 +524,7 @@ impl FrameReader {
             .get(start..start.saturating_add(len))
             .ok_or_else(|| {
                 // Unreachable (asserted above): a miss fetched the frame, a hit found it inside.
-                Error::InvalidInput(format!(
+                Error::Internal(format!(
                 "the frame reader's buffer (segment {} from {}, {} bytes) lacks the frame at {} \
                  (looking for position {position})",
                 at.segment,
@@ -639,14 +639,10 @@ pub(crate) fn decode(raw: &RawFrame<'_>) -> Result<StoredEvent> {
     raw.record().decode()
 }
 
-/// Reads the frame at a known location and checks that it holds `position`.
-pub(crate) fn read_at(
-    log: &Log,
-    segment: SegmentId,
-    offset: u64,
-    position: Position,
-) -> Result<StoredEvent> {
-    let (header, frame) = read_frame_at(log, segment, offset, position)?;
+/// Reads the frame at a known location and checks that it holds the position noted with it.
+pub(crate) fn read_at(log: &Log, at: Located) -> Result<StoredEvent> {
+    let (header, frame) = read_frame_at(log, at)?;
+    let Location { segment, offset } = at.location;
     let body = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
     decode(&RawFrame {
         segment,
@@ -658,13 +654,12 @@ pub(crate) fn read_at(
 }
 
 /// Reads the whole frame (header, then body) at a known location, checks both checksums and
-/// that it holds `position`, and returns it undecoded with its header.
-pub(crate) fn read_frame_at(
-    log: &Log,
-    segment: SegmentId,
-    offset: u64,
-    position: Position,
-) -> Result<(FrameHeader, Vec<u8>)> {
+/// that it holds the position noted with it, and returns it undecoded with its header.
+pub(crate) fn read_frame_at(log: &Log, at: Located) -> Result<(FrameHeader, Vec<u8>)> {
+    let Located {
+        position,
+        location: Location { segment, offset },
+    } = at;
     let seg = log.segment(segment).ok_or_else(|| {
         Error::Index(format!(
             "index points at segment {segment}, which the log lacks"
@@ -731,7 +726,7 @@ impl EventIter {
     ) -> EventIter {
         EventIter {
             log,
-            next: from.max(Position(1)),
+            next: from.max(Position::FIRST),
             to,
             verify_chain,
             cursor: None,

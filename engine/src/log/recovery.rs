@@ -20,9 +20,9 @@ use journal_format::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::log::salvage;
 use crate::log::scan::{FrameScanner, Stop};
+use crate::log::{Head, Segment, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// The directory inside the journal that holds segment files.

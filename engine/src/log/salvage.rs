@@ -9,11 +9,11 @@ use std::sync::RwLock;
 use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN};
 
 use crate::error::{Error, Result};
-use crate::log::{Head, Segment};
 use crate::log::recovery::{
     move_whole_segment, scan_tail, segment_path, RecoveryAction, RecoveryReport, QUARANTINE_DIR,
     SEGMENTS_DIR,
 };
+use crate::log::{Head, Segment};
 use crate::storage::{OpenMode, Storage};
 
 /// Salvage of segment `id`, which is not the last and has no valid footer: its frames are

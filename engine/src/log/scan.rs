@@ -336,7 +336,7 @@ impl FrameScanner {
         if !(self.buf_start <= offset && offset + len <= buffered_end) {
             let read_len = len.max(SCAN_CHUNK_BYTES).min(self.end - offset).max(len);
             let read_len = usize::try_from(read_len)
-                .map_err(|_| Error::InvalidInput("scan chunk does not fit memory".into()))?;
+                .map_err(|_| Error::Internal("scan chunk does not fit memory".into()))?;
             self.buf.resize(read_len, 0);
             self.file
                 .read_exact_at(&mut self.buf, offset)
@@ -351,7 +351,7 @@ impl FrameScanner {
             .saturating_add(start);
         self.buf
             .get(start..stop)
-            .ok_or_else(|| Error::InvalidInput("scanner buffer out of range".into()))
+            .ok_or_else(|| Error::Internal("scanner buffer out of range".into()))
     }
 
     /// Checks the bodies and chain links of the whole runs in the next [`LINKS_AHEAD_BYTES`]
@@ -531,7 +531,7 @@ impl FrameScanner {
             self.buf.get(start..body_end),
             self.buf.get(body_start..body_end),
         ) else {
-            return Err(Error::InvalidInput("scanner buffer out of range".into()));
+            return Err(Error::Internal("scanner buffer out of range".into()));
         };
         if check_body {
             if let Err(e) = header.check_body(body) {

@@ -24,7 +24,9 @@
 //! (after a failed `fsync` the kernel may have dropped them), so every later request is refused
 //! until the journal is reopened and recovery has looked at the tail.
 
+pub(crate) mod answer;
 pub(crate) mod filler;
+pub(crate) mod lookup;
 pub(crate) mod recent;
 pub(crate) mod syncer;
 
@@ -40,92 +42,28 @@ use std::time::Duration;
 use foldhash::{HashMap, HashMapExt};
 use journal_format::frame::{encode_unlinked, link_run};
 use journal_format::{
-    ByteOffset, ChainHash, Envelope, FooterEntry, FrameFlags, FrameMeta, Position, SegmentFooter,
-    SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Located, Location, Position,
+    SegmentFooter, SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
-use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::write::filler::Filler;
+use crate::log::entries::{IndexBatch, IndexEntry};
 use crate::log::head_file::HeadFile;
-use crate::index::{Index, IndexBatch, IndexEntry, IndexReader};
-use crate::index::indexer::{self, IndexProgress};
+use crate::log::recovery::SEGMENTS_DIR;
 use crate::log::{Log, Segment, SegmentEnd, SegmentState, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
-use crate::write::recent::Recent;
-use crate::log::recovery::SEGMENTS_DIR;
+use crate::progress::{self, IndexProgress};
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
 use crate::strings::{Span, Strings};
+use crate::write::filler::Filler;
+use crate::write::recent::Recent;
 use crate::write::syncer::{Publisher, Reply, Syncer, Written};
 
-/// What the journal assigned to one appended event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Appended {
-    /// The event's position (the original one for a duplicate).
-    pub position: Position,
-    /// The event id (shared with the journal's own copy: answering a batch allocates nothing
-    /// per event).
-    pub event_id: Arc<str>,
-    /// Its chain link.
-    #[serde(serialize_with = "hex")]
-    pub hash: ChainHash,
-    /// Its version within its stream.
-    pub stream_version: u64,
-    /// `recordedAt`, nanoseconds since the Unix epoch.
-    #[serde(skip)]
-    pub recorded_at_ns: i64,
-    /// Whether the event id was already stored, so nothing new was written for it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub duplicate: bool,
-}
-
-/// What the writer keeps of a staged or committed event for idempotency, under its event id:
-/// its answer, less the id (the map's key), so that remembering an event copies its id once;
-/// and where its frame is, so that a later use of the id can compare bodies.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Committed {
-    pub position: Position,
-    pub hash: ChainHash,
-    pub stream_version: u64,
-    pub recorded_at_ns: i64,
-    pub segment: SegmentId,
-    /// The frame's byte offset in `segment`.
-    pub offset: u64,
-}
-
-impl Committed {
-    /// The answer to an append of `event_id`: the one that stored it, or (`duplicate`) one
-    /// after it.
-    fn answer(self, event_id: &Arc<str>, duplicate: bool) -> Appended {
-        Appended {
-            position: self.position,
-            event_id: Arc::clone(event_id),
-            hash: self.hash,
-            stream_version: self.stream_version,
-            recorded_at_ns: self.recorded_at_ns,
-            duplicate,
-        }
-    }
-}
-
-/// Whether two stored bodies hold the same event: the same bytes, or bytes that decode to
-/// equal envelopes (the same fields and values, whatever the order of the keys of a JSON
-/// object a producer sent: `{"a":1,"b":2}` and `{"b":2,"a":1}` are one value). A body holds
-/// only what the caller gave; the journal's own fields are in the frame header.
-fn same_body(stored: &[u8], new: &[u8]) -> bool {
-    stored == new
-        || matches!(
-            (Envelope::from_msgpack(stored), Envelope::from_msgpack(new)),
-            (Ok(a), Ok(b)) if a == b
-        )
-}
-
-fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&hash.to_hex())
-}
+use answer::same_body;
+pub(crate) use answer::{Appended, Committed, Poison};
+use lookup::{Lookup, LookupView};
 
 /// An event checked and encoded by the caller, ready to be framed.
 #[derive(Debug)]
@@ -170,22 +108,6 @@ pub(crate) enum Command {
     Write(WriteRequest),
     /// Sync everything written so far (buffered mode) and answer.
     Sync(oneshot::Sender<Result<()>>),
-}
-
-/// State shared by the writer and readers.
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    /// Why the writer is poisoned, if it is.
-    pub poisoned: Mutex<Option<String>>,
-}
-
-impl Shared {
-    pub(crate) fn poisoned(&self) -> Option<String> {
-        self.poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
 }
 
 /// Creates a new empty segment file after `prev` and makes it durable (file and directory).
@@ -237,8 +159,9 @@ pub(crate) struct Writer {
     pub storage: Arc<dyn Storage>,
     pub dir: PathBuf,
     pub log: Arc<Log>,
-    pub index: Arc<Index>,
-    pub shared: Arc<Shared>,
+    /// The events stored before those `recent` holds: the index, seen from the write side.
+    pub lookup: Arc<dyn Lookup>,
+    pub poison: Arc<Poison>,
     pub clock: Arc<dyn Clock>,
     pub limits: Limits,
     pub durability: Durability,
@@ -278,7 +201,7 @@ pub(crate) struct Writer {
     /// looked up there (with ids that grow, as UUID v7 and counters do, no new id is).
     pub greatest_id: String,
     /// A read view of the index, renewed when the indexer has moved on.
-    pub view: Option<IndexReader>,
+    pub view: Option<Box<dyn LookupView>>,
     pub last_recorded_ns: i64,
     pub unsynced: bool,
     /// The staging area of the last commit, emptied, for the next one to reuse.
@@ -408,19 +331,19 @@ fn lock(cell: &Mutex<Writer>) -> Result<std::sync::MutexGuard<'_, Writer>> {
     cell.lock().map_err(|_| panicked())
 }
 
-/// Before a commit, waits while the index lags the log too far (see [`indexer::hold_back`]),
+/// Before a commit, waits while the index lags the log too far (see [`progress::hold_back`]),
 /// holding nothing: the commits before are answered, and readers and the indexer go on.
 /// Unsynced bytes (buffered mode) are synced first, so that waiting never stretches the sync
 /// interval.
 fn wait_for_index(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
     let head = log.head().position;
-    if !indexer::lags_too_far(progress, head) {
+    if !progress::lags_too_far(progress, head) {
         return;
     }
     if let Ok(mut w) = lock(cell) {
         let _ = w.sync_if_needed();
     }
-    indexer::hold_back(progress, head, INDEX_LAG_WAIT);
+    progress::hold_back(progress, head, INDEX_LAG_WAIT);
 }
 
 /// Commits `request` on the caller's thread when the writer is idle (nobody holds it), and
@@ -528,7 +451,7 @@ pub(crate) fn run(
     let mut w = cell.lock().unwrap_or_else(|p| p.into_inner());
     if intact && w.settle().is_ok() {
         let _ = w.sync_if_needed();
-        if w.shared.poisoned().is_none() {
+        if w.poison.cause().is_none() {
             // A clean close leaves the tail exactly as long as its frames.
             let _ = w.trim_preallocated();
             w.record_head();
@@ -633,7 +556,7 @@ impl Writer {
         if let Some(syncer) = &self.syncer {
             syncer.drain();
         }
-        match self.shared.poisoned() {
+        match self.poison.cause() {
             Some(cause) => Err(Error::Poisoned(cause)),
             None => Ok(()),
         }
@@ -717,7 +640,7 @@ impl Writer {
                     continue;
                 }
             };
-            if let Some(cause) = self.shared.poisoned() {
+            if let Some(cause) = self.poison.cause() {
                 let _ = request.reply.send(Err(Error::Poisoned(cause)));
                 continue;
             }
@@ -779,7 +702,7 @@ impl Writer {
         }
         match &self.view {
             Some(view) => view.stream_head(key),
-            None => self.index.stream_head(key),
+            None => self.lookup.stream_head(key),
         }
     }
 
@@ -794,7 +717,7 @@ impl Writer {
             .as_ref()
             .is_none_or(|v| v.indexed() < self.progress.position());
         if stale {
-            let view = self.index.reader()?;
+            let view = self.lookup.view()?;
             let indexed = view.indexed();
             self.recent.forget_through(indexed);
             self.view = Some(view);
@@ -858,19 +781,18 @@ impl Writer {
     fn indexed(&self, id: &str) -> Result<Option<(Committed, Vec<u8>)>> {
         let found = match &self.view {
             Some(view) => view.event(id)?,
-            None => self.index.event(id)?,
+            None => self.lookup.event(id)?,
         };
-        let Some((position, segment, offset)) = found else {
+        let Some(at) = found else {
             return Ok(None);
         };
-        let (header, frame) = crate::log::read::read_frame_at(&self.log, segment, offset, position)?;
+        let (header, frame) = crate::log::read::read_frame_at(&self.log, at)?;
         let committed = Committed {
-            position,
+            position: at.position,
             hash: header.hash,
             stream_version: header.meta.stream_version,
             recorded_at_ns: header.meta.recorded_at_ns,
-            segment,
-            offset,
+            location: at.location,
         };
         Ok(Some((committed, frame)))
     }
@@ -881,8 +803,9 @@ impl Writer {
     /// not yet synced or published).
     fn stored_body_is(&self, committed: &Committed, staged: &Staged, body: &[u8]) -> Result<bool> {
         let staged_from = self.end().end_offset;
-        if committed.segment == self.tail.id && committed.offset >= staged_from {
-            let frame = usize::try_from(committed.offset - staged_from)
+        let Location { segment, offset } = committed.location;
+        if segment == self.tail.id && offset >= staged_from {
+            let frame = usize::try_from(offset - staged_from)
                 .ok()
                 .and_then(|at| staged.buf.get(at..));
             let stored = frame.map(journal_format::frame::decode_frame);
@@ -890,7 +813,7 @@ impl Writer {
                 Some(Ok((header, stored))) if header.meta.position == committed.position => {
                     Ok(same_body(stored, body))
                 }
-                _ => Err(Error::InvalidInput(format!(
+                _ => Err(Error::Internal(format!(
                     "event at position {} is not staged where the writer noted it",
                     committed.position
                 ))),
@@ -898,9 +821,10 @@ impl Writer {
         }
         let (_, frame) = crate::log::read::read_frame_at(
             &self.log,
-            committed.segment,
-            committed.offset,
-            committed.position,
+            Located {
+                position: committed.position,
+                location: committed.location,
+            },
         )?;
         let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
         Ok(same_body(stored, body))
@@ -1049,7 +973,7 @@ impl Writer {
             let (Some(event), Some(version)) = (events.get(*i), version) else {
                 debug_assert!(false, "event {i} of a request is framed without a version");
                 unstage(staged, &mut self.recent, rollback);
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::Internal(format!(
                     "event {i} of the request has no stream version"
                 )));
             };
@@ -1076,7 +1000,7 @@ impl Writer {
                 flags,
             };
             let body = bodies.get(event.body.clone()).ok_or_else(|| {
-                Error::InvalidInput(format!(
+                Error::Internal(format!(
                     "event {} names body bytes {:?} of {}",
                     event.event_id,
                     event.body,
@@ -1085,7 +1009,7 @@ impl Writer {
             });
             if let Err(e) = body.and_then(|body| {
                 encode_unlinked(&mut staged.buf, &meta, body)
-                    .map_err(|e| Error::InvalidInput(e.to_string()))
+                    .map_err(|e| Error::Internal(e.to_string()))
             }) {
                 unstage(staged, &mut self.recent, rollback);
                 return Err(e);
@@ -1133,7 +1057,9 @@ impl Writer {
                     Err(e) => {
                         debug_assert!(false, "a run framed here does not link: {e}");
                         unstage(staged, &mut self.recent, rollback);
-                        return Err(Error::InvalidInput(format!("cannot link a run: {e}")));
+                        return Err(Error::Internal(format!(
+                            "cannot link the frames of a commit: {e}"
+                        )));
                     }
                 };
                 staged.prev_hash = link;
@@ -1143,8 +1069,7 @@ impl Writer {
                         hash: link,
                         stream_version,
                         recorded_at_ns: now,
-                        segment: self.tail.id,
-                        offset,
+                        location: Location::new(self.tail.id, offset),
                     };
                     if let Some(event) = events.get(j) {
                         self.recent.push(&event.event_id, committed);
@@ -1172,7 +1097,7 @@ impl Writer {
         let Some(answers) = answers.into_iter().collect::<Option<Vec<_>>>() else {
             debug_assert!(false, "an event of a request was left unanswered");
             unstage(staged, &mut self.recent, rollback);
-            return Err(Error::InvalidInput("event left unanswered".into()));
+            return Err(Error::Internal("event left unanswered".into()));
         };
         for (key, version) in stream_updates {
             // A key is copied once per stream since open.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 // foldhash, as the writer's other maps (see `writer.rs`).
 use foldhash::{HashMap, HashMapExt};
 
-use crate::write::Committed;
+use crate::write::answer::Committed;
 use journal_format::Position;
 
 /// The most lanes kept before every id is hashed: a few more than the producers a journal
@@ -212,8 +212,7 @@ mod tests {
             hash: ChainHash::GENESIS,
             stream_version: position,
             recorded_at_ns: 0,
-            segment: journal_format::SegmentId(1),
-            offset: position,
+            location: journal_format::Location::new(journal_format::SegmentId(1), position),
         }
     }
 

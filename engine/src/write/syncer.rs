@@ -29,11 +29,11 @@ use journal_format::FooterEntry;
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::index::IndexBatch;
-use crate::index::indexer::{IndexMsg, IndexProgress};
+use crate::log::entries::IndexBatch;
 use crate::log::{Head, Log, Segment, SegmentEnd};
+use crate::progress::IndexProgress;
 use crate::signal::Signal;
-use crate::write::{Appended, Shared};
+use crate::write::answer::{Appended, CommittedGroup, Poison};
 
 /// Where a request's answer goes.
 pub(crate) type Reply = oneshot::Sender<Result<Vec<Appended>>>;
@@ -56,23 +56,23 @@ pub(crate) struct Written {
 /// Syncs and publishes written groups: shared by the writer and the syncer thread.
 pub(crate) struct Publisher {
     pub log: Arc<Log>,
-    pub shared: Arc<Shared>,
+    pub poison: Arc<Poison>,
     pub progress: Arc<IndexProgress>,
     /// Where published entries go; `None` once the writer is closed (dropping the sender lets
     /// the index thread finish) or the index thread is gone.
-    indexer: Mutex<Option<Sender<IndexMsg>>>,
+    indexer: Mutex<Option<Sender<CommittedGroup>>>,
 }
 
 impl Publisher {
     pub(crate) fn new(
         log: Arc<Log>,
-        shared: Arc<Shared>,
+        poison: Arc<Poison>,
         progress: Arc<IndexProgress>,
-        indexer: Sender<IndexMsg>,
+        indexer: Sender<CommittedGroup>,
     ) -> Publisher {
         Publisher {
             log,
-            shared,
+            poison,
             progress,
             indexer: Mutex::new(Some(indexer)),
         }
@@ -81,17 +81,12 @@ impl Publisher {
     /// Records `cause` as the reason the writer is poisoned (the first reason stays).
     pub(crate) fn poison(&self, cause: &Error) {
         tracing::error!(error = %cause, "journal writer poisoned");
-        let mut poisoned = self
-            .shared
-            .poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        poisoned.get_or_insert_with(|| cause.to_string());
+        self.poison.set(&cause.to_string());
     }
 
     /// Answers `replies` [`Error::Poisoned`], with the cause recorded.
     pub(crate) fn refuse(&self, replies: Vec<(Reply, Vec<Appended>)>) {
-        let cause = self.shared.poisoned().unwrap_or_default();
+        let cause = self.poison.cause().unwrap_or_default();
         for (reply, _) in replies {
             let _ = reply.send(Err(Error::Poisoned(cause.clone())));
         }
@@ -147,7 +142,7 @@ impl Publisher {
         }
         let mut indexer = self.indexer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(sender) = &*indexer {
-            let sent = sender.send(IndexMsg::Entries {
+            let sent = sender.send(CommittedGroup {
                 entries: written.entries,
                 head: (end.last_position, end.last_hash),
             });

@@ -125,7 +125,7 @@ pub fn head(journal: &Journal) -> Position {
 /// Every event in the journal, read back.
 pub fn all_events(journal: &Journal) -> Vec<journal_format::StoredEvent> {
     journal
-        .read(Position(1), None, true)
+        .read(Position::FIRST, None, true)
         .collect::<Result<Vec<_>, _>>()
         .expect("read all")
 }
