@@ -24,413 +24,35 @@
 //! before the index's head, or a key's last indexed position, are already there and are
 //! skipped, so applying entries twice changes nothing, the head included.
 
+mod blocks;
+mod checker;
+mod head;
 pub(crate) mod id_blocks;
+mod ids;
 pub(crate) mod indexer;
 mod lookup;
+mod reader;
+mod tables;
 
-use std::cell::{OnceCell, RefCell};
-use std::ops::Bound;
+pub(crate) use checker::IndexChecker;
+pub(crate) use head::IndexHead;
+pub(crate) use reader::IndexReader;
+
 use std::path::Path;
 use std::sync::Arc;
 
-use foldhash::{HashMap, HashMapExt};
-
 use journal_format::{ChainHash, Located, Position, SegmentId};
-use redb::{
-    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
-    ReadableTableMetadata, Table, TableDefinition,
-};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use crate::error::{Error, Result};
 use crate::log::entries::IndexEntry;
 use crate::log::SPARSE_INTERVAL_BYTES;
-
-/// A [`Located`] as the index's tables store it: (position, segment, offset).
-pub(crate) type Row = (u64, u64, u64);
-
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// Event ids with a fixed-width key (see [`id_key`]) of applies whose ids did not grow →
-/// location.
-const EVENT_ID_KEYS: TableDefinition<&IdKey, Row> = TableDefinition::new("event_id_keys");
-/// Event ids with a fixed-width key of applies whose ids grew from after every id indexed, in
-/// blocks ([`crate::index::id_blocks`]): first key → block.
-const EVENT_ID_BLOCKS: TableDefinition<&IdKey, &[u8]> = TableDefinition::new("event_id_blocks");
-/// Every other event id → location.
-const OTHER_EVENT_IDS: TableDefinition<&str, Row> = TableDefinition::new("other_event_ids");
-/// (stream key, first stream version) → block.
-const STREAMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("streams");
-/// (task id, first position) → block.
-const BY_TASK: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("by_task");
-/// (run id, first position) → block.
-const BY_RUN: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("by_run");
-const SPARSE: TableDefinition<u64, (u64, u64)> = TableDefinition::new("sparse");
-
-/// The key of the index's head in `META` (see [`Checkpoint`]).
-const INDEXED_KEY: &str = "indexed";
-/// The version of the index layout; a different stored version means rebuild.
-const LAYOUT_KEY: &str = "layout";
-const LAYOUT_VERSION: u64 = 5;
-
-/// The most events one block holds.
-pub(crate) const BLOCK_EVENTS: usize = 64;
-/// Bytes per block entry: position, segment and offset, each a little-endian `u64`.
-const BLOCK_ENTRY_LEN: usize = 24;
-
-/// The number of entries of a block of 1 to `max` entries of `entry_len` bytes, checked for
-/// length; `what` names the kind of block in the error.
-pub(crate) fn entry_count(bytes: &[u8], entry_len: usize, max: usize, what: &str) -> Result<usize> {
-    if bytes.is_empty() || !bytes.len().is_multiple_of(entry_len) || bytes.len() > max * entry_len {
-        return Err(Error::Index(format!(
-            "an {what} of {} bytes is malformed",
-            bytes.len()
-        )));
-    }
-    Ok(bytes.len() / entry_len)
-}
-
-/// The entries of a block, checked for length.
-fn block_entries(bytes: &[u8]) -> Result<impl Iterator<Item = Row> + '_> {
-    entry_count(bytes, BLOCK_ENTRY_LEN, BLOCK_EVENTS, "index block")?;
-    Ok(bytes.chunks_exact(BLOCK_ENTRY_LEN).map(|e| {
-        let word = |at: usize| {
-            e.get(at..at + 8)
-                .and_then(|w| <[u8; 8]>::try_from(w).ok())
-                .map_or(0, u64::from_le_bytes)
-        };
-        (word(0), word(8), word(16))
-    }))
-}
-
-fn push_entry(block: &mut Vec<u8>, (position, segment, offset): Row) {
-    block.extend_from_slice(&position.to_le_bytes());
-    block.extend_from_slice(&segment.to_le_bytes());
-    block.extend_from_slice(&offset.to_le_bytes());
-}
-
-/// What a block's key number is: a stream's version, or a task's or run's position.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Numbered {
-    Version,
-    Position,
-}
-
-/// One entry for a blocked table: key, number (see [`Numbered`]), location.
-type Keyed<'a> = (&'a str, u64, Row);
-
-/// Adds `items` to the blocks of `table`, filling each key's last block first.
-fn append_blocks<'a>(
-    table: &mut Table<(&str, u64), &[u8]>,
-    items: impl Iterator<Item = Keyed<'a>>,
-    numbered: Numbered,
-) -> Result<()> {
-    // Each item tagged with its key's slot (keys numbered as they first appear), then the
-    // items put in slot order by a counting sort: keys are grouped without comparing their
-    // strings item by item, in two passes over the items (a stable sort by slot cost about 700
-    // instructions per event, an unstable sort by slot and position 20 times that). The sort is
-    // stable and the items come in position order (`Index::apply` asserts it in debug builds),
-    // so each key's items do too, which is their number order as well (a stream's versions
-    // grow with position); each group is checked for it below. Buffers sized up front: each
-    // doubling of one made glibc consolidate the fast bins redb's small allocations fill.
-    let most = items.size_hint().1.unwrap_or(0);
-    let mut slot_of: HashMap<&'a str, usize> = HashMap::with_capacity(most);
-    let mut keys: Vec<&'a str> = Vec::with_capacity(most);
-    // Each slot's count of items, then where its group ends.
-    let mut ends: Vec<usize> = Vec::with_capacity(most);
-    let mut tagged: Vec<(usize, u64, Row)> = Vec::with_capacity(most);
-    for (key, number, located) in items {
-        let slot = *slot_of.entry(key).or_insert_with(|| {
-            keys.push(key);
-            ends.push(0);
-            keys.len() - 1
-        });
-        if let Some(count) = ends.get_mut(slot) {
-            *count += 1;
-        }
-        tagged.push((slot, number, located));
-    }
-    let mut end = 0;
-    for count_then_end in &mut ends {
-        end += *count_then_end;
-        *count_then_end = end;
-    }
-    // Filled from each group's end backwards, the items taken last first: each group keeps
-    // its items' order.
-    let mut sorted: Vec<(u64, Row)> = vec![(0, (0, 0, 0)); tagged.len()];
-    let mut next = ends.clone();
-    for &(slot, number, located) in tagged.iter().rev() {
-        let place = next.get_mut(slot).and_then(|end| {
-            *end = end.checked_sub(1)?;
-            sorted.get_mut(*end)
-        });
-        let Some(place) = place else {
-            return Err(Error::Index(format!(
-                "the entries of {} overflow their group",
-                keys.get(slot).copied().unwrap_or_default()
-            )));
-        };
-        *place = (number, located);
-    }
-    let mut groups = Vec::with_capacity(keys.len());
-    let mut start = 0;
-    for (key, &end) in keys.iter().zip(&ends) {
-        let group = sorted.get(start..end).ok_or_else(|| {
-            Error::Index(format!(
-                "the entries of {key} fall outside the grouped items"
-            ))
-        })?;
-        start = end;
-        if let Some(w) = group
-            .windows(2)
-            .find(|w| !matches!(w, [a, b] if a.1 .0 < b.1 .0))
-        {
-            return Err(Error::Index(format!(
-                "the entries of {key} are not in position order: {:?}",
-                w.iter().map(|t| t.1 .0).collect::<Vec<_>>()
-            )));
-        }
-        groups.push((*key, group));
-    }
-    // Key order: neighbouring keys' blocks sit on the same B-tree pages.
-    groups.sort_unstable_by_key(|g| g.0);
-    let mut scratch = Vec::with_capacity(BLOCK_EVENTS * BLOCK_ENTRY_LEN);
-    for (key, group) in groups {
-        append_key(table, key, group.iter().copied(), numbered, &mut scratch)?;
-    }
-    Ok(())
-}
-
-/// Adds one key's entries (in number order) after its last block's.
-fn append_key(
-    table: &mut Table<(&str, u64), &[u8]>,
-    key: &str,
-    group: impl Iterator<Item = (u64, Row)>,
-    numbered: Numbered,
-    block: &mut Vec<u8>,
-) -> Result<()> {
-    // The block being filled is built in `block`, one buffer for every block of an apply
-    // instead of one allocated and freed per block: the indexer's allocations sit between
-    // redb's own, whose growth makes glibc consolidate what was freed (`docs/PERFORMANCE.md`).
-    // `open`: the block's first number and whether it changed.
-    block.clear();
-    let mut open: Option<(u64, bool)> = None;
-    let mut last: Option<(u64, u64)> = None; // (position, number) of the key's last entry
-    if let Some(item) = table.range((key, 0)..=(key, u64::MAX))?.next_back() {
-        let (k, v) = item?;
-        let first = k.value().1;
-        let bytes = v.value();
-        let (count, last_position) =
-            block_entries(bytes)?.fold((0u64, 0), |(n, _), e| (n + 1, e.0));
-        let last_number = match numbered {
-            Numbered::Version => first + count - 1,
-            Numbered::Position => last_position,
-        };
-        last = Some((last_position, last_number));
-        if count < BLOCK_EVENTS as u64 {
-            block.extend_from_slice(bytes);
-            open = Some((first, false));
-        }
-    }
-    for (number, located) in group {
-        if let Some((last_position, _)) = last {
-            if located.0 <= last_position {
-                continue; // Applied before.
-            }
-        }
-        if numbered == Numbered::Version {
-            let expected = last.map_or(1, |(_, last_number)| last_number + 1);
-            if number != expected {
-                // The writer gives each event its stream's next version: a frame that says
-                // otherwise is damage in the log (history rewritten with a consistent chain).
-                return Err(Error::Corruption {
-                    segment: SegmentId(located.1),
-                    offset: located.2,
-                    position: Some(Position(located.0)),
-                    detail: format!(
-                        "stream {key}: the frame records version {number} where version {expected} comes next"
-                    ),
-                });
-            }
-        }
-        last = Some((located.0, number));
-        match &mut open {
-            Some((_, changed)) if block.len() < BLOCK_EVENTS * BLOCK_ENTRY_LEN => {
-                push_entry(block, located);
-                *changed = true;
-            }
-            _ => {
-                if let Some((first, true)) = open.take() {
-                    table.insert((key, first), block.as_slice())?;
-                }
-                block.clear();
-                push_entry(block, located);
-                open = Some((number, true));
-            }
-        }
-    }
-    if let Some((first, true)) = open {
-        table.insert((key, first), block.as_slice())?;
-    }
-    Ok(())
-}
-
-/// The block of `key` that holds `number` (or would: the last one starting at or before it).
-fn block_at<T: ReadableTable<(&'static str, u64), &'static [u8]>>(
-    table: &T,
-    key: &str,
-    number: u64,
-) -> Result<Option<(u64, Vec<u8>)>> {
-    match table.range((key, 0)..=(key, number))?.next_back() {
-        Some(item) => {
-            let (k, v) = item?;
-            Ok(Some((k.value().1, v.value().to_vec())))
-        }
-        None => Ok(None),
-    }
-}
-
-/// Every entry of a blocked table, counted.
-fn count_entries<T: ReadableTable<(&'static str, u64), &'static [u8]>>(table: &T) -> Result<u64> {
-    let mut n = 0;
-    for item in table.iter()? {
-        let (_, v) = item?;
-        n += block_entries(v.value())?.count() as u64;
-    }
-    Ok(n)
-}
-
-/// The greatest fixed-width key indexed: the per-id table's or the last id block's
-/// (`last_block`), whichever is greater.
-fn greatest_keyed<T: ReadableTable<&'static IdKey, Row>>(
-    per_id: &T,
-    last_block: Option<&[u8]>,
-) -> Result<Option<IdKey>> {
-    let per_id = per_id.last()?.map(|(k, _)| *k.value());
-    let blocks = last_block.map(id_blocks::last_key).transpose()?;
-    Ok(per_id.max(blocks))
-}
-
-/// Appends `run` (keys strictly increasing, all between the blocks `before` and the next one)
-/// to the id blocks: `before` (its key and bytes) filled first when it is not full, then new
-/// blocks keyed by their first key.
-fn append_id_blocks(
-    table: &mut Table<&IdKey, &[u8]>,
-    before: Option<(IdKey, Vec<u8>)>,
-    run: &[(IdKey, Row)],
-) -> Result<()> {
-    // The block being filled: its first key and whether it changed, its bytes in `block` (one
-    // buffer for all: see `append_key`).
-    let (mut open, mut block) = match before {
-        Some((first, block)) if !id_blocks::is_full(&block) => (Some((first, false)), block),
-        _ => (None, Vec::new()),
-    };
-    for (key, located) in run {
-        match &mut open {
-            Some((_, changed)) if !id_blocks::is_full(&block) => {
-                id_blocks::push(&mut block, key, *located);
-                *changed = true;
-            }
-            _ => {
-                if let Some((first, true)) = open.take() {
-                    table.insert(&first, block.as_slice())?;
-                }
-                block.clear();
-                id_blocks::push(&mut block, key, *located);
-                open = Some((*key, true));
-            }
-        }
-    }
-    if let Some((first, true)) = open {
-        table.insert(&first, block.as_slice())?;
-    }
-    Ok(())
-}
-
-/// Places the ids of an apply that do not all grow from after every id indexed, `sorted` by
-/// key (stably: a repeated id's later event last). Each **run** of them, keys that fall between
-/// the same two neighbouring blocks and whose positions increase with their keys (one
-/// producer's ids among several producers' whose ids each grow), goes to the blocks when it is
-/// [`id_blocks::RUN_MIN`] long (in blocks of its own, unless it continues the block before it)
-/// or continues the block before it (which has room, and whose last id comes before the run
-/// in the log), and the per-id table holds none of its keys; every other id goes to the per-id table. `blocks_empty`: the block table
-/// holds nothing (then, until a run goes there, only long runs can, found without a lookup).
-fn place_ids(
-    blocks: &mut Table<&IdKey, &[u8]>,
-    per_id: &mut Table<&IdKey, Row>,
-    sorted: &[(IdKey, Row)],
-    mut blocks_empty: bool,
-) -> Result<()> {
-    let mut rest = sorted;
-    while let Some(((first, _), _)) = rest.split_first() {
-        // The block at or before the run's first key, and where the block after it starts.
-        let (before, next) = if blocks_empty {
-            (None, None)
-        } else {
-            let before = match blocks.range::<&IdKey>(..=first)?.next_back() {
-                Some(item) => {
-                    let (k, v) = item?;
-                    Some((*k.value(), v.value().to_vec()))
-                }
-                None => None,
-            };
-            let next = match blocks
-                .range::<&IdKey>((Bound::Excluded(first), Bound::Unbounded))?
-                .next()
-            {
-                Some(item) => Some(*item?.0.value()),
-                None => None,
-            };
-            (before, next)
-        };
-        let before_last = match &before {
-            Some((_, block)) => Some(id_blocks::last(block)?),
-            None => None,
-        };
-        if let Some((last, _)) = before_last.filter(|(last, _)| first <= last) {
-            // Inside a block's keys: these ids (a repeat, or ids of no run) keep an entry each.
-            let inside = rest.partition_point(|(key, _)| *key <= last);
-            let (ids, after) = rest.split_at(inside.max(1));
-            for (key, located) in ids {
-                per_id.insert(key, located)?;
-            }
-            rest = after;
-            continue;
-        }
-        let len = 1 + rest
-            .windows(2)
-            .take_while(|w| {
-                matches!(w, [a, b] if a.0 < b.0 && a.1 .0 < b.1 .0
-                    && next.is_none_or(|next| b.0 < next))
-            })
-            .count();
-        let (run, after) = rest.split_at(len);
-        // A run continues the block before it when that block has room and the run comes
-        // after its last id in the log too (the same producer's next ids, most likely);
-        // otherwise it starts blocks of its own.
-        let continues = match (&before, before_last, run.first()) {
-            (Some((_, block)), Some((_, (last_position, _, _))), Some((_, (position, _, _)))) => {
-                !id_blocks::is_full(block) && last_position < *position
-            }
-            _ => false,
-        };
-        let to_blocks = (len >= id_blocks::RUN_MIN || continues)
-            && match (run.first(), run.last()) {
-                (Some((low, _)), Some((high, _))) => {
-                    per_id.range::<&IdKey>(low..=high)?.next().is_none()
-                }
-                _ => false,
-            };
-        if to_blocks {
-            append_id_blocks(blocks, before.filter(|_| continues), run)?;
-            blocks_empty = false;
-        } else {
-            for (key, located) in run {
-                per_id.insert(key, located)?;
-            }
-        }
-        rest = after;
-    }
-    Ok(())
-}
+use blocks::{append_blocks, block_at, block_entries, count_entries, Numbered};
+use ids::{append_id_blocks, greatest_keyed, id_key, place_ids, IdTables};
+use tables::{
+    guard, located, BY_RUN, BY_TASK, EVENT_ID_BLOCKS, EVENT_ID_KEYS, INDEXED_KEY, LAYOUT_KEY,
+    LAYOUT_VERSION, META, OTHER_EVENT_IDS, SPARSE, STREAMS,
+};
 
 /// Which secondary id to look events up by.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -441,164 +63,6 @@ pub enum By {
     Task,
     /// `runId`.
     Run,
-}
-
-/// An event id's fixed-width key: a tag byte, then 16 bytes.
-pub(crate) type IdKey = [u8; ID_KEY_LEN];
-pub(crate) const ID_KEY_LEN: usize = 17;
-/// The tag of an id of at most 16 bytes, kept as it is, zero-padded.
-const SHORT_ID: u8 = 0;
-/// The tag of a canonical UUID, kept as its 16 bytes.
-const UUID_ID: u8 = 1;
-
-/// The fixed-width key of an event id, when it has one.
-///
-/// Two kinds of ids have one: an id of at most 16 bytes with no NUL byte (counters, short
-/// prefixed ids), zero-padded after the tag [`SHORT_ID`]; and a canonical UUID (36 bytes,
-/// lowercase and hyphenated: the journal's own ids, and most runtimes'), as its 16 bytes after
-/// the tag [`UUID_ID`]. Every other id is kept by its string, in `OTHER_EVENT_IDS`.
-///
-/// A redb insert of a variable-width key rewrites the offsets of every entry of its leaf; a
-/// fixed-width key has none. Within each kind, keys order as their ids do (zero padding sorts
-/// a prefix first, which ids without NUL keep unambiguous; a UUID's hex digits and hyphens sit
-/// at fixed places), so ids that grow with time get keys that grow, and distinct ids get
-/// distinct keys.
-fn id_key(id: &str) -> Option<IdKey> {
-    let bytes = id.as_bytes();
-    let mut key = [0u8; ID_KEY_LEN];
-    if bytes.len() < ID_KEY_LEN && !bytes.contains(&0) {
-        key[0] = SHORT_ID;
-        key.get_mut(1..=bytes.len())?.copy_from_slice(bytes);
-        return Some(key);
-    }
-    if bytes.len() != uuid::fmt::Hyphenated::LENGTH {
-        return None;
-    }
-    // `try_parse` takes 36 bytes in the hyphenated form only, in either case; an id with upper
-    // case is another string than the canonical one, and keeps its string.
-    if bytes.iter().any(u8::is_ascii_uppercase) {
-        return None;
-    }
-    let uuid = uuid::Uuid::try_parse(id).ok()?;
-    key[0] = UUID_ID;
-    key.get_mut(1..)?.copy_from_slice(uuid.as_bytes());
-    Some(key)
-}
-
-/// The event id tables of one read transaction.
-struct IdTables {
-    keyed: ReadOnlyTable<&'static IdKey, Row>,
-    blocks: ReadOnlyTable<&'static IdKey, &'static [u8]>,
-    other: ReadOnlyTable<&'static str, Row>,
-}
-
-impl IdTables {
-    fn open(txn: &ReadTransaction) -> Result<IdTables> {
-        Ok(IdTables {
-            keyed: txn.open_table(EVENT_ID_KEYS)?,
-            blocks: txn.open_table(EVENT_ID_BLOCKS)?,
-            other: txn.open_table(OTHER_EVENT_IDS)?,
-        })
-    }
-
-    /// Where the event with `id` is, looked up in the tables its id belongs to.
-    fn get(&self, id: &str) -> Result<Option<Row>> {
-        match id_key(id) {
-            Some(key) => self.get_keyed(&key, |_, _| Ok(())),
-            None => Ok(self.other.get(id)?.map(|v| v.value())),
-        }
-    }
-
-    /// Where the event with a fixed-width `key` is: in the per-id table (which has the later
-    /// location, should a damaged log hold an id twice: a repeat never enters the blocks, see
-    /// [`crate::index::id_blocks`]), else in the block whose first key is the greatest at or before
-    /// it. When that block does not hold `key`, `missed` is given the block's key and bytes.
-    fn get_keyed(
-        &self,
-        key: &IdKey,
-        missed: impl FnOnce(&IdKey, &[u8]) -> Result<()>,
-    ) -> Result<Option<Row>> {
-        if let Some(v) = self.keyed.get(key)? {
-            return Ok(Some(v.value()));
-        }
-        let Some(item) = self.blocks.range::<&IdKey>(..=key)?.next_back() else {
-            return Ok(None);
-        };
-        let (first, block) = item?;
-        let found = id_blocks::find(block.value(), key)?;
-        if found.is_none() {
-            missed(first.value(), block.value())?;
-        }
-        Ok(found)
-    }
-
-    /// The greatest fixed-width key held, in either table.
-    fn greatest_keyed(&self) -> Result<Option<IdKey>> {
-        let last = self.blocks.last()?;
-        greatest_keyed(&self.keyed, last.as_ref().map(|(_, v)| v.value()))
-    }
-
-    /// The ids held.
-    fn len(&self) -> Result<u64> {
-        let mut n = self.keyed.len()? + self.other.len()?;
-        for item in self.blocks.iter()? {
-            n += id_blocks::count(item?.1.value())? as u64;
-        }
-        Ok(n)
-    }
-}
-
-/// The last event the index reflects, and where it is: also the point after which recovery
-/// scans the tail.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Checkpoint {
-    pub position: Position,
-    pub hash: ChainHash,
-    pub segment: SegmentId,
-    pub offset: u64,
-    pub end_offset: u64,
-}
-
-impl Checkpoint {
-    const LEN: usize = 8 + 32 + 8 + 8 + 8;
-
-    fn encode(&self) -> [u8; Checkpoint::LEN] {
-        let mut out = [0u8; Checkpoint::LEN];
-        let fields: [&[u8]; 5] = [
-            &self.position.0.to_le_bytes(),
-            &self.hash.0,
-            &self.segment.0.to_le_bytes(),
-            &self.offset.to_le_bytes(),
-            &self.end_offset.to_le_bytes(),
-        ];
-        let mut at = 0;
-        for f in fields {
-            if let Some(slot) = out.get_mut(at..at + f.len()) {
-                slot.copy_from_slice(f);
-            }
-            at += f.len();
-        }
-        out
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Checkpoint> {
-        let bad = || Error::Index("the index head record is malformed".into());
-        let (position, rest) = bytes.split_first_chunk::<8>().ok_or_else(bad)?;
-        let (hash, rest) = rest.split_first_chunk::<32>().ok_or_else(bad)?;
-        let (segment, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        let (offset, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        let (end, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
-        if !rest.is_empty() {
-            return Err(bad());
-        }
-        Ok(Checkpoint {
-            position: Position(u64::from_le_bytes(*position)),
-            hash: ChainHash(*hash),
-            segment: SegmentId(u64::from_le_bytes(*segment)),
-            offset: u64::from_le_bytes(*offset),
-            end_offset: u64::from_le_bytes(*end),
-        })
-    }
 }
 
 /// Entry counts per table, for `verify`.
@@ -620,34 +84,6 @@ pub(crate) struct Index {
     /// `index.damaged`: left when a damaged page made redb panic, so that the next open that may
     /// write rebuilds the index from the log.
     marker: Arc<Path>,
-}
-
-/// Runs `f` on the index, turning a panic inside redb (what some damaged pages cause) into
-/// [`Error::Index`] naming the damage. It leaves `marker` behind, so that the next open that may
-/// write deletes the index and rebuilds it from the log. The index is derived: its damage never
-/// stops the log being read.
-fn guard<T>(marker: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(result) => result,
-        Err(panic) => {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| String::from("a panic inside redb"));
-            if let Err(e) = std::fs::write(marker, why.as_bytes()) {
-                tracing::warn!(error = %e, "cannot leave the index's damage marker");
-            }
-            tracing::error!(%why, "the index is damaged");
-            Err(Error::Index(format!(
-                "{INDEX_FILE} is damaged ({why}); it is rebuilt from the log at the next open that may write"
-            )))
-        }
-    }
-}
-
-fn located((position, segment, offset): Row) -> Located {
-    Located::new(Position(position), SegmentId(segment), offset)
 }
 
 impl Index {
@@ -729,21 +165,21 @@ impl Index {
     }
 
     /// The index's head, or `None` for an empty index.
-    pub(crate) fn checkpoint(&self) -> Result<Option<Checkpoint>> {
+    pub(crate) fn head(&self) -> Result<Option<IndexHead>> {
         guard(&self.marker, || {
             let txn = self.db.begin_read()?;
             let meta = txn.open_table(META)?;
             let Some(value) = meta.get(INDEXED_KEY)? else {
                 return Ok(None);
             };
-            Checkpoint::decode(value.value()).map(Some)
+            IndexHead::decode(value.value()).map(Some)
         })
     }
 
     /// The last position the index reflects and its chain link.
     pub(crate) fn indexed(&self) -> Result<(Position, ChainHash)> {
         Ok(self
-            .checkpoint()?
+            .head()?
             .map_or((Position::ZERO, ChainHash::GENESIS), |c| {
                 (c.position, c.hash)
             }))
@@ -890,7 +326,7 @@ impl Index {
                         last_sparse = (e.segment.0, e.offset);
                     }
                 }
-                let checkpoint = Checkpoint {
+                let checkpoint = IndexHead {
                     position: last.position,
                     hash: head_hash,
                     segment: last.segment,
@@ -929,17 +365,10 @@ impl Index {
         guard(&self.marker, || {
             let txn = self.db.begin_read()?;
             let indexed = match txn.open_table(META)?.get(INDEXED_KEY)? {
-                Some(v) => Checkpoint::decode(v.value())?.position,
+                Some(v) => IndexHead::decode(v.value())?.position,
                 None => Position::ZERO,
             };
-            Ok(IndexReader {
-                marker: Arc::clone(&self.marker),
-                ids: IdTables::open(&txn)?,
-                streams: txn.open_table(STREAMS)?,
-                indexed,
-                greatest: OnceCell::new(),
-                gaps: RefCell::new(Vec::new()),
-            })
+            IndexReader::new(Arc::clone(&self.marker), &txn, indexed)
         })
     }
 
@@ -1039,228 +468,7 @@ impl Index {
     pub(crate) fn checker(&self) -> Result<IndexChecker> {
         guard(&self.marker, || {
             let txn = self.db.begin_read()?;
-            Ok(IndexChecker {
-                marker: Arc::clone(&self.marker),
-                ids: IdTables::open(&txn)?,
-                streams: txn.open_table(STREAMS)?,
-                tasks: txn.open_table(BY_TASK)?,
-                runs: txn.open_table(BY_RUN)?,
-                sparse: txn.open_table(SPARSE)?,
-            })
-        })
-    }
-}
-
-/// Lookups against one read transaction of the index.
-pub(crate) struct IndexReader {
-    marker: Arc<Path>,
-    ids: IdTables,
-    streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
-    indexed: Position,
-    /// The greatest key of each id table (`None`: the table is empty), read at the first
-    /// [`IndexReader::event`].
-    /// An id whose key sorts after its table's greatest is not in the view, and is answered
-    /// without a descent of the table's B-tree: on the append path, whose idempotency check
-    /// looks up every new id, most ids grow with time (UUID v7, the journal's own; counters;
-    /// ULIDs), and the descent was about 1,400 instructions per event.
-    greatest: OnceCell<Greatest>,
-    /// Spans of fixed-width keys after id blocks, found by lookups that missed there (see
-    /// [`IdGap`]); at most [`ID_GAPS_MAX`].
-    gaps: RefCell<Vec<IdGap>>,
-}
-
-/// The most [`IdGap`]s a view keeps: a few per producer whose ids grow on their own.
-const ID_GAPS_MAX: usize = 32;
-
-/// The span of fixed-width keys between an id block's last key and the next block's first
-/// (both excluded; `before: None`, no block after), which a lookup that missed just past the
-/// block found. `clean`: the per-id table holds no key in the span either, so the view holds
-/// none of it. A view never changes, so what it found stays true for the view's life. With
-/// producers whose ids each grow, interleaved, each producer's new ids fall in the span after
-/// its last block: the first lookup there finds the span, the others are answered from it
-/// without a descent (the writer's idempotency check looks up every new id). A span that holds
-/// per-id keys (ids in no order among them) is kept as not clean, so that it is not looked for
-/// again.
-#[derive(Debug)]
-struct IdGap {
-    /// The first key of the block the span follows.
-    block: IdKey,
-    after: IdKey,
-    before: Option<IdKey>,
-    clean: bool,
-}
-
-impl IdGap {
-    fn holds(&self, key: &IdKey) -> bool {
-        self.after < *key && self.before.is_none_or(|before| *key < before)
-    }
-}
-
-impl IndexReader {
-    /// The last position this view reflects.
-    pub(crate) fn indexed(&self) -> Position {
-        self.indexed
-    }
-
-    pub(crate) fn event(&self, event_id: &str) -> Result<Option<Located>> {
-        guard(&self.marker, || {
-            let greatest = match self.greatest.get() {
-                Some(greatest) => greatest,
-                None => {
-                    let keyed = self.ids.greatest_keyed()?;
-                    let other = self.ids.other.last()?.map(|(k, _)| k.value().to_owned());
-                    self.greatest.get_or_init(|| Greatest { keyed, other })
-                }
-            };
-            // Each table's keys are ordered byte by byte, so nothing after its greatest key is in
-            // it.
-            let found = match id_key(event_id) {
-                Some(key) if greatest.keyed.is_some_and(|greatest| key <= greatest) => {
-                    self.get_keyed(&key)?
-                }
-                None if greatest
-                    .other
-                    .as_deref()
-                    .is_some_and(|greatest| event_id <= greatest) =>
-                {
-                    self.ids.other.get(event_id)?.map(|v| v.value())
-                }
-                _ => None,
-            };
-            Ok(found.map(located))
-        })
-    }
-
-    /// Where the event with a fixed-width `key` is: as [`IdTables::get_keyed`] finds it, unless
-    /// a clean [`IdGap`] already holds the key; a miss just past a block records that block's
-    /// gap.
-    fn get_keyed(&self, key: &IdKey) -> Result<Option<Row>> {
-        if self
-            .gaps
-            .borrow()
-            .iter()
-            .any(|gap| gap.clean && gap.holds(key))
-        {
-            return Ok(None);
-        }
-        self.ids
-            .get_keyed(key, |first, block| self.learn_gap(first, block, key))
-    }
-
-    /// Records the gap after the id block keyed `first` (`block`), in which a lookup of `key`
-    /// missed, unless `key` lies inside the block's span, the block's gap is known, or the
-    /// view keeps [`ID_GAPS_MAX`] gaps already.
-    fn learn_gap(&self, first: &IdKey, block: &[u8], key: &IdKey) -> Result<()> {
-        let mut gaps = self.gaps.borrow_mut();
-        if gaps.len() >= ID_GAPS_MAX || gaps.iter().any(|gap| gap.block == *first) {
-            return Ok(());
-        }
-        let after = id_blocks::last_key(block)?;
-        if *key <= after {
-            return Ok(());
-        }
-        // The block at or before `key` is `first`'s, so the next block is the first after it.
-        let before = match self
-            .ids
-            .blocks
-            .range::<&IdKey>((Bound::Excluded(key), Bound::Unbounded))?
-            .next()
-        {
-            Some(item) => Some(*item?.0.value()),
-            None => None,
-        };
-        let upper = match &before {
-            Some(before) => Bound::Excluded(before),
-            None => Bound::Unbounded,
-        };
-        let clean = self
-            .ids
-            .keyed
-            .range::<&IdKey>((Bound::Excluded(&after), upper))?
-            .next()
-            .is_none();
-        gaps.push(IdGap {
-            block: *first,
-            after,
-            before,
-            clean,
-        });
-        Ok(())
-    }
-
-    pub(crate) fn stream_head(&self, stream_key: &str) -> Result<u64> {
-        guard(&self.marker, || {
-            match block_at(&self.streams, stream_key, u64::MAX)? {
-                Some((first, bytes)) => Ok(first + block_entries(&bytes)?.count() as u64 - 1),
-                None => Ok(0),
-            }
-        })
-    }
-}
-
-/// The greatest key of each id table of a view.
-struct Greatest {
-    keyed: Option<IdKey>,
-    other: Option<String>,
-}
-
-/// Checks entries against one read transaction of the index.
-pub(crate) struct IndexChecker {
-    marker: Arc<Path>,
-    ids: IdTables,
-    streams: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
-    tasks: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
-    runs: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
-    sparse: ReadOnlyTable<u64, (u64, u64)>,
-}
-
-impl IndexChecker {
-    /// The parts of `e` the index lacks or holds differently.
-    pub(crate) fn missing(&self, e: &IndexEntry<'_>) -> Result<Vec<&'static str>> {
-        guard(&self.marker, || {
-            let mut missing = Vec::new();
-            let here = (e.position.0, e.segment.0, e.offset);
-            if self.ids.get(e.event_id)? != Some(here) {
-                missing.push("event id");
-            }
-            let in_stream = match block_at(&self.streams, e.stream_key, e.stream_version)? {
-                Some((first, bytes)) => {
-                    let mut entries = block_entries(&bytes)?;
-                    e.stream_version
-                        .checked_sub(first)
-                        .and_then(|i| usize::try_from(i).ok())
-                        .and_then(|i| entries.nth(i))
-                }
-                None => None,
-            };
-            if in_stream != Some(here) {
-                missing.push("stream version");
-            }
-            for (table, id, name) in [(&self.tasks, e.task, "task"), (&self.runs, e.run, "run")] {
-                if let Some(id) = id {
-                    let found = match block_at(table, id, e.position.0)? {
-                        Some((_, bytes)) => block_entries(&bytes)?.find(|l| l.0 == e.position.0),
-                        None => None,
-                    };
-                    if found != Some(here) {
-                        missing.push(name);
-                    }
-                }
-            }
-            Ok(missing)
-        })
-    }
-
-    /// Every sparse entry: position, segment, offset.
-    pub(crate) fn sparse_entries(&self) -> Result<Vec<Located>> {
-        guard(&self.marker, || {
-            let mut out = Vec::new();
-            for item in self.sparse.iter()? {
-                let (k, v) = item?;
-                let (s, o) = v.value();
-                out.push(Located::new(Position(k.value()), SegmentId(s), o));
-            }
-            Ok(out)
+            IndexChecker::new(Arc::clone(&self.marker), &txn)
         })
     }
 }
@@ -1268,7 +476,10 @@ impl IndexChecker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::blocks::{BLOCK_ENTRY_LEN, BLOCK_EVENTS};
+    use crate::index::ids::{SHORT_ID, UUID_ID};
     use crate::log::entries::{Entry, IndexBatch};
+    use redb::ReadableTableMetadata;
 
     /// An index entry that owns its ids, for a test to build and alter.
     type Owned = Entry<String>;
@@ -2023,12 +1234,7 @@ mod tests {
         }
         assert_eq!(view.event(&stray).expect("lookup"), Some(at(241)));
         // Producer 2's ids come after every id: answered without a lookup, no gap.
-        let gaps: Vec<(bool, Option<IdKey>)> = view
-            .gaps
-            .borrow()
-            .iter()
-            .map(|gap| (gap.clean, gap.before))
-            .collect();
+        let gaps = view.gaps();
         assert_eq!(
             gaps,
             vec![(false, id_key(&id(1, 0))), (true, id_key(&id(2, 0)))],
