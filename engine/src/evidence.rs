@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::index::INDEX_FILE;
 use crate::log::head_file::HEAD_FILE;
 use crate::log::read;
-use crate::log::recovery::{RecoveryAction, RecoveryReport};
+use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::Log;
 
 /// What to do with the index after the check.

@@ -20,7 +20,9 @@ use crate::index::indexer;
 use crate::index::{By, Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
 use crate::log::read::{self, EventIter};
-use crate::log::recovery::{self, RecoveryAction, RecoveryReport};
+use crate::log::recovery;
+use crate::log::report::{RecoveryAction, RecoveryReport};
+use crate::log::{follow, quarantine, segment};
 use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
 use crate::progress::IndexProgress;
@@ -244,7 +246,7 @@ impl Journal {
             report.actions.push(RecoveryAction::IndexRebuilt { reason });
         }
         if options.salvage {
-            recovery::keep_salvage_report(&*storage, &dir, &report)?;
+            quarantine::keep_salvage_report(&*storage, &dir, &report)?;
         }
         // Only once the log stands against its evidence is anything written.
         let tail = open_tail(&*storage, &dir, &log)?;
@@ -405,100 +407,11 @@ impl Journal {
             return Ok(self.head());
         }
         let _one_at_a_time = self.inner.refresh.lock().unwrap_or_else(|p| p.into_inner());
-        let storage = &*self.inner.options.storage;
-        let dir = &self.inner.dir;
-        let log = &self.inner.log;
-        let segments = log.segments();
-        let Some(tail) = segments.last().cloned() else {
-            // Nothing was there at open: look again from scratch.
-            let recovered = recovery::recover(storage, dir, false, Position::ZERO, true)?;
-            *log.segments.write().unwrap_or_else(|p| p.into_inner()) = recovered.segments;
-            log.head.send_replace(recovered.head);
-            return Ok(recovered.head);
-        };
-        let names = storage
-            .list_dir(&dir.join(recovery::SEGMENTS_DIR))
-            .map_err(Error::io("listing segments"))?;
-        let later: Vec<SegmentId> = names
-            .iter()
-            .filter_map(|n| SegmentId::from_file_name(n))
-            .filter(|id| *id > tail.id)
-            .collect();
-        let mut scratch = RecoveryReport::default();
-        let state = tail.snapshot();
-        let len = tail
-            .file
-            .len()
-            .map_err(Error::io("reading the tail length"))?;
-        if !later.is_empty() && !state.sealed {
-            // The writer sealed the tail and moved on.
-            if let Ok(footer) = recovery::read_footer(&*tail.file, len) {
-                let mut s = tail.state.write().unwrap_or_else(|p| p.into_inner());
-                s.sparse = footer.entries;
-                s.end_offset = footer.index_offset.0;
-                s.last_position = footer.last_position;
-                s.last_hash = footer.last_hash;
-                s.sealed = true;
-            }
-        } else if later.is_empty() && len > state.end_offset {
-            let header = journal_format::SegmentHeader {
-                segment_id: tail.id,
-                first_position: tail.first_position,
-                prev_hash: tail.prev_hash,
-            };
-            let fresh = recovery::scan_tail(
-                storage,
-                dir,
-                tail.id,
-                &tail.file,
-                len,
-                &header,
-                Some(state),
-                Position::ZERO,
-                true,
-                &mut scratch,
-            )
-            .map_err(recovery::Damage::into_error)?;
-            *tail.state.write().unwrap_or_else(|p| p.into_inner()) = fresh;
-        }
-        let tail_state = tail.snapshot();
-        let mut head = Head {
-            position: tail_state.last_position,
-            hash: tail_state.last_hash,
-        };
-        if tail_state.sealed {
-            for (i, id) in later.iter().enumerate() {
-                let is_last = i + 1 == later.len();
-                match recovery::open_segment(
-                    storage,
-                    dir,
-                    *id,
-                    is_last,
-                    head,
-                    Position::ZERO,
-                    true,
-                    &mut scratch,
-                ) {
-                    Ok(Some(segment)) => {
-                        let s = segment.snapshot();
-                        head = Head {
-                            position: s.last_position,
-                            hash: s.last_hash,
-                        };
-                        log.segments
-                            .write()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(Arc::new(segment));
-                    }
-                    Ok(None) => break,
-                    Err(damage) => return Err(damage.into_error()),
-                }
-            }
-        }
-        if head.position > log.head().position {
-            log.head.send_replace(head);
-        }
-        Ok(log.head())
+        follow::refresh(
+            &*self.inner.options.storage,
+            &self.inner.dir,
+            &self.inner.log,
+        )
     }
 
     /// The journal's directory.
@@ -952,8 +865,8 @@ impl Journal {
     #[must_use]
     pub fn subscribe(&self, from: Position) -> crate::subscribe::Subscription {
         crate::subscribe::Subscription::new(
-            self.clone(),
-            self.inner.log.head.subscribe(),
+            Arc::new(self.clone()),
+            self.inner.log.watch_head(),
             from.max(Position::FIRST),
         )
     }
@@ -962,7 +875,7 @@ impl Journal {
     /// [`Journal::refresh`] that found new events). Projection workers wait on it.
     #[must_use]
     pub fn watch_head(&self) -> tokio::sync::watch::Receiver<Head> {
-        self.inner.log.head.subscribe()
+        self.inner.log.watch_head()
     }
 
     /// The journal's clock: what stamps `recordedAt`, and what lag is measured against.
@@ -1110,17 +1023,14 @@ fn open_tail(
     }
     let head = log.head();
     let id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
-    let tail = Arc::new(write::create_segment(
+    let tail = Arc::new(segment::create(
         storage,
         dir,
         id,
         head.position.next(),
         head.hash,
     )?);
-    log.segments
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Arc::clone(&tail));
+    log.push(Arc::clone(&tail));
     Ok(tail)
 }
 
@@ -1160,6 +1070,20 @@ fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
         Ok(false)
     })?;
     Ok(ns)
+}
+
+impl crate::subscribe::Source for Journal {
+    fn read_chunk(&self, from: Position, to: Position) -> Result<Vec<StoredEvent>> {
+        self.read(from, Some(to), true).collect()
+    }
+
+    fn is_read_only(&self) -> bool {
+        Journal::is_read_only(self)
+    }
+
+    fn refresh(&self) -> Result<Head> {
+        Journal::refresh(self)
+    }
 }
 
 #[cfg(test)]

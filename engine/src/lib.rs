@@ -47,7 +47,7 @@ pub use error::{Error, Result};
 pub use index::By;
 pub use journal::{AppendOptions, Filter, Journal, Query, Status};
 pub use log::read::{EventIter, FrameAt, FrameReader, Record};
-pub use log::recovery::{RecoveryAction, RecoveryReport};
+pub use log::report::{RecoveryAction, RecoveryReport};
 pub use log::Head;
 pub use options::{Durability, Limits, Options};
 pub use subscribe::Subscription;

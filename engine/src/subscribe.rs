@@ -4,13 +4,23 @@
 //! and no duplicate, and a subscription resumes from any position.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use journal_format::{Position, StoredEvent};
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
-use crate::journal::Journal;
 use crate::log::Head;
+
+/// What a subscription reads from: the journal, seen only as far as a subscription needs it.
+pub(crate) trait Source: std::fmt::Debug + Send + Sync + 'static {
+    /// Events `from..=to`, their chain checked.
+    fn read_chunk(&self, from: Position, to: Position) -> Result<Vec<StoredEvent>>;
+    /// Whether another process writes the journal (then the source must be refreshed).
+    fn is_read_only(&self) -> bool;
+    /// Picks up what the writing process appended (read-only).
+    fn refresh(&self) -> Result<Head>;
+}
 
 /// How often a read-only subscription looks for what the writing process appended.
 const READ_ONLY_POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -18,10 +28,10 @@ const READ_ONLY_POLL: std::time::Duration = std::time::Duration::from_millis(100
 /// How many events one read of the log fetches.
 const SUBSCRIBE_CHUNK_EVENTS: u64 = 1024;
 
-/// A live view of the log from a position on. See [`Journal::subscribe`].
+/// A live view of the log from a position on. See [`crate::Journal::subscribe`].
 #[derive(Debug)]
 pub struct Subscription {
-    journal: Journal,
+    journal: Arc<dyn Source>,
     head: watch::Receiver<Head>,
     next: Position,
     buffer: VecDeque<StoredEvent>,
@@ -29,7 +39,7 @@ pub struct Subscription {
 
 impl Subscription {
     pub(crate) fn new(
-        journal: Journal,
+        journal: Arc<dyn Source>,
         head: watch::Receiver<Head>,
         from: Position,
     ) -> Subscription {
@@ -66,14 +76,10 @@ impl Subscription {
                         .0
                         .min(from.0.saturating_add(SUBSCRIBE_CHUNK_EVENTS - 1)),
                 );
-                let journal = self.journal.clone();
-                let chunk = tokio::task::spawn_blocking(move || {
-                    journal
-                        .read(from, Some(to), true)
-                        .collect::<Result<Vec<_>>>()
-                })
-                .await
-                .map_err(|e| Error::Internal(format!("subscription reader failed: {e}")));
+                let journal = Arc::clone(&self.journal);
+                let chunk = tokio::task::spawn_blocking(move || journal.read_chunk(from, to))
+                    .await
+                    .map_err(|e| Error::Internal(format!("subscription reader failed: {e}")));
                 match chunk.and_then(|c| c) {
                     Ok(events) => {
                         if let Some(last) = events.last() {
@@ -94,7 +100,7 @@ impl Subscription {
             if self.journal.is_read_only() {
                 // Another process writes: look at the files again after a while.
                 tokio::time::sleep(READ_ONLY_POLL).await;
-                let journal = self.journal.clone();
+                let journal = Arc::clone(&self.journal);
                 match tokio::task::spawn_blocking(move || journal.refresh()).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => return Some(Err(e)),

@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::index::IndexChecker;
 use crate::journal::Journal;
 use crate::log::entries::index_entry;
-use crate::log::recovery::SEGMENTS_DIR;
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
+use crate::log::segment::SEGMENTS_DIR;
 use crate::log::Head;
 
 /// What `verify` checks beyond the log itself.

@@ -31,11 +31,7 @@
 
 use crate::error::{Error, Result};
 use crate::index::blocks::entry_count;
-use crate::index::tables::Row;
-
-/// An event id's fixed-width key: a tag byte, then 16 bytes.
-pub(crate) type IdKey = [u8; ID_KEY_LEN];
-pub(crate) const ID_KEY_LEN: usize = 17;
+use crate::index::tables::{IdKey, Row, ID_KEY_LEN};
 
 /// The most entries one id block holds: two blocks fit a 4 KiB redb page.
 pub(crate) const ID_BLOCK_EVENTS: usize = 40;

@@ -6,7 +6,8 @@ use std::ops::Bound;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table};
 
 use crate::error::Result;
-use crate::index::id_blocks::{self, IdKey, ID_KEY_LEN};
+use crate::index::id_blocks;
+use crate::index::tables::{IdKey, ID_KEY_LEN};
 use crate::index::tables::{Row, EVENT_ID_BLOCKS, EVENT_ID_KEYS, OTHER_EVENT_IDS};
 
 /// The greatest fixed-width key indexed: the per-id table's or the last id block's

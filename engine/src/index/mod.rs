@@ -37,6 +37,7 @@ mod tables;
 pub(crate) use checker::IndexChecker;
 pub(crate) use head::IndexHead;
 pub(crate) use reader::IndexReader;
+pub(crate) use tables::INDEX_FILE;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,9 +74,6 @@ pub(crate) struct IndexCounts {
     pub by_task: u64,
     pub by_run: u64,
 }
-
-/// The index file inside the journal directory.
-pub(crate) const INDEX_FILE: &str = "index.redb";
 
 /// The redb database holding the index.
 #[derive(Debug)]

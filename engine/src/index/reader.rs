@@ -11,8 +11,9 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
 use crate::error::Result;
 use crate::index::blocks::{block_at, block_entries};
-use crate::index::id_blocks::{self, IdKey};
+use crate::index::id_blocks;
 use crate::index::ids::{id_key, IdTables};
+use crate::index::tables::IdKey;
 use crate::index::tables::{guard, located, Row, STREAMS};
 
 /// Lookups against one read transaction of the index.

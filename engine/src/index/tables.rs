@@ -7,8 +7,13 @@ use journal_format::{Located, Position, SegmentId};
 use redb::TableDefinition;
 
 use crate::error::{Error, Result};
-use crate::index::id_blocks::IdKey;
-use crate::index::INDEX_FILE;
+
+/// The index file inside the journal directory.
+pub(crate) const INDEX_FILE: &str = "index.redb";
+
+/// An event id's fixed-width key: a tag byte, then 16 bytes.
+pub(crate) type IdKey = [u8; ID_KEY_LEN];
+pub(crate) const ID_KEY_LEN: usize = 17;
 
 /// A [`Located`] as the index's tables store it: (position, segment, offset).
 pub(crate) type Row = (u64, u64, u64);

@@ -13,7 +13,7 @@ use journal_format::head_record::{
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
-use crate::log::Head;
+use crate::log::map::Head;
 use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// The head record's file name inside the journal directory.

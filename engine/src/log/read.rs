@@ -9,8 +9,9 @@ use journal_format::{
 };
 
 use crate::error::{Error, Result};
+use crate::log::map::Log;
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
-use crate::log::{Log, Segment};
+use crate::log::segment::Segment;
 
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]

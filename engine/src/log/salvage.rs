@@ -4,16 +4,17 @@
 //! that are not segments of this journal are set aside, each with the reason, never trusted.
 
 use std::path::Path;
-use std::sync::RwLock;
 
 use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN};
 
 use crate::error::{Error, Result};
-use crate::log::recovery::{
-    move_whole_segment, scan_tail, segment_path, RecoveryAction, RecoveryReport, QUARANTINE_DIR,
-    SEGMENTS_DIR,
-};
-use crate::log::{Head, Segment};
+use crate::log::map::Head;
+use crate::log::quarantine::move_whole_segment;
+use crate::log::quarantine::QUARANTINE_DIR;
+use crate::log::report::{RecoveryAction, RecoveryReport};
+use crate::log::segment::Segment;
+use crate::log::segment::{segment_path, SEGMENTS_DIR};
+use crate::log::tail::scan_tail;
 use crate::storage::{OpenMode, Storage};
 
 /// Salvage of segment `id`, which is not the last and has no valid footer: its frames are
@@ -93,13 +94,7 @@ pub(crate) fn unsealed(
         );
         set_aside(storage, dir, later, &reason, report)?;
     }
-    let segment = Segment {
-        id,
-        first_position: header.first_position,
-        prev_hash: header.prev_hash,
-        file,
-        state: RwLock::new(state),
-    };
+    let segment = Segment::new(id, &header, file, state);
     Ok(Some((segment, continues)))
 }
 

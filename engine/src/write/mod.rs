@@ -30,10 +30,10 @@ pub(crate) mod lookup;
 pub(crate) mod recent;
 pub(crate) mod syncer;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 // foldhash, not std's SipHash: the writer looks up and inserts event ids and stream keys in
@@ -43,15 +43,15 @@ use foldhash::{HashMap, HashMapExt};
 use journal_format::frame::{encode_unlinked, link_run};
 use journal_format::{
     ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Located, Location, Position,
-    SegmentFooter, SegmentHeader, SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+    SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::log::entries::{IndexBatch, IndexEntry};
 use crate::log::head_file::HeadFile;
-use crate::log::recovery::SEGMENTS_DIR;
-use crate::log::{Log, Segment, SegmentEnd, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::log::segment::{self, SEGMENTS_DIR};
+use crate::log::{Log, Segment, SegmentEnd, SPARSE_INTERVAL_BYTES};
 use crate::options::{Durability, Limits};
 use crate::progress::{self, IndexProgress};
 use crate::seams::Clock;
@@ -108,50 +108,6 @@ pub(crate) enum Command {
     Write(WriteRequest),
     /// Sync everything written so far (buffered mode) and answer.
     Sync(oneshot::Sender<Result<()>>),
-}
-
-/// Creates a new empty segment file after `prev` and makes it durable (file and directory).
-pub(crate) fn create_segment(
-    storage: &dyn Storage,
-    dir: &Path,
-    id: SegmentId,
-    first_position: Position,
-    prev_hash: ChainHash,
-) -> Result<Segment> {
-    let seg_dir = dir.join(SEGMENTS_DIR);
-    let path: PathBuf = seg_dir.join(id.file_name());
-    let header = SegmentHeader {
-        segment_id: id,
-        first_position,
-        prev_hash,
-    };
-    let file = storage
-        .open(&path, OpenMode::CreateNew)
-        .map_err(Error::io_with(|| {
-            format!("creating segment {}", path.display())
-        }))?;
-    file.write_all_at(&header.encode(), 0)
-        .map_err(Error::io_with(|| {
-            format!("writing the header of {}", path.display())
-        }))?;
-    file.sync_data()
-        .map_err(Error::io_with(|| format!("syncing {}", path.display())))?;
-    storage
-        .sync_dir(&seg_dir)
-        .map_err(Error::io_with(|| format!("syncing {}", seg_dir.display())))?;
-    Ok(Segment {
-        id,
-        first_position,
-        prev_hash,
-        file,
-        state: RwLock::new(SegmentState {
-            sparse: Vec::new(),
-            end_offset: SEGMENT_HEADER_LEN as u64,
-            last_position: Position(first_position.0 - 1),
-            last_hash: prev_hash,
-            sealed: false,
-        }),
-    })
 }
 
 /// The writer's own state; only the writer thread touches it.
@@ -1209,29 +1165,9 @@ impl Writer {
         self.sync_if_needed()?;
         // The footer goes right after the frames and ends the file: cut the zeros first.
         self.trim_preallocated()?;
-        let state = self.tail.snapshot();
-        let footer = SegmentFooter {
-            last_position: state.last_position,
-            count: state.last_position.0 + 1 - self.tail.first_position.0,
-            index_offset: ByteOffset(state.end_offset),
-            last_hash: state.last_hash,
-            entries: state.sparse.clone(),
-        };
-        let file = &self.tail.file;
-        file.write_all_at(&footer.encode(), state.end_offset)
-            .map_err(Error::io_with(|| {
-                format!("sealing segment {}", self.tail.id)
-            }))?;
-        file.sync_data().map_err(Error::io_with(|| {
-            format!("syncing the seal of segment {}", self.tail.id)
-        }))?;
-        self.tail
-            .state
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .sealed = true;
+        let state = self.tail.seal()?;
         self.record_head();
-        let next = create_segment(
+        let next = segment::create(
             &*self.storage,
             &self.dir,
             SegmentId(self.tail.id.0 + 1),
@@ -1239,11 +1175,7 @@ impl Writer {
             state.last_hash,
         )?;
         let next = Arc::new(next);
-        self.log
-            .segments
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::clone(&next));
+        self.log.push(Arc::clone(&next));
         tracing::debug!(segment = %next.id, "rolled to a new segment");
         self.tail = next;
         self.ahead = None;

@@ -118,22 +118,8 @@ impl Publisher {
     /// indexer.
     pub(crate) fn publish(&self, mut written: Written) {
         let end = written.end;
-        {
-            let mut s = written
-                .segment
-                .state
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
-            assert!(
-                end.last_position > s.last_position && end.end_offset > s.end_offset,
-                "groups are published in the order they were written"
-            );
-            s.end_offset = end.end_offset;
-            s.last_position = end.last_position;
-            s.last_hash = end.last_hash;
-            s.sparse.append(&mut written.sparse);
-        }
-        self.log.head.send_replace(Head {
+        written.segment.extend(end, &mut written.sparse);
+        self.log.set_head(Head {
             position: end.last_position,
             hash: end.last_hash,
         });

@@ -1,0 +1,354 @@
+//! The unsealed tail's scan: frame by frame, checksums and chain, to where its committed frames
+//! end; and what lies after them judged, by the tail rows of the recovery table in
+//! `docs/FORMAT.md` (a torn write is cut and kept, anything else is damage).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use journal_format::bit_rot::{flipped_bit, FlippedBit};
+use journal_format::frame::{decode_frame, is_zeroed, peek_position};
+use journal_format::{
+    FooterEntry, FormatError, FrameHeader, Position, RunCheck, SegmentFooter, SegmentHeader,
+    SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
+
+use crate::error::Result;
+use crate::log::quarantine::{save_cut, trim};
+use crate::log::report::{Damage, RecoveryAction, RecoveryReport};
+use crate::log::scan::{FrameScanner, Stop};
+use crate::log::segment::{read_rest, SegmentState, SPARSE_INTERVAL_BYTES};
+use crate::storage::{Storage, StorageFile};
+
+/// Scans the unsealed tail segment frame by frame (from `start` when given, else from the first
+/// frame) and applies the tail rows of the table.
+/// Read-only (another process writes the journal), whatever follows the last complete batch is
+/// taken as a write under way: it is neither judged nor cut.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scan_tail(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    file: &Arc<dyn StorageFile>,
+    len: u64,
+    header: &SegmentHeader,
+    start: Option<SegmentState>,
+    committed_evidence: Position,
+    read_only: bool,
+    report: &mut RecoveryReport,
+) -> Result<SegmentState, Damage> {
+    let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
+        segment: id,
+        offset,
+        position,
+        detail,
+        io: false,
+        unsealed: false,
+    };
+    let io_failure = |offset: u64, detail: String| Damage {
+        segment: id,
+        offset,
+        position: None,
+        detail,
+        io: true,
+        unsealed: false,
+    };
+    let mut committed = start.unwrap_or(SegmentState {
+        sparse: Vec::new(),
+        end_offset: SEGMENT_HEADER_LEN as u64,
+        last_position: Position(header.first_position.0 - 1),
+        last_hash: header.prev_hash,
+        sealed: false,
+    });
+    report.tail_bytes_scanned = len.saturating_sub(committed.end_offset);
+    let mut scanner = FrameScanner::new(Arc::clone(file), id, committed.end_offset, len);
+    let mut pending_sparse: Vec<FooterEntry> = Vec::new();
+    let mut pending_first: Option<Position> = None;
+    let mut expected = committed.last_position.next();
+    let mut prev = committed.last_hash;
+    // The run being read, checked at its last frame; where it starts.
+    let mut run = RunCheck::default();
+    let mut run_start = (committed.end_offset, expected);
+    let stop = loop {
+        let frame = match scanner.next() {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(stop)) => break stop,
+            Err(e) => return Err(damage(scanner.offset(), Some(expected), e.to_string())),
+        };
+        // Row "valid frame out of sequence": a checksum-valid frame that does not continue the
+        // log is never a torn write.
+        if frame.header.meta.position != expected {
+            return Err(damage(
+                frame.offset,
+                Some(expected),
+                format!(
+                    "frame holds position {} where {} was expected",
+                    frame.header.meta.position, expected
+                ),
+            ));
+        }
+        if run.is_empty() {
+            run_start = (frame.offset, expected);
+        }
+        match run.push(&prev, &frame.header, frame.frame) {
+            Ok(Some(link)) => prev = link,
+            Ok(None) => {}
+            Err(e) => {
+                let (offset, position) = run_start;
+                return Err(damage(
+                    offset,
+                    Some(position),
+                    format!("the run of frames from offset {offset}: {e}"),
+                ));
+            }
+        }
+        let last_sparse = pending_sparse
+            .last()
+            .or(committed.sparse.last())
+            .map(|e| e.offset.0);
+        if last_sparse.is_none_or(|o| frame.offset >= o + SPARSE_INTERVAL_BYTES) {
+            pending_sparse.push(FooterEntry {
+                position: expected,
+                offset: journal_format::ByteOffset(frame.offset),
+            });
+        }
+        pending_first.get_or_insert(expected);
+        if frame.header.meta.flags.is_end_of_batch() {
+            committed.end_offset = scanner.offset();
+            committed.last_position = expected;
+            committed.last_hash = prev;
+            committed.sparse.append(&mut pending_sparse);
+            pending_first = None;
+        }
+        expected = expected.next();
+    };
+    let cut_at = committed.end_offset;
+    if read_only {
+        return Ok(committed);
+    }
+    let detail = match stop {
+        Stop::End if cut_at == len => return Ok(committed),
+        Stop::End => String::from("the last batch has no end-of-batch frame"),
+        Stop::Zeroed | Stop::Damaged(_) => {
+            let at = scanner.offset();
+            let rest = read_rest(file, at, len).map_err(|e| io_failure(at, e))?;
+            let zero_tail = matches!(stop, Stop::Zeroed) && is_zeroed(&rest);
+            if zero_tail && cut_at == at {
+                // Row "zeroed space": preallocated or never written; the log ends here.
+                trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
+                return Ok(committed);
+            }
+            // Row "damage followed by a later write": synced data is damaged.
+            if let Some((offset, position)) = find_later_write(&rest, at, expected) {
+                return Err(damage(at, Some(expected), format!(
+                    "{} at offset {at}, but a later write starts at offset {offset} (position {position})",
+                    describe(&stop)
+                )));
+            }
+            // Row "damage that no torn write explains": a complete frame with wrong bytes and
+            // no sign of unwritten space is bit rot or tampering in the last write, which was
+            // acknowledged; it is never cut away.
+            // Row "unfinished seal": the bytes after the last batch are what sealing writes (the
+            // footer), in part. The frames are whole; only the seal is cut.
+            let torn_seal =
+                cut_at == at && is_partial_footer(&rest, at, &committed, header.first_position);
+            // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
+            // A frame the file holds whole whose checksum one flipped bit explains is bit rot,
+            // even where its last bytes are zeros that a torn write would also leave.
+            let rot = one_bit_rot(&stop, &rest);
+            if !torn_seal && !matches!(stop, Stop::Zeroed) && (rot || !torn_evidence(&rest, at)) {
+                let why = if rot {
+                    "one flipped bit explains it, so this is bit rot, not a torn write"
+                } else {
+                    "the frame is complete, so this is not a torn write"
+                };
+                return Err(damage(
+                    at,
+                    Some(expected),
+                    format!("{} at offset {at}: {why}", describe(&stop)),
+                ));
+            }
+            if torn_seal {
+                String::from("an unfinished seal: part of the segment footer")
+            } else if zero_tail {
+                String::from("the last batch has no end-of-batch frame")
+            } else {
+                describe(&stop)
+            }
+        }
+    };
+    // Row "a cut the evidence forbids": what the rules below would cut holds positions the
+    // journal's evidence records as committed, so it was acknowledged: damage, never cut.
+    if committed.last_position < committed_evidence {
+        return Err(damage(
+            cut_at,
+            Some(committed.last_position.next()),
+            format!(
+                "{detail} at offset {cut_at}, but position {committed_evidence} was recorded as committed (HEAD or the index), so these bytes were acknowledged: damage, not a torn write"
+            ),
+        ));
+    }
+    // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
+    let cut_bytes = len - cut_at;
+    let saved_to =
+        save_cut(storage, dir, id, file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
+    trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
+    let positions = pending_first
+        .map(|first| [first.0, expected.0 - 1])
+        .filter(|[a, b]| a <= b);
+    tracing::warn!(segment = %id, offset = cut_at, bytes = cut_bytes, %detail, "cut a torn tail");
+    report.actions.push(RecoveryAction::TornTailCut {
+        segment: id.file_name(),
+        offset: cut_at,
+        bytes: cut_bytes,
+        positions,
+        detail,
+        saved_to,
+    });
+    Ok(committed)
+}
+
+/// Whether the damage `stop` found in the frame at the start of `rest` (the file's bytes from
+/// there on) is one flipped bit in a frame the file holds whole: bit rot, not a torn write, whose
+/// lost bytes read as zeros and change many bits (`journal_format::bit_rot`). A bit whose byte
+/// lies in the zeros that end the frame's checked bytes is no proof: a torn write that lost a
+/// byte holding one set bit leaves the same bytes.
+fn one_bit_rot(stop: &Stop, rest: &[u8]) -> bool {
+    let (stored, computed, checked) = match stop {
+        // `header_crc` covers the header after itself.
+        Stop::Damaged(FormatError::HeaderChecksumMismatch { stored, computed }) => {
+            (*stored, *computed, rest.get(4..FRAME_HEADER_LEN))
+        }
+        Stop::Damaged(FormatError::BodyChecksumMismatch { stored, computed }) => {
+            let body = FrameHeader::decode(rest).ok().and_then(|header| {
+                let end = usize::try_from(header.frame_len()).ok()?;
+                rest.get(FRAME_HEADER_LEN..end)
+            });
+            (*stored, *computed, body)
+        }
+        _ => return false,
+    };
+    let Some(checked) = checked else {
+        return false; // not whole in the file
+    };
+    let written_end = checked.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    match flipped_bit(stored, computed, checked.len() as u64) {
+        Some(FlippedBit::InStored) => true,
+        Some(FlippedBit::InMessage { byte }) => byte < written_end as u64,
+        None => false,
+    }
+}
+
+fn describe(stop: &Stop) -> String {
+    match stop {
+        Stop::End => String::from("end of file"),
+        Stop::Zeroed => String::from("zeroed bytes followed by non-zero bytes"),
+        Stop::Damaged(e) => format!("damaged frame: {e}"),
+    }
+}
+
+/// Whether `rest` (file offset `base`, right after the last committed batch) is part of the
+/// footer that sealing this segment writes: every sector of it either holds the footer's bytes
+/// or was not written (zeros).
+fn is_partial_footer(rest: &[u8], base: u64, state: &SegmentState, first: Position) -> bool {
+    let footer = SegmentFooter {
+        last_position: state.last_position,
+        count: state.last_position.0 + 1 - first.0,
+        index_offset: journal_format::ByteOffset(base),
+        last_hash: state.last_hash,
+        entries: state.sparse.clone(),
+    }
+    .encode();
+    if rest.is_empty() || rest.len() > footer.len() {
+        return false;
+    }
+    let mut at = 0usize;
+    while at < rest.len() {
+        let sector_end =
+            usize::try_from((base + at as u64) / SECTOR_BYTES * SECTOR_BYTES + SECTOR_BYTES - base)
+                .unwrap_or(usize::MAX)
+                .min(rest.len());
+        let got = rest.get(at..sector_end).unwrap_or_default();
+        let want = footer.get(at..sector_end).unwrap_or_default();
+        if got != want && !is_zeroed(got) {
+            return false;
+        }
+        at = sector_end;
+    }
+    true
+}
+
+/// Whether the damaged bytes `rest` (file offset `base` to the end of the file: the final write,
+/// since no later write exists) look like a write that did not complete, rather than complete
+/// frames whose bytes are wrong (bit rot, tampering). Unwritten space reads as zeros, a sector
+/// (512 aligned bytes) at a time, so the evidence is:
+///
+/// - a frame in the region runs past the end of the file (of its non-zero bytes, see below);
+/// - an aligned sector inside the region that is all zeros;
+/// - the region's first piece (from `base` to the first sector boundary) all zeros;
+/// - the region's last piece (from the last sector boundary to the end of the file) all zeros.
+///
+/// A flipped bit in complete frames shows none of these, unless the frame's own bytes happen to
+/// be zero from a sector boundary on: from its start (about one chance in 131,072 for a checksum
+/// field), or to the end of the file (k trailing zero bytes of a body, as a final `0` or `0.0`
+/// gives, reach back to a sector boundary about k times in 512). Such a frame would be cut as a
+/// torn write — reported, and kept in `quarantine/` — rather than refused.
+///
+/// Zeros after the last non-zero byte are left out first: the writer zero-fills the tail ahead
+/// of its frames, so an open journal's file always ends in zeros, and they say nothing about the
+/// last write. What remains must itself show unwritten space: a frame that runs past it, or a
+/// zero sector inside it. (Without this, bit rot in the last acknowledged frame of a journal that
+/// crashed would read as a torn write and be cut.)
+fn torn_evidence(rest: &[u8], base: u64) -> bool {
+    let data_len = rest.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    let Some(rest) = rest.get(..data_len).filter(|r| !r.is_empty()) else {
+        return true; // nothing but zeros: unwritten space
+    };
+    match FrameHeader::decode(rest) {
+        Ok(header) if header.frame_len() > rest.len() as u64 => return true,
+        Err(FormatError::Truncated { .. }) => return true,
+        _ => {}
+    }
+    let end = base + rest.len() as u64;
+    let piece = |from: u64, to: u64| -> &[u8] {
+        let a = usize::try_from(from - base).unwrap_or(usize::MAX);
+        let b = usize::try_from(to - base).unwrap_or(usize::MAX);
+        rest.get(a..b).unwrap_or_default()
+    };
+    let first_boundary = base.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+    let first = piece(base, first_boundary.min(end));
+    if !first.is_empty() && is_zeroed(first) {
+        return true;
+    }
+    let mut sector = first_boundary;
+    while sector + SECTOR_BYTES <= end {
+        if is_zeroed(piece(sector, sector + SECTOR_BYTES)) {
+            return true;
+        }
+        sector += SECTOR_BYTES;
+    }
+    let last = piece(sector.max(base), end);
+    sector < end && !last.is_empty() && is_zeroed(last)
+}
+
+/// Searches `rest` (the bytes from file offset `base` on) for a valid frame that starts a write
+/// and holds a position at or after `expected`: proof that the damage before it was synced.
+fn find_later_write(rest: &[u8], base: u64, expected: Position) -> Option<(u64, Position)> {
+    let max_frames = rest.len() as u64 / FRAME_HEADER_LEN as u64 + 1;
+    (1..rest.len().saturating_sub(FRAME_HEADER_LEN - 1)).find_map(|i| {
+        let candidate = rest.get(i..)?;
+        let position = peek_position(candidate)?;
+        if position < expected || position.0 > expected.0.saturating_add(max_frames) {
+            return None;
+        }
+        let (header, _) = decode_frame(candidate).ok()?;
+        header
+            .meta
+            .flags
+            .is_first_in_write()
+            .then_some((base + i as u64, position))
+    })
+}
+
+/// The size of the unit in which a disk persists writes; an all-zero, aligned run of this many
+/// bytes inside a damaged frame is unwritten space, not bit rot.
+const SECTOR_BYTES: u64 = 512;
