@@ -1,0 +1,326 @@
+//! Opening a journal: its lock, the head record and the index as evidence, recovery of the log
+//! against them, the index checked and caught up, and the writer and indexer threads started.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use journal_format::head_record::HeadRecord;
+use journal_format::{ChainHash, Position, SegmentId};
+
+use crate::blobs::BlobStore;
+use crate::error::{Error, Result};
+use crate::evidence::{self, IndexVerdict};
+use crate::index::indexer;
+use crate::index::{Index, INDEX_FILE};
+use crate::log::head_file::{self, HeadFile};
+use crate::log::read::{self};
+use crate::log::recovery;
+use crate::log::report::RecoveryAction;
+use crate::log::{quarantine, segment};
+use crate::log::{Head, Log};
+use crate::options::{Durability, Options};
+use crate::progress::IndexProgress;
+
+use crate::journal::{Inner, Journal};
+use crate::write::filler::Filler;
+use crate::write::syncer::{Publisher, Syncer};
+use crate::write::{self, Poison, Writer};
+
+/// The lock file inside the journal directory.
+const LOCK_FILE: &str = "LOCK";
+
+/// The largest index backlog that open leaves to the index thread (the usual one after a
+/// crash: what the indexer had not yet applied). A larger one (a missing or rebuilt index) is
+/// indexed by open itself, so that readers are not left waiting on a long rebuild.
+const DEFERRED_CATCH_UP_MAX: u64 = 20_000;
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`: takes its lock, runs recovery (see
+    /// [`RecoveryReport`]), checks the index against the log and catches it up (rebuilding it
+    /// when missing, damaged or ahead of the log), and starts the writer and indexer threads.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when another process has it open, [`Error::Corruption`] naming the
+    /// place when recovery finds damage outside a torn tail (and `options.salvage` is off),
+    /// [`Error::InvalidInput`] for inconsistent options, or an I/O error.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Journal> {
+        let dir = dir.as_ref().to_path_buf();
+        options.validate()?;
+        if options.read_only {
+            return Journal::open_read_only(dir, options);
+        }
+        if !options.salvage {
+            return Journal::open_once(dir, options, Vec::new());
+        }
+        // Salvage: a frame whose checksums and chain hold but whose stream version does not
+        // follow its stream's (history rewritten with a consistent chain) stops the index's
+        // rebuild; the log is cut there, as at any other damage, and opened again.
+        match Journal::open_once(dir.clone(), options.clone(), Vec::new()) {
+            Err(Error::Corruption {
+                segment,
+                offset,
+                position,
+                detail,
+            }) => {
+                let storage = Arc::clone(&options.storage);
+                let action =
+                    recovery::quarantine_from(&*storage, &dir, segment, offset, position, detail)?;
+                Journal::open_once(dir, options, vec![action])
+            }
+            other => other,
+        }
+    }
+
+    /// One attempt of [`Journal::open`]; `carried` are actions of an earlier attempt, reported
+    /// first.
+    fn open_once(dir: PathBuf, options: Options, carried: Vec<RecoveryAction>) -> Result<Journal> {
+        let storage = Arc::clone(&options.storage);
+        storage
+            .create_dir_all(&dir)
+            .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
+        let lock = storage.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(dir.clone())
+            } else {
+                Error::io_with(|| format!("locking {}", dir.display()))(e)
+            }
+        })?;
+        // The head record is read before the log: it is the evidence the log is held against.
+        let (record, unreadable_record) = read_head_record(&*storage, &dir, options.salvage)?;
+        // The index is opened next: its head is evidence too (`evidence::committed`).
+        let index_path = dir.join(INDEX_FILE);
+        let existed = index_path.exists();
+        let (index, recreated) = Index::open(&index_path)?;
+        let index = Arc::new(index);
+        let index_head = index.indexed()?;
+        let committed = evidence::committed(record, index_head);
+        let recovered = recovery::recover(&*storage, &dir, options.salvage, committed, false)?;
+        let mut report = recovered.report;
+        report.actions.splice(0..0, carried);
+        report.actions.extend(unreadable_record);
+        let segments = recovered.segments;
+        let head = recovered.head;
+        let log = Arc::new(Log::new(segments, head));
+
+        if let Some(why) = recreated {
+            report.actions.push(RecoveryAction::IndexRebuilt {
+                reason: format!("the index file could not be used ({why})"),
+            });
+        } else if !existed && head.position > Position::ZERO {
+            report.actions.push(RecoveryAction::IndexRebuilt {
+                reason: "the index file was missing".into(),
+            });
+        }
+        let verdict = evidence::check(&log, record, index_head, options.salvage, &mut report)?;
+        if let IndexVerdict::Rebuild(reason) = verdict {
+            index.clear()?;
+            report.actions.push(RecoveryAction::IndexRebuilt { reason });
+        }
+        if options.salvage {
+            quarantine::keep_salvage_report(&*storage, &dir, &report)?;
+        }
+        // Only once the log stands against its evidence is anything written.
+        let tail = open_tail(&*storage, &dir, &log)?;
+        let buffered = matches!(options.durability, Durability::Buffered { .. });
+        let head_file = Arc::new(HeadFile::create(&*storage, &dir, head, buffered)?);
+        let (indexed, _) = index.indexed()?;
+        // A small backlog is indexed by the index thread once the journal is open (readers and
+        // the writer wait for it, see `IndexProgress`); a large one here. Either way the
+        // catch-up commits without a sync: the index is derived from the log, so if the process
+        // dies before the indexer's next durable commit (it makes one as soon as it is idle),
+        // the next open catches up again. Open waits on no device flush.
+        let lagging = indexed < head.position;
+        let mut backlog = None;
+        if lagging {
+            // Salvage indexes everything before it opens: damage the index finds is then
+            // salvage's to deal with.
+            if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !options.salvage {
+                backlog = Some((Arc::clone(&log), indexed.next(), head.position));
+            } else {
+                indexer::catch_up(&log, &index, indexed.next(), head.position)?;
+            }
+            report.actions.push(RecoveryAction::IndexCaughtUp {
+                from: indexed.next().0,
+                to: head.position.0,
+            });
+        }
+        let index_complete_at = backlog.as_ref().map(|(_, _, to)| *to);
+
+        let poison = Arc::new(Poison::default());
+        let progress = Arc::new(IndexProgress::new(if backlog.is_some() {
+            indexed
+        } else {
+            head.position
+        }));
+        let (index_tx, index_rx) = mpsc::channel();
+        let indexer = {
+            let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+            std::thread::Builder::new()
+                .name("journal-indexer".into())
+                .spawn(move || indexer::run(index, progress, index_rx, backlog, lagging))
+                .map_err(Error::io("starting the indexer thread"))?
+        };
+        let (tx, rx) = mpsc::channel();
+        let publisher = Arc::new(Publisher::new(
+            Arc::clone(&log),
+            Arc::clone(&poison),
+            Arc::clone(&progress),
+            index_tx,
+        ));
+        let writer = Writer {
+            storage: Arc::clone(&storage),
+            dir: dir.clone(),
+            log: Arc::clone(&log),
+            lookup: Arc::clone(&index) as Arc<dyn crate::write::lookup::Lookup>,
+            poison: Arc::clone(&poison),
+            clock: Arc::clone(&options.clock),
+            limits: options.limits,
+            durability: options.durability,
+            syncer: match options.durability {
+                Durability::Durable => Some(Syncer::start(Arc::clone(&publisher))?),
+                Durability::Buffered { .. } => None,
+            },
+            publisher,
+            head_file,
+            head_recorded_ns: last_recorded_ns(&log, head)?,
+            ahead: None,
+            queued: Arc::default(),
+            progress: Arc::clone(&progress),
+            index_complete_at,
+            tail,
+            streams: Default::default(),
+            recent: Default::default(),
+            greatest_id: String::new(),
+            view: None,
+            last_recorded_ns: last_recorded_ns(&log, head)?,
+            unsynced: false,
+            spare: None,
+            filler: options.preallocate.then(Filler::start),
+            closed: false,
+        };
+        writer.fill_tail();
+        let cell: write::Cell = Arc::new(write::WriterCell::new(writer));
+        let writer = {
+            let cell = Arc::clone(&cell);
+            let progress = Arc::clone(&progress);
+            let log = Arc::clone(&log);
+            std::thread::Builder::new()
+                .name("journal-writer".into())
+                .spawn(move || write::run(&cell, &progress, &log, rx))
+                .map_err(Error::io("starting the writer thread"))?
+        };
+        let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                dir,
+                options,
+                log,
+                index: Some(index),
+                poison,
+                refresh: Mutex::new(()),
+                progress,
+                tx: Mutex::new(Some(tx)),
+                cell: Some(cell),
+                writer: Mutex::new(Some(writer)),
+                indexer: Mutex::new(Some(indexer)),
+                report,
+                blobs,
+                _lock: Some(lock),
+            }),
+        })
+    }
+
+    fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
+        let storage = Arc::clone(&options.storage);
+        let (record, _) = read_head_record(&*storage, &dir, false)?;
+        let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
+        let recovered = recovery::recover(&*storage, &dir, false, committed, true)?;
+        let head = recovered.head;
+        let log = Arc::new(Log::new(recovered.segments, head));
+        let mut report = recovered.report;
+        let no_index = (Position::ZERO, ChainHash::GENESIS);
+        evidence::check(&log, record, no_index, false, &mut report)?;
+        let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                dir,
+                options,
+                log,
+                index: None,
+                poison: Arc::new(Poison::default()),
+                refresh: Mutex::new(()),
+                progress: Arc::new(IndexProgress::new(head.position)),
+                tx: Mutex::new(None),
+                cell: None,
+                writer: Mutex::new(None),
+                indexer: Mutex::new(None),
+                report,
+                blobs,
+                _lock: None,
+            }),
+        })
+    }
+}
+
+/// The log's tail segment: its last segment when that is unsealed, else a new one created after
+/// it and added to the log.
+fn open_tail(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    log: &Log,
+) -> Result<Arc<crate::log::Segment>> {
+    let segments = log.segments();
+    if let Some(last) = segments.last().filter(|s| !s.snapshot().sealed) {
+        return Ok(Arc::clone(last));
+    }
+    let head = log.head();
+    let id = SegmentId(segments.last().map_or(1, |s| s.id.0 + 1));
+    let tail = Arc::new(segment::create(
+        storage,
+        dir,
+        id,
+        head.position.next(),
+        head.hash,
+    )?);
+    log.push(Arc::clone(&tail));
+    Ok(tail)
+}
+
+/// The head record in `dir`, if any. A damaged one refuses the open, unless `salvage`: then it
+/// is set aside as no evidence, with the action that says so.
+fn read_head_record(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    salvage: bool,
+) -> Result<(Option<HeadRecord>, Option<RecoveryAction>)> {
+    match head_file::read(storage, dir) {
+        Ok(record) => Ok((record, None)),
+        Err(Error::HistoryMismatch {
+            evidence,
+            position,
+            detail,
+        }) if salvage => Ok((
+            None,
+            Some(RecoveryAction::HistoryAccepted {
+                evidence,
+                position: position.0,
+                detail,
+            }),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `recordedAt` of the head event, so `recordedAt` never goes backwards across a reopen.
+fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
+    if head.position == Position::ZERO {
+        return Ok(i64::MIN);
+    }
+    let mut ns = i64::MIN;
+    read::for_each_frame(log, head.position, head.position, false, &mut |raw| {
+        ns = raw.header.meta.recorded_at_ns;
+        Ok(false)
+    })?;
+    Ok(ns)
+}
