@@ -16,14 +16,14 @@ use crate::index::{Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
 use crate::log::read::{self};
 use crate::log::recovery;
-use crate::log::report::RecoveryAction;
+use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::{quarantine, segment};
 use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
 use crate::progress::IndexProgress;
+use crate::storage::{Storage, StorageLock};
 
 use crate::journal::{Inner, Journal};
-use crate::write::filler::Filler;
 use crate::write::syncer::{Publisher, Syncer};
 use crate::write::{self, Poison, Writer};
 
@@ -76,130 +76,60 @@ impl Journal {
     /// first.
     fn open_once(dir: PathBuf, options: Options, carried: Vec<RecoveryAction>) -> Result<Journal> {
         let storage = Arc::clone(&options.storage);
-        storage
-            .create_dir_all(&dir)
-            .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
-        let lock = storage.lock(&dir.join(LOCK_FILE)).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked(dir.clone())
-            } else {
-                Error::io_with(|| format!("locking {}", dir.display()))(e)
-            }
-        })?;
-        // The head record is read before the log: it is the evidence the log is held against.
-        let (record, unreadable_record) = read_head_record(&*storage, &dir, options.salvage)?;
-        // The index is opened next: its head is evidence too (`evidence::committed`).
-        let index_path = dir.join(INDEX_FILE);
-        let existed = index_path.exists();
-        let (index, recreated) = Index::open(&index_path)?;
-        let index = Arc::new(index);
-        let index_head = index.indexed()?;
-        let committed = evidence::committed(record, index_head);
-        let recovered = recovery::recover(&*storage, &dir, options.salvage, committed, false)?;
-        let mut report = recovered.report;
-        report.actions.splice(0..0, carried);
-        report.actions.extend(unreadable_record);
-        let segments = recovered.segments;
-        let head = recovered.head;
-        let log = Arc::new(Log::new(segments, head));
-
-        if let Some(why) = recreated {
-            report.actions.push(RecoveryAction::IndexRebuilt {
-                reason: format!("the index file could not be used ({why})"),
-            });
-        } else if !existed && head.position > Position::ZERO {
-            report.actions.push(RecoveryAction::IndexRebuilt {
-                reason: "the index file was missing".into(),
-            });
-        }
-        let verdict = evidence::check(&log, record, index_head, options.salvage, &mut report)?;
-        if let IndexVerdict::Rebuild(reason) = verdict {
-            index.clear()?;
-            report.actions.push(RecoveryAction::IndexRebuilt { reason });
-        }
-        if options.salvage {
-            quarantine::keep_salvage_report(&*storage, &dir, &report)?;
-        }
+        let lock = lock_dir(&*storage, &dir)?;
+        let Checked {
+            log,
+            index,
+            mut report,
+        } = check_log(&*storage, &dir, &options, carried)?;
         // Only once the log stands against its evidence is anything written.
         let tail = open_tail(&*storage, &dir, &log)?;
+        let head = log.head();
         let buffered = matches!(options.durability, Durability::Buffered { .. });
         let head_file = Arc::new(HeadFile::create(&*storage, &dir, head, buffered)?);
-        let (indexed, _) = index.indexed()?;
-        // A small backlog is indexed by the index thread once the journal is open (readers and
-        // the writer wait for it, see `IndexProgress`); a large one here. Either way the
-        // catch-up commits without a sync: the index is derived from the log, so if the process
-        // dies before the indexer's next durable commit (it makes one as soon as it is idle),
-        // the next open catches up again. Open waits on no device flush.
-        let lagging = indexed < head.position;
-        let mut backlog = None;
-        if lagging {
-            // Salvage indexes everything before it opens: damage the index finds is then
-            // salvage's to deal with.
-            if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !options.salvage {
-                backlog = Some((Arc::clone(&log), indexed.next(), head.position));
-            } else {
-                indexer::catch_up(&log, &index, indexed.next(), head.position)?;
-            }
-            report.actions.push(RecoveryAction::IndexCaughtUp {
-                from: indexed.next().0,
-                to: head.position.0,
-            });
-        }
-        let index_complete_at = backlog.as_ref().map(|(_, _, to)| *to);
-
+        let backlog = catch_up_index(&log, &index, options.salvage, &mut report)?;
         let poison = Arc::new(Poison::default());
-        let progress = Arc::new(IndexProgress::new(if backlog.is_some() {
-            indexed
-        } else {
-            head.position
-        }));
+        let progress = Arc::new(IndexProgress::new(backlog.indexed));
         let (index_tx, index_rx) = mpsc::channel();
+        let index_complete_at = backlog.deferred.as_ref().map(|(_, _, to)| *to);
         let indexer = {
             let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+            let Backlog {
+                deferred, lagging, ..
+            } = backlog;
             std::thread::Builder::new()
                 .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, progress, index_rx, backlog, lagging))
+                .spawn(move || indexer::run(index, progress, index_rx, deferred, lagging))
                 .map_err(Error::io("starting the indexer thread"))?
         };
-        let (tx, rx) = mpsc::channel();
         let publisher = Arc::new(Publisher::new(
             Arc::clone(&log),
             Arc::clone(&poison),
             Arc::clone(&progress),
             index_tx,
         ));
-        let writer = Writer {
-            storage: Arc::clone(&storage),
-            dir: dir.clone(),
-            log: Arc::clone(&log),
-            lookup: Arc::clone(&index) as Arc<dyn crate::write::lookup::Lookup>,
-            poison: Arc::clone(&poison),
-            clock: Arc::clone(&options.clock),
-            limits: options.limits,
-            durability: options.durability,
-            syncer: match options.durability {
-                Durability::Durable => Some(Syncer::start(Arc::clone(&publisher))?),
-                Durability::Buffered { .. } => None,
-            },
-            publisher,
-            head_file,
-            head_recorded_ns: last_recorded_ns(&log, head)?,
-            ahead: None,
-            queued: Arc::default(),
-            progress: Arc::clone(&progress),
-            index_complete_at,
-            tail,
-            streams: Default::default(),
-            recent: Default::default(),
-            greatest_id: String::new(),
-            view: None,
-            last_recorded_ns: last_recorded_ns(&log, head)?,
-            unsynced: false,
-            spare: None,
-            filler: options.preallocate.then(Filler::start),
-            closed: false,
+        let syncer = match options.durability {
+            Durability::Durable => Some(Syncer::start(Arc::clone(&publisher))?),
+            Durability::Buffered { .. } => None,
         };
-        writer.fill_tail();
+        let writer = Writer::new(
+            write::Wiring {
+                storage: Arc::clone(&storage),
+                dir: dir.clone(),
+                log: Arc::clone(&log),
+                lookup: Arc::clone(&index) as Arc<dyn crate::write::lookup::Lookup>,
+                poison: Arc::clone(&poison),
+                progress: Arc::clone(&progress),
+                publisher,
+                syncer,
+                head_file,
+                tail,
+            },
+            &options,
+            index_complete_at,
+            last_recorded_ns(&log, head)?,
+        );
+        let (tx, rx) = mpsc::channel();
         let cell: write::Cell = Arc::new(write::WriterCell::new(writer));
         let writer = {
             let cell = Arc::clone(&cell);
@@ -323,4 +253,122 @@ fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
         Ok(false)
     })?;
     Ok(ns)
+}
+
+/// Creates `dir` if needed and takes its lock.
+fn lock_dir(storage: &dyn Storage, dir: &Path) -> Result<Box<dyn StorageLock>> {
+    storage
+        .create_dir_all(dir)
+        .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
+    storage.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::Locked(dir.to_path_buf())
+        } else {
+            Error::io_with(|| format!("locking {}", dir.display()))(e)
+        }
+    })
+}
+
+/// The log recovered and held against its evidence, the index opened (cleared when it must be
+/// rebuilt), and the report of both.
+struct Checked {
+    log: Arc<Log>,
+    index: Arc<Index>,
+    report: RecoveryReport,
+}
+
+/// Reads the evidence (the head record, then the index's head), recovers the log against it,
+/// and decides whether the index can be kept. Nothing is written here but what salvage keeps
+/// in `quarantine/`.
+fn check_log(
+    storage: &dyn Storage,
+    dir: &Path,
+    options: &Options,
+    carried: Vec<RecoveryAction>,
+) -> Result<Checked> {
+    // The head record is read before the log: it is the evidence the log is held against.
+    let (record, unreadable_record) = read_head_record(storage, dir, options.salvage)?;
+    // The index is opened next: its head is evidence too (`evidence::committed`).
+    let index_path = dir.join(INDEX_FILE);
+    let existed = index_path.exists();
+    let (index, recreated) = Index::open(&index_path)?;
+    let index = Arc::new(index);
+    let index_head = index.indexed()?;
+    let committed = evidence::committed(record, index_head);
+    let recovered = recovery::recover(storage, dir, options.salvage, committed, false)?;
+    let mut report = recovered.report;
+    report.actions.splice(0..0, carried);
+    report.actions.extend(unreadable_record);
+    let head = recovered.head;
+    let log = Arc::new(Log::new(recovered.segments, head));
+    if let Some(why) = recreated {
+        report.actions.push(RecoveryAction::IndexRebuilt {
+            reason: format!("the index file could not be used ({why})"),
+        });
+    } else if !existed && head.position > Position::ZERO {
+        report.actions.push(RecoveryAction::IndexRebuilt {
+            reason: "the index file was missing".into(),
+        });
+    }
+    let verdict = evidence::check(&log, record, index_head, options.salvage, &mut report)?;
+    if let IndexVerdict::Rebuild(reason) = verdict {
+        index.clear()?;
+        report.actions.push(RecoveryAction::IndexRebuilt { reason });
+    }
+    if options.salvage {
+        quarantine::keep_salvage_report(storage, dir, &report)?;
+    }
+    Ok(Checked { log, index, report })
+}
+
+/// What the index lacks of the log at open, and who indexes it.
+struct Backlog {
+    /// The backlog left to the index thread: the log and positions `from..=to`.
+    deferred: Option<(Arc<Log>, Position, Position)>,
+    /// Whether the index lagged the log at open (its catch-up is not yet durable).
+    lagging: bool,
+    /// The position the index reflects once open returns.
+    indexed: Position,
+}
+
+/// Catches the index up with the log. A small backlog is left to the index thread (readers and
+/// the writer wait for it, see `IndexProgress`); a large one is indexed here. Either way the
+/// catch-up commits without a sync: the index is derived from the log, so if the process dies
+/// before the indexer's next durable commit (it makes one as soon as it is idle), the next open
+/// catches up again. Open waits on no device flush.
+fn catch_up_index(
+    log: &Arc<Log>,
+    index: &Index,
+    salvage: bool,
+    report: &mut RecoveryReport,
+) -> Result<Backlog> {
+    let head = log.head();
+    let (indexed, _) = index.indexed()?;
+    let lagging = indexed < head.position;
+    if !lagging {
+        return Ok(Backlog {
+            deferred: None,
+            lagging,
+            indexed: head.position,
+        });
+    }
+    report.actions.push(RecoveryAction::IndexCaughtUp {
+        from: indexed.next().0,
+        to: head.position.0,
+    });
+    // Salvage indexes everything before it opens: damage the index finds is then salvage's to
+    // deal with.
+    if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !salvage {
+        return Ok(Backlog {
+            deferred: Some((Arc::clone(log), indexed.next(), head.position)),
+            lagging,
+            indexed,
+        });
+    }
+    indexer::catch_up(log, index, indexed.next(), head.position)?;
+    Ok(Backlog {
+        deferred: None,
+        lagging,
+        indexed: head.position,
+    })
 }

@@ -52,7 +52,7 @@ use crate::log::entries::{IndexBatch, IndexEntry};
 use crate::log::head_file::HeadFile;
 use crate::log::segment::{self, SEGMENTS_DIR};
 use crate::log::{Log, Segment, SegmentEnd, SPARSE_INTERVAL_BYTES};
-use crate::options::{Durability, Limits};
+use crate::options::{Durability, Limits, Options};
 use crate::progress::{self, IndexProgress};
 use crate::seams::Clock;
 use crate::storage::{OpenMode, Storage};
@@ -112,62 +112,62 @@ pub(crate) enum Command {
 
 /// The writer's own state; only the writer thread touches it.
 pub(crate) struct Writer {
-    pub storage: Arc<dyn Storage>,
-    pub dir: PathBuf,
-    pub log: Arc<Log>,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    log: Arc<Log>,
     /// The events stored before those `recent` holds: the index, seen from the write side.
-    pub lookup: Arc<dyn Lookup>,
-    pub poison: Arc<Poison>,
-    pub clock: Arc<dyn Clock>,
-    pub limits: Limits,
-    pub durability: Durability,
+    lookup: Arc<dyn Lookup>,
+    poison: Arc<Poison>,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    durability: Durability,
     /// Publishes durable groups: moves the tail's end and the log's head, answers, and sends
     /// index entries to the indexer.
-    pub publisher: Arc<Publisher>,
+    publisher: Arc<Publisher>,
     /// The head record: the writer records the head at every seal, at a clean close, after a
     /// commit when [`HEAD_RECORD_INTERVAL`] of recorded time passed since the last record
     /// (durable mode), and after each sync (buffered mode).
-    pub head_file: Arc<HeadFile>,
+    head_file: Arc<HeadFile>,
     /// The recorded time (`recordedAt`) of the commit that last updated the head record.
-    pub head_recorded_ns: i64,
+    head_recorded_ns: i64,
     /// Syncs and publishes written groups while the writer goes on (durable mode; `None` in
     /// buffered mode, where nothing waits on a sync).
-    pub syncer: Option<Syncer>,
+    syncer: Option<Syncer>,
     /// Where the frames written to the tail end, when the syncer has not published them all
     /// yet (ahead of the tail's state); `None` or behind the tail's state otherwise.
-    pub ahead: Option<SegmentEnd>,
+    ahead: Option<SegmentEnd>,
     /// How many commands wait in the writer thread's queue, not yet taken (shared with
     /// [`WriterCell`]): a group written while some wait is handed to the syncer.
-    pub queued: Arc<AtomicUsize>,
-    pub progress: Arc<IndexProgress>,
+    queued: Arc<AtomicUsize>,
+    progress: Arc<IndexProgress>,
     /// Set when open left an index backlog to the index thread: the position the index must
     /// reach before the writer may look up ids and stream versions in it. Cleared once reached.
-    pub index_complete_at: Option<Position>,
-    pub tail: Arc<Segment>,
+    index_complete_at: Option<Position>,
+    tail: Arc<Segment>,
     /// The version of each stream written since open, counting what is staged: a request's
     /// versions go in once it is staged whole (the index knows the streams not written since
     /// open). A failed write or sync poisons the writer, so versions a lost write left here
     /// are never used.
-    pub streams: HashMap<String, u64>,
+    streams: HashMap<String, u64>,
     /// Events staged or committed but perhaps not yet in `view`: each one's answer by its id.
     /// A request's ids go in as its runs are linked, and out again if it fails.
-    pub recent: Recent,
+    recent: Recent,
     /// At least the greatest event id (in byte order) this writer has staged since open, or
     /// empty before the first. Every id in `recent` is at most this: an id after it is not
     /// looked up there (with ids that grow, as UUID v7 and counters do, no new id is).
-    pub greatest_id: String,
+    greatest_id: String,
     /// A read view of the index, renewed when the indexer has moved on.
-    pub view: Option<Box<dyn LookupView>>,
-    pub last_recorded_ns: i64,
-    pub unsynced: bool,
+    view: Option<Box<dyn LookupView>>,
+    last_recorded_ns: i64,
+    unsynced: bool,
     /// The staging area of the last commit, emptied, for the next one to reuse.
-    pub spare: Option<Staged>,
+    spare: Option<Staged>,
     /// Zero-fills the tail segment ahead of its frames, off the commits' path (`None`: the
     /// journal was opened without [`crate::Options::preallocate`]; commits then extend the
     /// file).
-    pub filler: Option<Filler>,
+    filler: Option<Filler>,
     /// Set when the writer thread has finished: nothing more is appended.
-    pub closed: bool,
+    closed: bool,
 }
 
 /// How long the writer waits for the index thread to index the backlog open left it before it
@@ -419,7 +419,79 @@ pub(crate) fn run(
     w.publisher.close_indexer();
 }
 
+/// What the writer is wired to: the parts it shares with the journal, the syncer and the
+/// indexer. Everything else of its state starts empty ([`Writer::new`]).
+pub(crate) struct Wiring {
+    pub storage: Arc<dyn Storage>,
+    pub dir: PathBuf,
+    pub log: Arc<Log>,
+    pub lookup: Arc<dyn Lookup>,
+    pub poison: Arc<Poison>,
+    pub progress: Arc<IndexProgress>,
+    pub publisher: Arc<Publisher>,
+    /// `None` in buffered mode, where nothing waits on a sync.
+    pub syncer: Option<Syncer>,
+    pub head_file: Arc<HeadFile>,
+    /// The unsealed segment appends go to.
+    pub tail: Arc<Segment>,
+}
+
 impl Writer {
+    /// A writer wired to `wiring`, with the limits, durability, clock and preallocation of
+    /// `options`; `index_complete_at` is the position the index must reach before ids and
+    /// stream versions are looked up in it (a backlog left to the index thread), and
+    /// `last_recorded_ns` the `recordedAt` of the head event. It starts filling the tail ahead
+    /// of its frames.
+    pub(crate) fn new(
+        wiring: Wiring,
+        options: &Options,
+        index_complete_at: Option<Position>,
+        last_recorded_ns: i64,
+    ) -> Writer {
+        let Wiring {
+            storage,
+            dir,
+            log,
+            lookup,
+            poison,
+            progress,
+            publisher,
+            syncer,
+            head_file,
+            tail,
+        } = wiring;
+        let writer = Writer {
+            storage,
+            dir,
+            log,
+            lookup,
+            poison,
+            clock: Arc::clone(&options.clock),
+            limits: options.limits,
+            durability: options.durability,
+            publisher,
+            head_file,
+            head_recorded_ns: last_recorded_ns,
+            syncer,
+            ahead: None,
+            queued: Arc::default(),
+            progress,
+            index_complete_at,
+            tail,
+            streams: HashMap::new(),
+            recent: Recent::default(),
+            greatest_id: String::new(),
+            view: None,
+            last_recorded_ns,
+            unsynced: false,
+            spare: None,
+            filler: options.preallocate.then(Filler::start),
+            closed: false,
+        };
+        writer.fill_tail();
+        writer
+    }
+
     /// Has the filler zero-fill the tail segment ahead of its frames, through a handle of its
     /// own. Best effort: without it (the handle cannot be opened), commits extend the file.
     pub(crate) fn fill_tail(&self) {
