@@ -7,9 +7,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use journal_benches::workload_event;
 use journal_engine::{AppendOptions, Durability, Journal, Options};
-use journal_format::frame::{decode_frame, encode_frame, link_run};
+use journal_format::frame::{decode_frame, encode_frame, link_group};
 use journal_format::{
-    ChainHash, Envelope, FrameFlags, FrameMeta, Position, RunCheck, FRAME_HEADER_LEN, RUN_BYTES,
+    ChainHash, Envelope, FrameFlags, FrameMeta, GroupCheck, Position, FRAME_HEADER_LEN,
+    LINK_GROUP_BYTES,
 };
 use journal_projections::activity::Activity;
 use journal_projections::{workload, Event, StreamState};
@@ -38,7 +39,7 @@ fn frames(c: &mut Criterion) {
         b.iter(|| decode_frame(&frame).expect("decodes").0.hash)
     });
     group.bench_function("decode_checksums_and_chain", |b| {
-        let mut check = RunCheck::default();
+        let mut check = GroupCheck::default();
         b.iter(|| {
             let (header, _) = decode_frame(&frame).expect("decodes");
             check
@@ -64,13 +65,13 @@ fn frames(c: &mut Criterion) {
         })
         .collect();
     let frame_len = FRAME_HEADER_LEN + body.len();
-    let run_frames = (RUN_BYTES as usize).div_ceil(frame_len);
+    let run_frames = (LINK_GROUP_BYTES as usize).div_ceil(frame_len);
     group.bench_function("runs_of_64_kib", |b| {
         let mut buf = unlinked.clone();
         b.iter(|| {
             let mut prev = ChainHash::GENESIS;
             for run in buf.chunks_mut(run_frames * frame_len) {
-                prev = link_run(run, &prev).expect("links");
+                prev = link_group(run, &prev).expect("links");
                 for header in run.chunks_mut(frame_len) {
                     header[..4].fill(0);
                     header[40..72].fill(0);

@@ -432,7 +432,7 @@ fn a_verified_read_from_inside_a_run_checks_every_run_after_it() {
     let mut start = 0;
     for &end in &ends {
         let before_last = f[end].0 - f[start].0;
-        assert!(before_last < journal_format::RUN_BYTES);
+        assert!(before_last < journal_format::LINK_GROUP_BYTES);
         assert!(f[start..=end].iter().all(|(_, h)| h.hash == f[end].1.hash));
         start = end + 1;
     }

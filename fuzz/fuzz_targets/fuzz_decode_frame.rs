@@ -3,13 +3,13 @@
 #![no_main]
 
 use journal_format::frame::decode_frame;
-use journal_format::{ChainHash, FrameHeader, RunCheck, SegmentFooter, SegmentHeader};
+use journal_format::{ChainHash, FrameHeader, GroupCheck, SegmentFooter, SegmentHeader};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode_frame(data);
     // The bytes as a run of frames, checked frame by frame as a reader does.
-    let mut check = RunCheck::default();
+    let mut check = GroupCheck::default();
     let mut at = 0usize;
     while let Some(Ok(header)) = data.get(at..).map(FrameHeader::decode) {
         let Some(frame) = data.get(at..at + header.frame_len() as usize) else {

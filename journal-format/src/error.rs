@@ -32,35 +32,35 @@ pub enum FormatError {
         /// The checksum of the body as read.
         computed: u32,
     },
-    /// The link a run's frames store is not the hash of the previous link and the run.
+    /// The link a group's frames store is not the hash of the previous link and the group.
     #[error("chain link mismatch: stored {stored}, computed {computed}")]
     ChainMismatch {
-        /// The link stored in the run's frames.
+        /// The link stored in the group's frames.
         stored: String,
-        /// The link computed from the previous link and the run's bytes.
+        /// The link computed from the previous link and the group's bytes.
         computed: String,
     },
-    /// A frame stores another chain link than the frames of its run before it.
-    #[error("a frame of a run stores link {frame} after {frames_before} frames storing {run}")]
-    RunLinksDiffer {
-        /// The link the run's first frame stores.
-        run: String,
+    /// A frame stores another chain link than the frames of its group before it.
+    #[error("a frame of a group stores link {frame} after {frames_before} frames storing {group}")]
+    GroupLinksDiffer {
+        /// The link the group's first frame stores.
+        group: String,
         /// The link this frame stores.
         frame: String,
-        /// How many frames of the run came before it.
+        /// How many frames of the group came before it.
         frames_before: u64,
     },
-    /// A run of linked frames goes on past the length at which the writer ends one.
-    #[error("a run of linked frames goes on after {frames} frames holding {bytes} bytes (a run ends once it reaches {max})", max = crate::frame::RUN_BYTES)]
-    RunTooLong {
-        /// The bytes of the run before the frame that should not be in it.
+    /// A link group goes on past the length at which the writer ends one.
+    #[error("a link group goes on after {frames} frames holding {bytes} bytes (a group ends once it reaches {max})", max = crate::frame::LINK_GROUP_BYTES)]
+    GroupTooLong {
+        /// The bytes of the group before the frame that should not be in it.
         bytes: u64,
-        /// The frames of the run before it.
+        /// The frames of the group before it.
         frames: u64,
     },
-    /// A frame ends its batch but not its run: a batch's last frame always ends a run.
-    #[error("frame flags {0:#06x} end the batch inside a run of linked frames")]
-    BatchEndsInsideRun(u16),
+    /// A frame ends its batch but not its group: a batch's last frame always ends a group.
+    #[error("frame flags {0:#06x} end the batch inside a link group")]
+    BatchEndsInsideGroup(u16),
     /// The magic number is not the one this structure starts (or ends) with.
     #[error("bad magic number {found:02x?}")]
     BadMagic {

@@ -4,11 +4,11 @@
 //! Two CRC-32 checksums protect a frame: the header checksum covers every other header byte
 //! (so a damaged length is caught before it is trusted), the body checksum covers the body.
 //!
-//! The hash chain links runs of frames, not single frames: a run is a few consecutive frames
-//! of one batch (at most about [`RUN_BYTES`]), the last flagged [`FrameFlags::LINK_END`]. Its
-//! link is BLAKE3, keyed with the previous run's link, of the run's bytes with each header's
-//! checksum and link read as zero; every frame of the run stores it. Editing, deleting or
-//! reordering any frame changes its run's link and every later one. A run is hashed as one
+//! The hash chain links groups of frames, not single frames: a group is a few consecutive frames
+//! of one batch (at most about [`LINK_GROUP_BYTES`]), the last flagged [`FrameFlags::LINK_END`]. Its
+//! link is BLAKE3, keyed with the previous group's link, of the group's bytes with each header's
+//! checksum and link read as zero; every frame of the group stores it. Editing, deleting or
+//! reordering any frame changes its group's link and every later one. A group is hashed as one
 //! input, which BLAKE3 spreads over SIMD lanes: a link per frame cost about ten times as much
 //! (`docs/PERFORMANCE.md`).
 
@@ -43,11 +43,11 @@ const _: () = assert!(POSITION_OFFSET.is_multiple_of(8) && HASH_OFFSET.is_multip
 /// (default 1 MiB) must not exceed it.
 pub const FRAME_BODY_LEN_MAX: u32 = 16 * 1024 * 1024;
 
-/// How long a run of linked frames grows: the writer ends a run at the first frame that brings
-/// it to this many bytes or more (and at the end of every batch), so the frames of a run before
-/// its last always hold fewer. A reader refuses a run that breaks this: it bounds what a
-/// verifying reader holds before it can check a run.
-pub const RUN_BYTES: u64 = 64 * 1024;
+/// How long a link group grows: the writer ends a group at the first frame that brings
+/// it to this many bytes or more (and at the end of every batch), so the frames of a group before
+/// its last always hold fewer. A reader refuses a group that breaks this: it bounds what a
+/// verifying reader holds before it can check a group.
+pub const LINK_GROUP_BYTES: u64 = 64 * 1024;
 
 /// Flag bits of a frame.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -61,8 +61,8 @@ impl FrameFlags {
     /// The frame is the first of one write (one group commit). Recovery uses it to tell a
     /// torn final write (damage with no later write after it) from damage to synced data.
     pub const FIRST_IN_WRITE: FrameFlags = FrameFlags(2);
-    /// The frame is the last of its run: the frames its chain link covers. A frame that ends
-    /// its batch always ends its run.
+    /// The frame is the last of its group: the frames its chain link covers. A frame that ends
+    /// its batch always ends its group.
     pub const LINK_END: FrameFlags = FrameFlags(4);
     const KNOWN: u16 = 7;
 
@@ -84,7 +84,7 @@ impl FrameFlags {
         self.0 & Self::END_OF_BATCH.0 != 0
     }
 
-    /// Whether this frame closes its run of linked frames.
+    /// Whether this frame closes its group of linked frames.
     #[must_use]
     pub fn is_link_end(self) -> bool {
         self.0 & Self::LINK_END.0 != 0
@@ -121,7 +121,7 @@ pub struct FrameHeader {
     body_crc: u32,
     /// The journal-assigned fields.
     pub meta: FrameMeta,
-    /// The frame's link in the hash chain: its run's link, which every frame of the run stores.
+    /// The frame's link in the hash chain: its group's link, which every frame of the group stores.
     pub hash: ChainHash,
 }
 
@@ -186,7 +186,7 @@ impl FrameHeader {
         }
         let flags = FrameFlags(flags);
         if flags.is_end_of_batch() && !flags.is_link_end() {
-            return Err(FormatError::BatchEndsInsideRun(flags.0));
+            return Err(FormatError::BatchEndsInsideGroup(flags.0));
         }
         let body_len = read_u32(h, BODY_LEN_OFFSET);
         if body_len > FRAME_BODY_LEN_MAX {
@@ -250,14 +250,14 @@ fn write_linked_fields(out: &mut [u8], body_len: u32, body_crc: u32, meta: &Fram
     put(STREAM_VERSION_OFFSET, &meta.stream_version.to_le_bytes());
 }
 
-/// The link of a run whose bytes (`zeroed`) hold zeros in place of each header's checksum and
-/// link: BLAKE3 keyed with the previous run's link.
-fn run_link(prev: &ChainHash, zeroed: &[u8]) -> ChainHash {
+/// The link of a group whose bytes (`zeroed`) hold zeros in place of each header's checksum and
+/// link: BLAKE3 keyed with the previous group's link.
+fn group_link(prev: &ChainHash, zeroed: &[u8]) -> ChainHash {
     ChainHash(*blake3::keyed_hash(&prev.0, zeroed).as_bytes())
 }
 
 /// Zeroes the header checksum and the link of the frame header at the start of `header`: the
-/// bytes a run's link covers hold zeros there.
+/// bytes a group's link covers hold zeros there.
 fn zero_unlinked_fields(header: &mut [u8]) {
     for range in [
         HEADER_CRC_OFFSET..BODY_LEN_OFFSET,
@@ -270,7 +270,7 @@ fn zero_unlinked_fields(header: &mut [u8]) {
 }
 
 /// Appends one frame holding `body` to `out`, with its header checksum and chain link zero:
-/// [`link_run`] fills both once the frame's run is complete.
+/// [`link_group`] fills both once the frame's group is complete.
 ///
 /// # Errors
 /// `LengthTooLarge` when the body is longer than [`FRAME_BODY_LEN_MAX`]; nothing is appended.
@@ -296,23 +296,23 @@ pub fn encode_unlinked(
     Ok(())
 }
 
-/// Links a run: `run` holds the whole frames of one run as [`encode_unlinked`] wrote them (the
-/// last flagged [`FrameFlags::LINK_END`], no other). Computes the run's link from `prev`, the
-/// link of the run before, and writes it and the header checksum into every frame. Returns the
+/// Links a group: `group` holds the whole frames of one group as [`encode_unlinked`] wrote them (the
+/// last flagged [`FrameFlags::LINK_END`], no other). Computes the group's link from `prev`, the
+/// link of the group before, and writes it and the header checksum into every frame. Returns the
 /// link.
 ///
 /// # Errors
-/// `Truncated` when `run` does not end at the end of a frame; its frames are then left as they
+/// `Truncated` when `group` does not end at the end of a frame; its frames are then left as they
 /// were.
-pub fn link_run(run: &mut [u8], prev: &ChainHash) -> Result<ChainHash, FormatError> {
-    // The frames' starts, checked to tile `run` before anything is written.
+pub fn link_group(group: &mut [u8], prev: &ChainHash) -> Result<ChainHash, FormatError> {
+    // The frames' starts, checked to tile `group` before anything is written.
     let mut starts = Vec::new();
     let mut at = 0usize;
-    while at < run.len() {
-        let Some(header) = run.get(at..at.saturating_add(FRAME_HEADER_LEN)) else {
+    while at < group.len() {
+        let Some(header) = group.get(at..at.saturating_add(FRAME_HEADER_LEN)) else {
             return Err(FormatError::Truncated {
                 needed: (at + FRAME_HEADER_LEN) as u64,
-                available: run.len() as u64,
+                available: group.len() as u64,
             });
         };
         debug_assert!(
@@ -325,15 +325,15 @@ pub fn link_run(run: &mut [u8], prev: &ChainHash) -> Result<ChainHash, FormatErr
             .saturating_add(FRAME_HEADER_LEN)
             .saturating_add(read_u32(header, BODY_LEN_OFFSET) as usize);
     }
-    if at != run.len() {
+    if at != group.len() {
         return Err(FormatError::Truncated {
             needed: at as u64,
-            available: run.len() as u64,
+            available: group.len() as u64,
         });
     }
-    let link = run_link(prev, run);
+    let link = group_link(prev, group);
     for start in starts {
-        if let Some(header) = run.get_mut(start..start + FRAME_HEADER_LEN) {
+        if let Some(header) = group.get_mut(start..start + FRAME_HEADER_LEN) {
             let (crc_slot, rest) = header.split_at_mut(BODY_LEN_OFFSET);
             if let Some(hash_slot) = rest.get_mut(HASH_OFFSET - BODY_LEN_OFFSET..) {
                 hash_slot.copy_from_slice(&link.0);
@@ -344,7 +344,7 @@ pub fn link_run(run: &mut [u8], prev: &ChainHash) -> Result<ChainHash, FormatErr
     Ok(link)
 }
 
-/// Appends one frame holding `body` to `out` as a run of its own (flagged
+/// Appends one frame holding `body` to `out` as a group of its own (flagged
 /// [`FrameFlags::LINK_END`] whatever `meta` says) following `prev`, and returns its link.
 ///
 /// # Errors
@@ -361,7 +361,7 @@ pub fn encode_frame(
         ..*meta
     };
     encode_unlinked(out, &meta, body)?;
-    let linked = out.get_mut(start..).map(|run| link_run(run, prev));
+    let linked = out.get_mut(start..).map(|group| link_group(group, prev));
     match linked {
         Some(Ok(link)) => Ok(link),
         Some(Err(e)) => {
@@ -376,7 +376,7 @@ pub fn encode_frame(
 }
 
 /// Decodes a whole frame at the start of `bytes` and checks both checksums. Returns the header
-/// and the body. The chain link is checked over the frame's whole run ([`RunCheck`]).
+/// and the body. The chain link is checked over the frame's whole group ([`GroupCheck`]).
 ///
 /// # Errors
 /// As [`FrameHeader::decode`] and [`FrameHeader::check_body`].
@@ -393,29 +393,29 @@ pub fn decode_frame(bytes: &[u8]) -> Result<(FrameHeader, &[u8]), FormatError> {
     Ok((header, body))
 }
 
-/// Checks the chain link over frames read in order, a run at a time: each frame is added as it
-/// is read ([`RunCheck::push`]), and the run is hashed when its last frame comes. Holds the
-/// run's bytes so far (with each header's checksum and link zeroed), at most [`RUN_BYTES`] and
+/// Checks the chain link over frames read in order, a group at a time: each frame is added as it
+/// is read ([`GroupCheck::push`]), and the group is hashed when its last frame comes. Holds the
+/// group's bytes so far (with each header's checksum and link zeroed), at most [`LINK_GROUP_BYTES`] and
 /// one frame. Body checksums are the caller's to check.
 #[derive(Debug, Default)]
-pub struct RunCheck {
-    /// The run's frames so far, as the link covers them.
+pub struct GroupCheck {
+    /// The group's frames so far, as the link covers them.
     bytes: Vec<u8>,
-    /// The link the run's first frame stores; every frame of the run must store the same.
+    /// The link the group's first frame stores; every frame of the group must store the same.
     link: Option<ChainHash>,
-    /// How many frames the run holds so far.
+    /// How many frames the group holds so far.
     frames: u64,
 }
 
-impl RunCheck {
-    /// Adds `frame` (its whole bytes, `header` decoded from them) to the run, which continues
-    /// `prev`. Returns the run's link once `frame` ends the run and the link holds; `None`
-    /// while the run goes on. After an error, or a run's end, the next frame starts a new run.
+impl GroupCheck {
+    /// Adds `frame` (its whole bytes, `header` decoded from them) to the group, which continues
+    /// `prev`. Returns the group's link once `frame` ends the group and the link holds; `None`
+    /// while the group goes on. After an error, or a group's end, the next frame starts a new group.
     ///
     /// # Errors
-    /// `Truncated` when `frame` is not `header`'s whole frame; `RunLinksDiffer` when the frame
-    /// stores another link than the run's first; `RunTooLong` when the run already holds
-    /// [`RUN_BYTES`] or more before this frame; `ChainMismatch` when the run's link is not the
+    /// `Truncated` when `frame` is not `header`'s whole frame; `GroupLinksDiffer` when the frame
+    /// stores another link than the group's first; `GroupTooLong` when the group already holds
+    /// [`LINK_GROUP_BYTES`] or more before this frame; `ChainMismatch` when the group's link is not the
     /// one its frames store.
     pub fn push(
         &mut self,
@@ -444,14 +444,14 @@ impl RunCheck {
         }
         let link = *self.link.get_or_insert(header.hash);
         if link != header.hash {
-            return Err(FormatError::RunLinksDiffer {
-                run: link.to_hex(),
+            return Err(FormatError::GroupLinksDiffer {
+                group: link.to_hex(),
                 frame: header.hash.to_hex(),
                 frames_before: self.frames,
             });
         }
-        if self.bytes.len() as u64 >= RUN_BYTES {
-            return Err(FormatError::RunTooLong {
+        if self.bytes.len() as u64 >= LINK_GROUP_BYTES {
+            return Err(FormatError::GroupTooLong {
                 bytes: self.bytes.len() as u64,
                 frames: self.frames,
             });
@@ -465,7 +465,7 @@ impl RunCheck {
         if !header.meta.flags.is_link_end() {
             return Ok(None);
         }
-        let computed = run_link(prev, &self.bytes);
+        let computed = group_link(prev, &self.bytes);
         if computed != link {
             return Err(FormatError::ChainMismatch {
                 stored: link.to_hex(),
@@ -475,18 +475,18 @@ impl RunCheck {
         Ok(Some(link))
     }
 
-    /// Forgets the run so far: the next frame pushed starts a run.
+    /// Forgets the group so far: the next frame pushed starts a group.
     pub fn clear(&mut self) {
         self.bytes.clear();
-        if self.bytes.capacity() > 4 * RUN_BYTES as usize {
-            // A run with a large frame: do not keep its memory for the runs after it.
-            self.bytes.shrink_to(2 * RUN_BYTES as usize);
+        if self.bytes.capacity() > 4 * LINK_GROUP_BYTES as usize {
+            // A group with a large frame: do not keep its memory for the groups after it.
+            self.bytes.shrink_to(2 * LINK_GROUP_BYTES as usize);
         }
         self.link = None;
         self.frames = 0;
     }
 
-    /// Whether no frame of a run is held: the next frame pushed starts a run.
+    /// Whether no frame of a group is held: the next frame pushed starts a group.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.frames == 0
@@ -530,11 +530,11 @@ pub(crate) mod tests {
         }
     }
 
-    /// Checks `frame` as a run of its own following `prev`.
+    /// Checks `frame` as a group of its own following `prev`.
     fn check_alone(frame: &[u8], prev: &ChainHash) -> Result<ChainHash, FormatError> {
         let (header, _) = decode_frame(frame)?;
         let frame = &frame[..header.frame_len() as usize];
-        RunCheck::default()
+        GroupCheck::default()
             .push(prev, &header, frame)?
             .ok_or(FormatError::Truncated {
                 needed: 0,
@@ -542,9 +542,9 @@ pub(crate) mod tests {
             })
     }
 
-    /// A run of `bodies` in one buffer following `prev`, ending its batch: the run's bytes and
+    /// A group of `bodies` in one buffer following `prev`, ending its batch: the group's bytes and
     /// link.
-    fn run_of(prev: &ChainHash, first: u64, bodies: &[&[u8]]) -> (Vec<u8>, ChainHash) {
+    fn group_of(prev: &ChainHash, first: u64, bodies: &[&[u8]]) -> (Vec<u8>, ChainHash) {
         let mut out = Vec::new();
         for (i, body) in bodies.iter().enumerate() {
             let last = i + 1 == bodies.len();
@@ -559,19 +559,19 @@ pub(crate) mod tests {
             };
             encode_unlinked(&mut out, &meta, body).unwrap();
         }
-        let link = link_run(&mut out, prev).unwrap();
+        let link = link_group(&mut out, prev).unwrap();
         (out, link)
     }
 
-    /// Pushes every frame of `run` into a fresh check; the link, or the first error.
-    fn check_run(run: &[u8], prev: &ChainHash) -> Result<Option<ChainHash>, FormatError> {
-        let mut check = RunCheck::default();
+    /// Pushes every frame of `group` into a fresh check; the link, or the first error.
+    fn check_group(group: &[u8], prev: &ChainHash) -> Result<Option<ChainHash>, FormatError> {
+        let mut check = GroupCheck::default();
         let mut at = 0;
         let mut last = None;
-        while at < run.len() {
-            let (header, _) = decode_frame(&run[at..])?;
+        while at < group.len() {
+            let (header, _) = decode_frame(&group[at..])?;
             let len = header.frame_len() as usize;
-            last = check.push(prev, &header, &run[at..at + len])?;
+            last = check.push(prev, &header, &group[at..at + len])?;
             at += len;
         }
         Ok(last)
@@ -699,30 +699,30 @@ pub(crate) mod tests {
         let bodies: Vec<Vec<u8>> = (0..5).map(|i| vec![i as u8; 100 + i]).collect();
         let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
         let prev = ChainHash([9; 32]);
-        let (run, link) = run_of(&prev, 10, &refs);
-        assert_eq!(check_run(&run, &prev), Ok(Some(link)));
-        // Every frame stores the run's link and decodes with its checksums.
+        let (group, link) = group_of(&prev, 10, &refs);
+        assert_eq!(check_group(&group, &prev), Ok(Some(link)));
+        // Every frame stores the group's link and decodes with its checksums.
         let mut at = 0;
-        while at < run.len() {
-            let (header, _) = decode_frame(&run[at..]).unwrap();
+        while at < group.len() {
+            let (header, _) = decode_frame(&group[at..]).unwrap();
             assert_eq!(header.hash, link);
             at += header.frame_len() as usize;
         }
-        // Another previous link, or any byte of the run changed (and its checksums made to
+        // Another previous link, or any byte of the group changed (and its checksums made to
         // agree), gives another link.
         assert!(matches!(
-            check_run(&run, &ChainHash::GENESIS),
+            check_group(&group, &ChainHash::GENESIS),
             Err(FormatError::ChainMismatch { .. })
         ));
         let mut edited = refs.clone();
         let changed = [3u8; 102];
         edited[2] = &changed;
-        let (_, other) = run_of(&prev, 10, &edited);
+        let (_, other) = group_of(&prev, 10, &edited);
         assert_ne!(other, link);
-        // A frame of the run dropped: the run's link no longer holds.
-        let first_len = decode_frame(&run).unwrap().0.frame_len() as usize;
+        // A frame of the group dropped: the group's link no longer holds.
+        let first_len = decode_frame(&group).unwrap().0.frame_len() as usize;
         assert!(matches!(
-            check_run(&run[first_len..], &prev),
+            check_group(&group[first_len..], &prev),
             Err(FormatError::ChainMismatch { .. })
         ));
     }
@@ -730,14 +730,14 @@ pub(crate) mod tests {
     #[test]
     fn a_frame_storing_another_link_than_its_run_is_refused() {
         let prev = ChainHash::GENESIS;
-        let (run, _) = run_of(&prev, 1, &[b"a", b"b"]);
-        let (other, _) = run_of(&ChainHash([1; 32]), 2, &[b"b"]);
-        let first_len = decode_frame(&run).unwrap().0.frame_len() as usize;
-        let mut mixed = run[..first_len].to_vec();
+        let (group, _) = group_of(&prev, 1, &[b"a", b"b"]);
+        let (other, _) = group_of(&ChainHash([1; 32]), 2, &[b"b"]);
+        let first_len = decode_frame(&group).unwrap().0.frame_len() as usize;
+        let mut mixed = group[..first_len].to_vec();
         mixed.extend_from_slice(&other);
         assert!(matches!(
-            check_run(&mixed, &prev),
-            Err(FormatError::RunLinksDiffer {
+            check_group(&mixed, &prev),
+            Err(FormatError::GroupLinksDiffer {
                 frames_before: 1,
                 ..
             })
@@ -747,12 +747,12 @@ pub(crate) mod tests {
     #[test]
     fn a_run_that_goes_on_past_run_bytes_is_refused() {
         let body = vec![7u8; 1000];
-        let count = RUN_BYTES as usize / (FRAME_HEADER_LEN + body.len()) + 2;
+        let count = LINK_GROUP_BYTES as usize / (FRAME_HEADER_LEN + body.len()) + 2;
         let bodies: Vec<&[u8]> = vec![&body; count];
-        let (run, _) = run_of(&ChainHash::GENESIS, 1, &bodies);
+        let (group, _) = group_of(&ChainHash::GENESIS, 1, &bodies);
         assert!(matches!(
-            check_run(&run, &ChainHash::GENESIS),
-            Err(FormatError::RunTooLong { .. })
+            check_group(&group, &ChainHash::GENESIS),
+            Err(FormatError::GroupTooLong { .. })
         ));
     }
 
@@ -764,24 +764,24 @@ pub(crate) mod tests {
             ..meta(1, false)
         };
         encode_unlinked(&mut out, &meta, b"x").unwrap();
-        link_run(&mut out, &ChainHash::GENESIS).unwrap();
+        link_group(&mut out, &ChainHash::GENESIS).unwrap();
         assert_eq!(
             decode_frame(&out).map(|_| ()),
-            Err(FormatError::BatchEndsInsideRun(1))
+            Err(FormatError::BatchEndsInsideGroup(1))
         );
     }
 
     #[test]
     fn link_run_refuses_bytes_that_do_not_end_at_a_frame_end() {
-        let mut run = Vec::new();
-        encode_unlinked(&mut run, &meta(1, true), b"abc").unwrap();
-        run.pop();
-        let before = run.clone();
+        let mut group = Vec::new();
+        encode_unlinked(&mut group, &meta(1, true), b"abc").unwrap();
+        group.pop();
+        let before = group.clone();
         assert!(matches!(
-            link_run(&mut run, &ChainHash::GENESIS),
+            link_group(&mut group, &ChainHash::GENESIS),
             Err(FormatError::Truncated { .. })
         ));
-        assert_eq!(run, before);
+        assert_eq!(group, before);
     }
 
     #[test]

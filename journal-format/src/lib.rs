@@ -30,7 +30,8 @@ pub mod vocabulary;
 pub use envelope::{Envelope, EventIds, Object, Provenance, StoredEvent, StoredPayload};
 pub use error::{EnvelopeError, FormatError};
 pub use frame::{
-    FrameFlags, FrameHeader, FrameMeta, RunCheck, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN, RUN_BYTES,
+    FrameFlags, FrameHeader, FrameMeta, GroupCheck, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN,
+    LINK_GROUP_BYTES,
 };
 pub use segment::{
     FooterEntry, SegmentFooter, SegmentHeader, FORMAT_VERSION, SEGMENT_FOOTER_TRAILER_LEN,

@@ -8,13 +8,13 @@
 //! larger part of the indexer's work (`docs/PERFORMANCE.md`, "Where the time goes").
 //!
 //! Producers whose ids each grow on their own (a counter or a clock each) interleave in the
-//! log, so their apply's ids do not grow as a whole; sorted, they fall into **runs**: ids
+//! log, so their apply's ids do not grow as a whole; sorted, they fall into **stretches**: ids
 //! between the same two neighbouring blocks whose positions increase with their keys (one
-//! producer's). A run goes to the blocks when it is [`RUN_MIN`] long or continues a block not
+//! producer's). A stretch goes to the blocks when it is [`STRETCH_MIN`] long or continues a block not
 //! yet full: comes after it in the log too (the producer's block from the apply before).
-//! Another run starts blocks of its own, so that producers do not share a block. Every other id goes to the per-id
-//! table: random ids (UUID v4), whose sorted order is no order of the log, make runs of one or
-//! two and never reach [`RUN_MIN`], so the blocks of a journal whose ids never grow stay empty
+//! Another stretch starts blocks of its own, so that producers do not share a block. Every other id goes to the per-id
+//! table: random ids (UUID v4), whose sorted order is no order of the log, make stretches of one or
+//! two and never reach [`STRETCH_MIN`], so the blocks of a journal whose ids never grow stay empty
 //! and its lookups pay for the per-id table alone (a lookup there is one descent, where a block
 //! costs a range and a search).
 //!
@@ -35,10 +35,10 @@ use crate::index::tables::{IdKey, Row, ID_KEY_LEN};
 
 /// The most entries one id block holds: two blocks fit a 4 KiB redb page.
 pub(crate) const ID_BLOCK_EVENTS: usize = 40;
-/// The fewest ids of a run (see the module's doc) that start a block of their own. Random ids'
-/// sorted runs are a key or two long: sixteen in a row with increasing positions come by chance
+/// The fewest ids of a stretch (see the module's doc) that start a block of their own. Random ids'
+/// sorted stretches are a key or two long: sixteen in a row with increasing positions come by chance
 /// once in 16! (2 × 10^13).
-pub(crate) const RUN_MIN: usize = 16;
+pub(crate) const STRETCH_MIN: usize = 16;
 /// Bytes per id block entry: the key, then position, segment and offset.
 pub(crate) const ID_ENTRY_LEN: usize = ID_KEY_LEN + 24;
 

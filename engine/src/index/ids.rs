@@ -21,13 +21,13 @@ pub(crate) fn greatest_keyed<T: ReadableTable<&'static IdKey, Row>>(
     Ok(per_id.max(blocks))
 }
 
-/// Appends `run` (keys strictly increasing, all between the blocks `before` and the next one)
+/// Appends `stretch` (keys strictly increasing, all between the blocks `before` and the next one)
 /// to the id blocks: `before` (its key and bytes) filled first when it is not full, then new
 /// blocks keyed by their first key.
 pub(crate) fn append_id_blocks(
     table: &mut Table<&IdKey, &[u8]>,
     before: Option<(IdKey, Vec<u8>)>,
-    run: &[(IdKey, Row)],
+    stretch: &[(IdKey, Row)],
 ) -> Result<()> {
     // The block being filled: its first key and whether it changed, its bytes in `block` (one
     // buffer for all: see `append_key`).
@@ -35,7 +35,7 @@ pub(crate) fn append_id_blocks(
         Some((first, block)) if !id_blocks::is_full(&block) => (Some((first, false)), block),
         _ => (None, Vec::new()),
     };
-    for (key, located) in run {
+    for (key, located) in stretch {
         match &mut open {
             Some((_, changed)) if !id_blocks::is_full(&block) => {
                 id_blocks::push(&mut block, key, *located);
@@ -58,13 +58,13 @@ pub(crate) fn append_id_blocks(
 }
 
 /// Places the ids of an apply that do not all grow from after every id indexed, `sorted` by
-/// key (stably: a repeated id's later event last). Each **run** of them, keys that fall between
+/// key (stably: a repeated id's later event last). Each **stretch** of them, keys that fall between
 /// the same two neighbouring blocks and whose positions increase with their keys (one
 /// producer's ids among several producers' whose ids each grow), goes to the blocks when it is
-/// [`id_blocks::RUN_MIN`] long (in blocks of its own, unless it continues the block before it)
-/// or continues the block before it (which has room, and whose last id comes before the run
+/// [`id_blocks::STRETCH_MIN`] long (in blocks of its own, unless it continues the block before it)
+/// or continues the block before it (which has room, and whose last id comes before the stretch
 /// in the log), and the per-id table holds none of its keys; every other id goes to the per-id table. `blocks_empty`: the block table
-/// holds nothing (then, until a run goes there, only long runs can, found without a lookup).
+/// holds nothing (then, until a stretch goes there, only long stretches can, found without a lookup).
 pub(crate) fn place_ids(
     blocks: &mut Table<&IdKey, &[u8]>,
     per_id: &mut Table<&IdKey, Row>,
@@ -73,7 +73,7 @@ pub(crate) fn place_ids(
 ) -> Result<()> {
     let mut rest = sorted;
     while let Some(((first, _), _)) = rest.split_first() {
-        // The block at or before the run's first key, and where the block after it starts.
+        // The block at or before the stretch's first key, and where the block after it starts.
         let (before, next) = if blocks_empty {
             (None, None)
         } else {
@@ -98,7 +98,7 @@ pub(crate) fn place_ids(
             None => None,
         };
         if let Some((last, _)) = before_last.filter(|(last, _)| first <= last) {
-            // Inside a block's keys: these ids (a repeat, or ids of no run) keep an entry each.
+            // Inside a block's keys: these ids (a repeat, or ids of no stretch) keep an entry each.
             let inside = rest.partition_point(|(key, _)| *key <= last);
             let (ids, after) = rest.split_at(inside.max(1));
             for (key, located) in ids {
@@ -114,28 +114,28 @@ pub(crate) fn place_ids(
                     && next.is_none_or(|next| b.0 < next))
             })
             .count();
-        let (run, after) = rest.split_at(len);
-        // A run continues the block before it when that block has room and the run comes
+        let (stretch, after) = rest.split_at(len);
+        // A stretch continues the block before it when that block has room and the stretch comes
         // after its last id in the log too (the same producer's next ids, most likely);
         // otherwise it starts blocks of its own.
-        let continues = match (&before, before_last, run.first()) {
+        let continues = match (&before, before_last, stretch.first()) {
             (Some((_, block)), Some((_, (last_position, _, _))), Some((_, (position, _, _)))) => {
                 !id_blocks::is_full(block) && last_position < *position
             }
             _ => false,
         };
-        let to_blocks = (len >= id_blocks::RUN_MIN || continues)
-            && match (run.first(), run.last()) {
+        let to_blocks = (len >= id_blocks::STRETCH_MIN || continues)
+            && match (stretch.first(), stretch.last()) {
                 (Some((low, _)), Some((high, _))) => {
                     per_id.range::<&IdKey>(low..=high)?.next().is_none()
                 }
                 _ => false,
             };
         if to_blocks {
-            append_id_blocks(blocks, before.filter(|_| continues), run)?;
+            append_id_blocks(blocks, before.filter(|_| continues), stretch)?;
             blocks_empty = false;
         } else {
-            for (key, located) in run {
+            for (key, located) in stretch {
                 per_id.insert(key, located)?;
             }
         }

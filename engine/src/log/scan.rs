@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use journal_format::frame::is_zeroed;
 use journal_format::{
-    ChainHash, FormatError, FrameHeader, Position, RunCheck, SegmentId, FRAME_BODY_LEN_MAX,
-    FRAME_HEADER_LEN, RUN_BYTES,
+    ChainHash, FormatError, FrameHeader, GroupCheck, Position, SegmentId, FRAME_BODY_LEN_MAX,
+    FRAME_HEADER_LEN, LINK_GROUP_BYTES,
 };
 
 use crate::error::{Error, Result};
@@ -24,9 +24,9 @@ const SCAN_CHUNK_BYTES: u64 = 256 * 1024;
 /// not fit is read whole: [`RUN_READ_MAX`].)
 const LINKS_AHEAD_BYTES: u64 = 1024 * 1024;
 
-/// The most bytes one run can take: fewer than [`RUN_BYTES`] before its last frame, and that
+/// The most bytes one run can take: fewer than [`LINK_GROUP_BYTES`] before its last frame, and that
 /// frame.
-const RUN_READ_MAX: u64 = RUN_BYTES + FRAME_HEADER_LEN as u64 + FRAME_BODY_LEN_MAX as u64;
+const RUN_READ_MAX: u64 = LINK_GROUP_BYTES + FRAME_HEADER_LEN as u64 + FRAME_BODY_LEN_MAX as u64;
 
 /// The fewest bytes of runs worth checking on more than one thread.
 const LINKS_AHEAD_PARALLEL_MIN: usize = 256 * 1024;
@@ -180,7 +180,7 @@ struct Runs {
 impl Runs {
     /// Splits `bytes` (starting at a run's first frame) into whole runs, none starting past
     /// position `until`. Stops at a header that does not decode: the scan meets it itself.
-    /// A run is closed at its `LINK_END` frame, or at the frame that finds it [`RUN_BYTES`]
+    /// A run is closed at its `LINK_END` frame, or at the frame that finds it [`LINK_GROUP_BYTES`]
     /// long already (a run the check then refuses).
     fn split(bytes: &[u8], until: Position) -> Runs {
         let mut found = Runs::default();
@@ -209,7 +209,7 @@ impl Runs {
                 found.cut = true;
                 break;
             }
-            let closes = header.meta.flags.is_link_end() || run_bytes >= RUN_BYTES;
+            let closes = header.meta.flags.is_link_end() || run_bytes >= LINK_GROUP_BYTES;
             found.frames.push((header, at..at + len));
             run_bytes += len as u64;
             at += len;
@@ -235,7 +235,7 @@ type RunToCheck<'a> = (ChainHash, RunFrames<'a>);
 
 /// Checks one run's bodies and link, the run continuing `prev`.
 fn check_run(
-    check: &mut RunCheck,
+    check: &mut GroupCheck,
     prev: &ChainHash,
     frames: RunFrames<'_>,
     bytes: &[u8],
@@ -392,7 +392,7 @@ impl FrameScanner {
             }
         }
         let check_all = |part: &[RunToCheck<'_>]| {
-            let mut check = RunCheck::default();
+            let mut check = GroupCheck::default();
             part.iter()
                 .map(|(prev, frames)| check_run(&mut check, prev, frames, bytes, offset))
                 .collect::<Vec<_>>()
@@ -563,7 +563,7 @@ fn link_threads() -> usize {
 mod tests {
     use std::path::Path;
 
-    use journal_format::frame::{encode_unlinked, link_run};
+    use journal_format::frame::{encode_unlinked, link_group};
     use journal_format::{FrameFlags, FrameMeta};
 
     use super::*;
@@ -571,7 +571,7 @@ mod tests {
     use crate::storage::{OpenMode, Storage};
 
     /// Frames as the writer links them: runs ended at the first frame that brings them to
-    /// [`RUN_BYTES`].
+    /// [`LINK_GROUP_BYTES`].
     struct Log {
         bytes: Vec<u8>,
         /// Each frame's offset and link.
@@ -595,7 +595,7 @@ mod tests {
             }
             let frame_len = FRAME_HEADER_LEN + len;
             let ends = i + 1 == bodies.len()
-                || (log.bytes.len() - run_start + frame_len) as u64 >= RUN_BYTES;
+                || (log.bytes.len() - run_start + frame_len) as u64 >= LINK_GROUP_BYTES;
             let meta = FrameMeta {
                 position: Position(i as u64 + 1),
                 recorded_at_ns: 1,
@@ -611,7 +611,7 @@ mod tests {
             let body = vec![u8::try_from(i % 251).unwrap_or(0); *len];
             encode_unlinked(&mut log.bytes, &meta, &body).unwrap();
             if ends {
-                prev = link_run(&mut log.bytes[run_start..], &prev).unwrap();
+                prev = link_group(&mut log.bytes[run_start..], &prev).unwrap();
                 for frame in &mut log.frames[*log.runs.last().unwrap()..] {
                     frame.1 = prev;
                 }
@@ -701,7 +701,7 @@ mod tests {
             relinked[header..header + 4].fill(0);
             relinked[header + 40..header + 72].fill(0);
         }
-        link_run(&mut relinked[start..end], &ChainHash([5; 32])).unwrap();
+        link_group(&mut relinked[start..end], &ChainHash([5; 32])).unwrap();
         let ahead = scanner(relinked)
             .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
             .unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use journal_format::bit_rot::{flipped_bit, FlippedBit};
 use journal_format::frame::{decode_frame, is_zeroed, peek_position};
 use journal_format::{
-    FooterEntry, FormatError, FrameHeader, Position, RunCheck, SegmentFooter, SegmentHeader,
+    FooterEntry, FormatError, FrameHeader, GroupCheck, Position, SegmentFooter, SegmentHeader,
     SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
@@ -66,7 +66,7 @@ pub(crate) fn scan_tail(
     let mut expected = committed.last_position.next();
     let mut prev = committed.last_hash;
     // The run being read, checked at its last frame; where it starts.
-    let mut run = RunCheck::default();
+    let mut run = GroupCheck::default();
     let mut run_start = (committed.end_offset, expected);
     let stop = loop {
         let frame = match scanner.next() {

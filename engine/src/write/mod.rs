@@ -40,7 +40,7 @@ use std::time::Duration;
 // these maps several times per event, on the commit path, where SipHash took about 2,600
 // instructions per event. Its seed is random per process, as std's is.
 use foldhash::{HashMap, HashMapExt};
-use journal_format::frame::{encode_unlinked, link_run};
+use journal_format::frame::{encode_unlinked, link_group};
 use journal_format::{
     ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Located, Location, Position,
     SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -1012,7 +1012,8 @@ impl Writer {
             let frame_len = FRAME_HEADER_LEN + event.body.len();
             let ends_batch = Some(*i) == last_new;
             let ends_run = ends_batch
-                || (staged.buf.len() - run_start + frame_len) as u64 >= journal_format::RUN_BYTES;
+                || (staged.buf.len() - run_start + frame_len) as u64
+                    >= journal_format::LINK_GROUP_BYTES;
             if ends_batch {
                 flags = flags.with(FrameFlags::END_OF_BATCH);
             }
@@ -1079,7 +1080,7 @@ impl Writer {
                         needed: run_start as u64,
                         available: 0,
                     })
-                    .and_then(|frames| link_run(frames, &staged.prev_hash));
+                    .and_then(|frames| link_group(frames, &staged.prev_hash));
                 let link = match linked {
                     Ok(link) => link,
                     Err(e) => {

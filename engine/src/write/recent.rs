@@ -1,7 +1,7 @@
 //! The event ids the writer has staged or committed since the index's read view, each with the
 //! answer a duplicate of it gets: with the view, what idempotency looks ids up in.
 //!
-//! Kept in **lanes**: runs of ids that increase both in id and in position order. While the ids
+//! Kept in **lanes**: stretches of ids that increase both in id and in position order. While the ids
 //! come from producers whose ids each grow (UUID v7, ULIDs, counters; one producer, or several
 //! interleaved), each producer's ids fill a lane of their own: an id joins the lane whose last
 //! id is the greatest below it, a lookup binary-searches only the lanes whose span holds the id
