@@ -40,7 +40,7 @@ use std::time::Duration;
 // these maps several times per event, on the commit path, where SipHash took about 2,600
 // instructions per event. Its seed is random per process, as std's is.
 use foldhash::{HashMap, HashMapExt};
-use journal_format::frame::{encode_unlinked, link_group};
+use journal_format::frame::{encode_unlinked, link_group, LINK_GROUP_BYTES};
 use journal_format::{
     ByteOffset, ChainHash, FooterEntry, FrameFlags, FrameMeta, Located, Location, Position,
     SegmentId, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -868,55 +868,8 @@ impl Writer {
         expected: Option<u64>,
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
-        let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
-        // The request's new ids, to find one repeated inside it. While they come in increasing
-        // order (as UUID v7 and counters do) none can repeat an earlier one, and the map is
-        // built only when one does not. Sized for the request when built: each growth of a
-        // large table copies it, and with the system's allocator it also consolidates every
-        // small block freed since.
-        let mut within: Option<HashMap<&str, usize>> = None;
-        let mut greatest: Option<&str> = None;
-        let mut new: Vec<(usize, Option<usize>)> = Vec::with_capacity(events.len());
         let originals = self.originals(events, bodies, staged)?;
-        for ((i, event), original) in events.iter().enumerate().zip(originals) {
-            if let Some(mut a) = original {
-                a.duplicate = true;
-                answers.push(Some(a));
-                continue;
-            }
-            answers.push(None);
-            let id = &*event.event_id;
-            if within.is_none() && greatest.is_none_or(|g| id > g) {
-                greatest = Some(id);
-                new.push((i, None));
-                continue;
-            }
-            let within = within.get_or_insert_with(|| {
-                let mut map = HashMap::with_capacity(events.len());
-                for (j, _) in &new {
-                    if let Some(earlier) = events.get(*j) {
-                        map.insert(&*earlier.event_id, *j);
-                    }
-                }
-                map
-            });
-            if let Some(first) = within.get(id) {
-                // A repeated id inside one batch: stored once, answered like a duplicate, if
-                // its bodies are the same.
-                let body = |j: usize| events.get(j).and_then(|e| bodies.get(e.body.clone()));
-                if !matches!((body(*first), body(i)), (Some(a), Some(b)) if same_body(a, b)) {
-                    return Err(Error::IdReused {
-                        event_id: id.to_string(),
-                        index: i,
-                        position: None,
-                    });
-                }
-                new.push((i, Some(*first)));
-            } else {
-                within.insert(id, i);
-                new.push((i, None));
-            }
-        }
+        let Sorted { mut answers, new } = sort_new(events, bodies, originals)?;
         if let (Some(expected), Some((first, _))) = (expected, new.first()) {
             let key = events
                 .get(*first)
@@ -931,14 +884,9 @@ impl Writer {
                 });
             }
         }
-        let last_new = new
-            .iter()
-            .rev()
-            .find(|(_, repeat)| repeat.is_none())
-            .map(|(i, _)| *i);
-        let tail_end = self.end();
-        let base_offset = tail_end.end_offset;
-        let tail_last_sparse = tail_end.last_sparse_offset;
+        // Versions are decided before anything is framed, so that a failed index read leaves
+        // nothing of this request in `staged`.
+        let (stream_updates, versions) = self.versions(events, ids, &new)?;
         let now = self.clock.now_unix_ns().max(self.last_recorded_ns);
         let rollback = Mark {
             buf: staged.buf.len(),
@@ -947,17 +895,52 @@ impl Writer {
             next_position: staged.next_position,
             prev_hash: staged.prev_hash,
         };
-        // This request's stream versions; merged into `self.streams` only if the request
-        // succeeds. Versions are decided before anything is framed, so that a failed index read
-        // leaves nothing of this request in `staged`.
-        // Keyed by the request's own strings, and sized for up to 64 streams at once: a map
-        // of owned keys grown from empty cost a batch of 100 events over 64 streams about 400
-        // instructions per event in allocations and rehashing (`docs/PERFORMANCE.md`).
+        let request = Request {
+            events,
+            bodies,
+            ids,
+            versions: &versions,
+            now,
+        };
+        if let Err(e) = self.frame_new(&request, &new, &mut answers, staged) {
+            unstage(staged, &mut self.recent, rollback);
+            return Err(e);
+        }
+        answer_repeats(&new, &mut answers);
+        // Every event was answered above (framed, duplicate or repeat); a request with one left
+        // unanswered is refused whole, like any other failed request.
+        let Some(answers) = answers.into_iter().collect::<Option<Vec<_>>>() else {
+            debug_assert!(false, "an event of a request was left unanswered");
+            unstage(staged, &mut self.recent, rollback);
+            return Err(Error::Internal("event left unanswered".into()));
+        };
+        for (key, version) in stream_updates {
+            // A key is copied once per stream since open.
+            match self.streams.get_mut(key) {
+                Some(current) => *current = version,
+                None => {
+                    self.streams.insert(key.to_owned(), version);
+                }
+            }
+        }
+        self.last_recorded_ns = now;
+        Ok(answers)
+    }
+
+    /// Each new event's stream version, by its index in the request (0 for those not framed:
+    /// duplicates and repeats; versions start at 1), and the request's last version of each
+    /// stream, merged into `self.streams` only if the request succeeds.
+    fn versions<'r>(
+        &self,
+        events: &[PreparedEvent],
+        ids: &'r Strings,
+        new: &[(usize, Option<usize>)],
+    ) -> Result<(HashMap<&'r str, u64>, Vec<u64>)> {
+        // Keyed by the request's own strings, and sized for up to 64 streams at once: a map of
+        // owned keys grown from empty costs allocations and rehashing per event.
         let mut stream_updates: HashMap<&str, u64> = HashMap::with_capacity(new.len().min(64));
-        // Each event's stream version, by its index in the request (0 for those not framed:
-        // duplicates and repeats; versions start at 1).
         let mut versions: Vec<u64> = vec![0; events.len()];
-        for (i, repeat) in &new {
+        for (i, repeat) in new {
             let Some(event) = events.get(*i).filter(|_| repeat.is_none()) else {
                 continue;
             };
@@ -977,168 +960,187 @@ impl Writer {
                 *slot = version;
             }
         }
+        Ok((stream_updates, versions))
+    }
+
+    /// Frames the request's new events (those of `new` that repeat none before them) into
+    /// `staged`, each link group linked as soon as it ends, and answers them in `answers`. On
+    /// error the caller takes back what was staged.
+    fn frame_new(
+        &mut self,
+        request: &Request<'_>,
+        new: &[(usize, Option<usize>)],
+        answers: &mut [Option<Appended>],
+        staged: &mut Staged,
+    ) -> Result<()> {
+        let last_new = new
+            .iter()
+            .rev()
+            .find(|(_, repeat)| repeat.is_none())
+            .map(|(i, _)| *i);
+        let tail_end = self.end();
         // Room for the whole request at once (at most its bodies and a header for each): a
-        // buffer grown frame by frame is copied at each doubling, and with the system's
-        // allocator each growth past 1 KiB also consolidates the small blocks freed since.
+        // buffer grown frame by frame is copied at each doubling.
         staged
             .buf
-            .reserve(bodies.len() + new.len() * FRAME_HEADER_LEN);
+            .reserve(request.bodies.len() + new.len() * FRAME_HEADER_LEN);
         // At most every id of the request (duplicates' too): its keys and ids, and its event ids.
-        let id_bytes = ids.len() + events.iter().map(|e| e.event_id.len()).sum::<usize>();
+        let id_bytes = request.ids.len()
+            + request
+                .events
+                .iter()
+                .map(|e| e.event_id.len())
+                .sum::<usize>();
         staged.entries.reserve(new.len(), id_bytes);
-        // The run being framed: where its first frame starts in `staged.buf`, and its events
-        // (by their index in the request, with their positions and stream versions), answered
-        // once the run is linked. The request's last framed event ends its run, so no run is
-        // left open past the request.
-        let mut run_start = staged.buf.len();
-        let mut run: Vec<(usize, Position, u64, u64)> = Vec::new();
-        for (i, repeat) in &new {
+        // The link group being framed: where its first frame starts in `staged.buf`, and its
+        // events, answered once the group is linked. The request's last framed event ends its
+        // group, so no group is left open past the request.
+        let mut group = Group {
+            start: staged.buf.len(),
+            events: Vec::new(),
+        };
+        for (i, repeat) in new {
             if repeat.is_some() {
                 continue;
             }
-            // Every event framed here was given a version (from 1) above.
-            let version = versions.get(*i).copied().filter(|v| *v > 0);
-            let (Some(event), Some(version)) = (events.get(*i), version) else {
-                debug_assert!(false, "event {i} of a request is framed without a version");
-                unstage(staged, &mut self.recent, rollback);
-                return Err(Error::Internal(format!(
-                    "event {i} of the request has no stream version"
-                )));
+            let ends = Ends {
+                batch: Some(*i) == last_new,
+                write_at: tail_end.end_offset,
+                last_sparse: tail_end.last_sparse_offset,
             };
-            let mut flags = FrameFlags::NONE;
-            if staged.buf.is_empty() {
-                flags = flags.with(FrameFlags::FIRST_IN_WRITE);
-            }
-            let frame_len = FRAME_HEADER_LEN + event.body.len();
-            let ends_batch = Some(*i) == last_new;
-            let ends_run = ends_batch
-                || (staged.buf.len() - run_start + frame_len) as u64
-                    >= journal_format::LINK_GROUP_BYTES;
-            if ends_batch {
-                flags = flags.with(FrameFlags::END_OF_BATCH);
-            }
-            if ends_run {
-                flags = flags.with(FrameFlags::LINK_END);
-            }
-            let position = staged.next_position;
-            let offset = base_offset + staged.buf.len() as u64;
-            let meta = FrameMeta {
-                position,
-                recorded_at_ns: now,
-                stream_version: version,
-                flags,
-            };
-            let body = bodies.get(event.body.clone()).ok_or_else(|| {
-                Error::Internal(format!(
-                    "event {} names body bytes {:?} of {}",
-                    event.event_id,
-                    event.body,
-                    bodies.len()
-                ))
-            });
-            if let Err(e) = body.and_then(|body| {
-                encode_unlinked(&mut staged.buf, &meta, body)
-                    .map_err(|e| Error::Internal(e.to_string()))
-            }) {
-                unstage(staged, &mut self.recent, rollback);
-                return Err(e);
-            }
-            let last_sparse = staged
-                .sparse
-                .last()
-                .map(|e| e.offset.0)
-                .or(tail_last_sparse);
-            if last_sparse.is_none_or(|o| offset >= o + SPARSE_INTERVAL_BYTES) {
-                staged.sparse.push(FooterEntry {
-                    position,
-                    offset: ByteOffset(offset),
-                });
-            }
-            staged.next_position = position.next();
-            if *event.event_id > *self.greatest_id {
-                // Left as it is should the request fail: an upper bound stays one.
-                self.greatest_id.clear();
-                self.greatest_id.push_str(&event.event_id);
-            }
-            run.push((*i, position, version, offset));
-            staged.entries.push(&IndexEntry {
-                position,
-                event_id: &event.event_id,
-                stream_key: ids.get(event.stream_key),
-                stream_version: version,
-                task: event.task.map(|id| ids.get(id)),
-                run: event.run.map(|id| ids.get(id)),
-                segment: self.tail.id,
-                offset,
-                end_offset: offset + FRAME_HEADER_LEN as u64 + event.body.len() as u64,
-            });
-            if ends_run {
-                let linked = staged
-                    .buf
-                    .get_mut(run_start..)
-                    .ok_or(journal_format::FormatError::Truncated {
-                        needed: run_start as u64,
-                        available: 0,
-                    })
-                    .and_then(|frames| link_group(frames, &staged.prev_hash));
-                let link = match linked {
-                    Ok(link) => link,
-                    Err(e) => {
-                        debug_assert!(false, "a run framed here does not link: {e}");
-                        unstage(staged, &mut self.recent, rollback);
-                        return Err(Error::Internal(format!(
-                            "cannot link the frames of a commit: {e}"
-                        )));
-                    }
-                };
-                staged.prev_hash = link;
-                for (j, position, stream_version, offset) in run.drain(..) {
-                    let committed = Committed {
-                        position,
-                        hash: link,
-                        stream_version,
-                        recorded_at_ns: now,
-                        location: Location::new(self.tail.id, offset),
-                    };
-                    if let Some(event) = events.get(j) {
-                        self.recent.push(&event.event_id, committed);
-                        if let Some(slot) = answers.get_mut(j) {
-                            *slot = Some(committed.answer(&event.event_id, false));
-                        }
-                    }
-                }
-                run_start = staged.buf.len();
+            let ends_group = self.frame_one(request, *i, &ends, &mut group, staged)?;
+            if ends_group {
+                self.link(request, &mut group, answers, staged)?;
             }
         }
-        // The request's last framed event ended its run.
-        debug_assert!(run.is_empty(), "a request left a run unlinked");
-        for (i, repeat) in &new {
-            if let Some(first) = repeat {
-                let original = answers.get(*first).cloned().flatten();
-                if let (Some(slot), Some(mut a)) = (answers.get_mut(*i), original) {
-                    a.duplicate = true;
-                    *slot = Some(a);
-                }
-            }
-        }
-        // Every event was answered above (framed, duplicate or repeat); a request with one left
-        // unanswered is refused whole, like any other failed request.
-        let Some(answers) = answers.into_iter().collect::<Option<Vec<_>>>() else {
-            debug_assert!(false, "an event of a request was left unanswered");
-            unstage(staged, &mut self.recent, rollback);
-            return Err(Error::Internal("event left unanswered".into()));
+        debug_assert!(
+            group.events.is_empty(),
+            "a request left a link group unlinked"
+        );
+        Ok(())
+    }
+
+    /// Frames event `i` of the request into `staged` (unlinked), with its sparse and index
+    /// entries, and adds it to `group`. Returns whether it ends its link group.
+    fn frame_one(
+        &mut self,
+        request: &Request<'_>,
+        i: usize,
+        ends: &Ends,
+        group: &mut Group,
+        staged: &mut Staged,
+    ) -> Result<bool> {
+        // Every event framed here was given a version (from 1).
+        let version = request.versions.get(i).copied().filter(|v| *v > 0);
+        let (Some(event), Some(version)) = (request.events.get(i), version) else {
+            debug_assert!(false, "event {i} of a request is framed without a version");
+            return Err(Error::Internal(format!(
+                "event {i} of the request has no stream version"
+            )));
         };
-        for (key, version) in stream_updates {
-            // A key is copied once per stream since open.
-            match self.streams.get_mut(key) {
-                Some(current) => *current = version,
-                None => {
-                    self.streams.insert(key.to_owned(), version);
+        let frame_len = FRAME_HEADER_LEN + event.body.len();
+        let ends_group =
+            ends.batch || (staged.buf.len() - group.start + frame_len) as u64 >= LINK_GROUP_BYTES;
+        let mut flags = FrameFlags::NONE;
+        if staged.buf.is_empty() {
+            flags = flags.with(FrameFlags::FIRST_IN_WRITE);
+        }
+        if ends.batch {
+            flags = flags.with(FrameFlags::END_OF_BATCH);
+        }
+        if ends_group {
+            flags = flags.with(FrameFlags::LINK_END);
+        }
+        let position = staged.next_position;
+        let offset = ends.write_at + staged.buf.len() as u64;
+        let meta = FrameMeta {
+            position,
+            recorded_at_ns: request.now,
+            stream_version: version,
+            flags,
+        };
+        let body = request.bodies.get(event.body.clone()).ok_or_else(|| {
+            Error::Internal(format!(
+                "event {} names body bytes {:?} of {}",
+                event.event_id,
+                event.body,
+                request.bodies.len()
+            ))
+        })?;
+        encode_unlinked(&mut staged.buf, &meta, body)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let last_sparse = staged
+            .sparse
+            .last()
+            .map(|e| e.offset.0)
+            .or(ends.last_sparse);
+        if last_sparse.is_none_or(|o| offset >= o + SPARSE_INTERVAL_BYTES) {
+            staged.sparse.push(FooterEntry {
+                position,
+                offset: ByteOffset(offset),
+            });
+        }
+        staged.next_position = position.next();
+        if *event.event_id > *self.greatest_id {
+            // Left as it is should the request fail: an upper bound stays one.
+            self.greatest_id.clear();
+            self.greatest_id.push_str(&event.event_id);
+        }
+        group.events.push((i, position, version, offset));
+        let ids = request.ids;
+        staged.entries.push(&IndexEntry {
+            position,
+            event_id: &event.event_id,
+            stream_key: ids.get(event.stream_key),
+            stream_version: version,
+            task: event.task.map(|id| ids.get(id)),
+            run: event.run.map(|id| ids.get(id)),
+            segment: self.tail.id,
+            offset,
+            end_offset: offset + frame_len as u64,
+        });
+        Ok(ends_group)
+    }
+
+    /// Links the frames of `group` (the last ones staged), remembers its events as recent and
+    /// answers them, and starts the next group after it.
+    fn link(
+        &mut self,
+        request: &Request<'_>,
+        group: &mut Group,
+        answers: &mut [Option<Appended>],
+        staged: &mut Staged,
+    ) -> Result<()> {
+        let linked = staged
+            .buf
+            .get_mut(group.start..)
+            .ok_or(journal_format::FormatError::Truncated {
+                needed: group.start as u64,
+                available: 0,
+            })
+            .and_then(|frames| link_group(frames, &staged.prev_hash));
+        let link = linked.map_err(|e| {
+            debug_assert!(false, "a link group framed here does not link: {e}");
+            Error::Internal(format!("cannot link the frames of a commit: {e}"))
+        })?;
+        staged.prev_hash = link;
+        for (j, position, stream_version, offset) in group.events.drain(..) {
+            let committed = Committed {
+                position,
+                hash: link,
+                stream_version,
+                recorded_at_ns: request.now,
+                location: Location::new(self.tail.id, offset),
+            };
+            if let Some(event) = request.events.get(j) {
+                self.recent.push(&event.event_id, committed);
+                if let Some(slot) = answers.get_mut(j) {
+                    *slot = Some(committed.answer(&event.event_id, false));
                 }
             }
         }
-        self.last_recorded_ns = now;
-        Ok(answers)
+        group.start = staged.buf.len();
+        Ok(())
     }
 
     /// Writes and (in durable mode) syncs the staged frames, publishes them, and answers.
@@ -1254,5 +1256,107 @@ impl Writer {
         self.ahead = None;
         self.fill_tail();
         Ok(())
+    }
+}
+
+/// One request being staged: its events, their bodies and ids, the stream version of each new
+/// event (by its index in the request), and the recorded time its frames carry.
+struct Request<'r> {
+    events: &'r [PreparedEvent],
+    bodies: &'r [u8],
+    ids: &'r Strings,
+    versions: &'r [u64],
+    now: i64,
+}
+
+/// Where a frame being framed stands: whether it ends its batch, where the staged bytes will
+/// be written in the tail, and the tail's last sparse entry before them.
+struct Ends {
+    batch: bool,
+    write_at: u64,
+    last_sparse: Option<u64>,
+}
+
+/// The link group being framed: where its first frame starts in the staged bytes, and its
+/// events (index in the request, position, stream version, frame offset).
+struct Group {
+    start: usize,
+    events: Vec<(usize, Position, u64, u64)>,
+}
+
+/// A request's events sorted: each one's answer so far (`Some` for a duplicate of a stored
+/// event), and the new ones in order, each with the index of the earlier event of the same
+/// request it repeats, if any.
+struct Sorted {
+    answers: Vec<Option<Appended>>,
+    new: Vec<(usize, Option<usize>)>,
+}
+
+/// Sorts a request's events given the answers of those already stored (`originals`): a
+/// repeated id inside the request is stored once and answered like a duplicate when its bodies
+/// are the same, and refused ([`Error::IdReused`]) when they differ.
+fn sort_new(
+    events: &[PreparedEvent],
+    bodies: &[u8],
+    originals: Vec<Option<Appended>>,
+) -> Result<Sorted> {
+    let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
+    // The request's new ids, to find one repeated inside it. While they come in increasing
+    // order (as UUID v7 and counters do) none can repeat an earlier one, and the map is built
+    // only when one does not. Sized for the request when built: each growth of a large table
+    // copies it.
+    let mut within: Option<HashMap<&str, usize>> = None;
+    let mut greatest: Option<&str> = None;
+    let mut new: Vec<(usize, Option<usize>)> = Vec::with_capacity(events.len());
+    for ((i, event), original) in events.iter().enumerate().zip(originals) {
+        if let Some(mut a) = original {
+            a.duplicate = true;
+            answers.push(Some(a));
+            continue;
+        }
+        answers.push(None);
+        let id = &*event.event_id;
+        if within.is_none() && greatest.is_none_or(|g| id > g) {
+            greatest = Some(id);
+            new.push((i, None));
+            continue;
+        }
+        let within = within.get_or_insert_with(|| {
+            let mut map = HashMap::with_capacity(events.len());
+            for (j, _) in &new {
+                if let Some(earlier) = events.get(*j) {
+                    map.insert(&*earlier.event_id, *j);
+                }
+            }
+            map
+        });
+        if let Some(first) = within.get(id) {
+            let body = |j: usize| events.get(j).and_then(|e| bodies.get(e.body.clone()));
+            if !matches!((body(*first), body(i)), (Some(a), Some(b)) if same_body(a, b)) {
+                return Err(Error::IdReused {
+                    event_id: id.to_string(),
+                    index: i,
+                    position: None,
+                });
+            }
+            new.push((i, Some(*first)));
+        } else {
+            within.insert(id, i);
+            new.push((i, None));
+        }
+    }
+    Ok(Sorted { answers, new })
+}
+
+/// Answers each event that repeats an earlier one of its request as a duplicate of it.
+fn answer_repeats(new: &[(usize, Option<usize>)], answers: &mut [Option<Appended>]) {
+    for (i, repeat) in new {
+        if let Some(first) = repeat {
+            let original = answers.get(*first).cloned().flatten();
+            if let (Some(slot), Some(mut a)) = (answers.get_mut(*i), original) {
+                a.duplicate = true;
+                *slot = Some(a);
+            }
+        }
     }
 }
