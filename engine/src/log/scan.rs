@@ -178,6 +178,50 @@ struct Runs {
 }
 
 impl Runs {
+    /// Each run with the link it must continue: `prev` for the first, then the one its previous
+    /// run's frames store.
+    fn to_check(&self, prev: ChainHash) -> Vec<RunToCheck<'_>> {
+        let mut checks: Vec<RunToCheck<'_>> = Vec::new();
+        let mut link = prev;
+        for run in &self.runs {
+            let frames = self.frames.get(run.clone()).unwrap_or_default();
+            checks.push((link, frames));
+            if let Some((header, _)) = frames.first() {
+                link = header.hash;
+            }
+        }
+        checks
+    }
+
+    /// What ends the runs of the chunk at `offset`, when it is something wrong: a header inside
+    /// a run that does not decode, or a run that the frames up to the scan's end leave
+    /// unfinished (`longest`: the chunk is as long as one is read, so a longer one would hold no
+    /// more).
+    fn failure(&self, offset: u64, longest: bool) -> Option<RunFailed> {
+        match &self.broken {
+            Some((at, start, position, error)) => Some(RunFailed {
+                run_offset: offset + *start as u64,
+                offset: offset + *at as u64,
+                position: Some(*position),
+                detail: format!("in a run of linked frames: {error}"),
+                found_by_scan: true,
+            }),
+            None if self.cut && longest => {
+                let start = self.frames.last().map_or(0, |(_, r)| r.end);
+                Some(RunFailed {
+                    run_offset: offset + start as u64,
+                    offset: offset + start as u64,
+                    position: None,
+                    detail: String::from(
+                        "a run of linked frames does not end before the segment's last frame",
+                    ),
+                    found_by_scan: false,
+                })
+            }
+            None => None,
+        }
+    }
+
     /// Splits `bytes` (starting at a run's first frame) into whole runs, none starting past
     /// position `until`. Stops at a header that does not decode: the scan meets it itself.
     /// A run is closed at its `LINK_END` frame, or at the frame that finds it [`RUN_BYTES`]
@@ -232,6 +276,56 @@ type RunFrames<'a> = &'a [(FrameHeader, Range<usize>)];
 
 /// A run to check, with the link it must continue.
 type RunToCheck<'a> = (ChainHash, RunFrames<'a>);
+
+/// Checks `checks` (runs in `bytes`, a chunk read at segment offset `base`), on several threads
+/// when their frames take `run_bytes` or more of it; returns each run's result, in order.
+fn check_runs(
+    checks: &[RunToCheck<'_>],
+    bytes: &[u8],
+    base: u64,
+    run_bytes: usize,
+) -> Vec<std::result::Result<(), RunFailed>> {
+    let check_all = |part: &[RunToCheck<'_>]| {
+        let mut check = RunCheck::default();
+        part.iter()
+            .map(|(prev, frames)| check_run(&mut check, prev, frames, bytes, base))
+            .collect::<Vec<_>>()
+    };
+    let threads = if run_bytes >= LINKS_AHEAD_PARALLEL_MIN {
+        link_threads().min(checks.len()).max(1)
+    } else {
+        1
+    };
+    if threads == 1 {
+        return check_all(checks);
+    }
+    let part = checks.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = checks.chunks(part);
+        let first = parts.next().unwrap_or_default();
+        // A part whose thread cannot be started (the system is out of threads) is
+        // checked here, after the first.
+        let others: Vec<_> = parts
+            .map(|p| {
+                let thread = std::thread::Builder::new()
+                    .name("journal-links".into())
+                    .spawn_scoped(scope, move || check_all(p));
+                (p, thread)
+            })
+            .collect();
+        let mut results = check_all(first);
+        for (p, thread) in others {
+            // A checking thread cannot panic short of a bug; its runs are then checked
+            // here, as are those of a thread that could not be started.
+            let part = match thread {
+                Ok(thread) => thread.join().unwrap_or_else(|_| check_all(p)),
+                Err(_) => check_all(p),
+            };
+            results.extend(part);
+        }
+        results
+    })
+}
 
 /// Checks one run's bodies and link, the run continuing `prev`.
 fn check_run(
@@ -366,100 +460,18 @@ impl FrameScanner {
     pub(crate) fn links_ahead(&mut self, prev: ChainHash, until: Position) -> Result<Ahead> {
         let offset = self.offset;
         let available = self.end.saturating_sub(offset);
-        let mut len = LINKS_AHEAD_BYTES.min(available);
         let longest = RUN_READ_MAX.min(available);
-        // A chunk holding at least one whole run, when the segment has one.
-        let runs = loop {
-            if len == 0 {
-                return Ok(Ahead::default());
-            }
-            let runs = Runs::split(self.fill(offset, len)?, until);
-            if runs.runs.is_empty() && runs.cut && len < longest {
-                len = len.saturating_mul(4).min(longest);
-                continue;
-            }
-            break runs;
+        let first_len = LINKS_AHEAD_BYTES.min(available);
+        let Some((len, runs)) = self.chunk_ahead(first_len, longest, until)? else {
+            return Ok(Ahead::default());
         };
         let bytes = self.fill(offset, len)?;
-        // Each run with the link it must continue: the one its previous run's frames store.
-        let mut checks: Vec<RunToCheck<'_>> = Vec::new();
-        let mut link = prev;
-        for run in &runs.runs {
-            let frames = runs.frames.get(run.clone()).unwrap_or_default();
-            checks.push((link, frames));
-            if let Some((header, _)) = frames.first() {
-                link = header.hash;
-            }
-        }
-        let check_all = |part: &[RunToCheck<'_>]| {
-            let mut check = RunCheck::default();
-            part.iter()
-                .map(|(prev, frames)| check_run(&mut check, prev, frames, bytes, offset))
-                .collect::<Vec<_>>()
-        };
+        let checks = runs.to_check(prev);
         let run_bytes = runs.frames.last().map_or(0, |(_, r)| r.end);
-        let threads = if run_bytes >= LINKS_AHEAD_PARALLEL_MIN {
-            link_threads().min(checks.len()).max(1)
-        } else {
-            1
-        };
-        let results = if threads == 1 {
-            check_all(&checks)
-        } else {
-            let part = checks.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let mut parts = checks.chunks(part);
-                let first = parts.next().unwrap_or_default();
-                // A part whose thread cannot be started (the system is out of threads) is
-                // checked here, after the first.
-                let others: Vec<_> = parts
-                    .map(|p| {
-                        let thread = std::thread::Builder::new()
-                            .name("journal-links".into())
-                            .spawn_scoped(scope, move || check_all(p));
-                        (p, thread)
-                    })
-                    .collect();
-                let mut results = check_all(first);
-                for (p, thread) in others {
-                    // A checking thread cannot panic short of a bug; its runs are then checked
-                    // here, as are those of a thread that could not be started.
-                    let part = match thread {
-                        Ok(thread) => thread.join().unwrap_or_else(|_| check_all(p)),
-                        Err(_) => check_all(p),
-                    };
-                    results.extend(part);
-                }
-                results
-            })
-        };
-        // What ends the runs checked, when it is something wrong: a header inside a run that
-        // does not decode, or a run that the frames up to the scan's end leave unfinished.
-        let failed = match runs.broken {
-            Some((at, start, position, error)) => Some(RunFailed {
-                run_offset: offset + start as u64,
-                offset: offset + at as u64,
-                position: Some(position),
-                detail: format!("in a run of linked frames: {error}"),
-                found_by_scan: true,
-            }),
-            None if runs.cut && len == longest => {
-                let start = runs.frames.last().map_or(0, |(_, r)| r.end);
-                Some(RunFailed {
-                    run_offset: offset + start as u64,
-                    offset: offset + start as u64,
-                    position: None,
-                    detail: String::from(
-                        "a run of linked frames does not end before the segment's last frame",
-                    ),
-                    found_by_scan: false,
-                })
-            }
-            None => None,
-        };
+        let results = check_runs(&checks, bytes, offset, run_bytes);
         let mut ahead = Ahead {
             held: Vec::with_capacity(runs.frames.len()),
-            failed,
+            failed: runs.failure(offset, len == longest),
         };
         for ((prev, frames), result) in checks.iter().zip(results) {
             if let Err(failed) = result {
@@ -477,6 +489,29 @@ impl FrameScanner {
             }
         }
         Ok(ahead)
+    }
+
+    /// Reads a chunk from the scanner's offset that holds at least one whole run, when the
+    /// segment has one: `len` bytes first, four times more each time none is held whole, up to
+    /// `longest`. Returns the chunk's length and its runs (none starting past position
+    /// `until`), or `None` when there is nothing to read.
+    fn chunk_ahead(
+        &mut self,
+        mut len: u64,
+        longest: u64,
+        until: Position,
+    ) -> Result<Option<(u64, Runs)>> {
+        loop {
+            if len == 0 {
+                return Ok(None);
+            }
+            let runs = Runs::split(self.fill(self.offset, len)?, until);
+            if runs.runs.is_empty() && runs.cut && len < longest {
+                len = len.saturating_mul(4).min(longest);
+                continue;
+            }
+            return Ok(Some((len, runs)));
+        }
     }
 
     /// The next frame, or why there is none. I/O errors are `Err`; what the bytes hold is
