@@ -21,9 +21,13 @@ use crate::storage::StorageFile;
 
 /// The unsealed segment a tail scan reads: its id, its file and the file's length, its header.
 pub(crate) struct Tail<'f> {
+    /// The segment's id.
     pub id: SegmentId,
+    /// Its file.
     pub file: &'f Arc<dyn StorageFile>,
+    /// How many bytes of the file are scanned: its length, or where a cut left it.
     pub len: u64,
+    /// Its header.
     pub header: &'f SegmentHeader,
 }
 
@@ -88,8 +92,9 @@ pub(crate) fn scan_tail(
     let cut_at = scan.committed.end_offset;
     match judge_beyond(tail, &scan)? {
         Beyond::Nothing => {}
+        // The zeros are trimmed, and nothing is reported: nothing was written there.
         Beyond::Zeroed => {
-            trim(tail.file, cut_at, tail.len).map_err(|e| tail.io_failure(cut_at, e))?
+            trim(tail.file, cut_at, tail.len).map_err(|e| tail.io_failure(cut_at, e))?;
         }
         Beyond::Torn(detail) => cut_torn(ctx, tail, &scan, detail)?,
     }
