@@ -367,8 +367,8 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     journal.close();
 }
 
-/// The chain links runs of frames: a forged frame in the middle of a run makes its whole run
-/// fail, and a verified reader hands out no frame of a run before the run is checked.
+/// The chain links link groups of frames: a forged frame in the middle of a link group makes its whole group
+/// fail, and a verified reader hands out no frame of a link group before the group is checked.
 #[test]
 fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() {
     let dir = tempfile::tempdir().unwrap();
@@ -378,7 +378,7 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     let file = segment_files(dir.path()).pop().unwrap();
     let f = frames(&file);
     // One run per batch: the second batch's frames all store one link, and only its last
-    // frame ends the run.
+    // frame ends the group.
     assert!(f[10..60].iter().all(|(_, h)| h.hash == f[10].1.hash));
     assert!(f[10..59].iter().all(|(_, h)| !h.meta.flags.is_link_end()));
     assert!(f[59].1.meta.flags.is_link_end());
@@ -414,7 +414,7 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     );
 }
 
-/// A verified read that starts inside a run (its sparse entry is in the middle of one, the link
+/// A verified read that starts inside a link group (its sparse entry is in the middle of one, the link
 /// before unknown) hands out that run's frames, and checks every run after it whole.
 #[test]
 fn a_verified_read_from_inside_a_run_checks_every_run_after_it() {

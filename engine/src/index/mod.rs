@@ -24,6 +24,7 @@
 //! before the index's head, or a key's last indexed position, are already there and are
 //! skipped, so applying entries twice changes nothing, the head included.
 
+mod apply;
 mod blocks;
 mod checker;
 mod head;
@@ -43,13 +44,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use journal_format::{ChainHash, Located, Position, SegmentId};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use redb::{Database, Durability, ReadableDatabase};
 
 use crate::error::{Error, Result};
 use crate::log::entries::IndexEntry;
-use crate::log::SPARSE_INTERVAL_BYTES;
-use blocks::{append_blocks, block_at, block_entries, count_entries, Numbered};
-use ids::{append_id_blocks, greatest_keyed, id_key, place_ids, IdTables};
+use apply::ApplyTables;
+use blocks::{block_at, block_entries, count_entries};
+use ids::IdTables;
 use tables::{
     guard, located, BY_RUN, BY_TASK, EVENT_ID_BLOCKS, EVENT_ID_KEYS, INDEXED_KEY, LAYOUT_KEY,
     LAYOUT_VERSION, META, OTHER_EVENT_IDS, SPARSE, STREAMS,
@@ -242,88 +243,10 @@ impl Index {
                 Durability::None
             })?;
             {
-                let mut keyed_ids = txn.open_table(EVENT_ID_KEYS)?;
-                let mut block_table = txn.open_table(EVENT_ID_BLOCKS)?;
-                let mut other_ids = txn.open_table(OTHER_EVENT_IDS)?;
-                let mut streams = txn.open_table(STREAMS)?;
-                let mut tasks = txn.open_table(BY_TASK)?;
-                let mut runs = txn.open_table(BY_RUN)?;
-                let mut sparse = txn.open_table(SPARSE)?;
-                let mut last_sparse = sparse.last()?.map(|(_, v)| v.value()).unwrap_or((0, 0));
-                // Each table's keys are inserted in key order: neighbouring inserts then touch the
-                // same B-tree pages, which is several times faster than log order for random ids.
-                // The sort is stable: the log holds each id once (the writer refuses to append an
-                // id again), but should it hold one twice, the later event's location is kept, as
-                // the insert of a later apply would keep it, every time.
-                let here = |e: &IndexEntry<'_>| (e.position.0, e.segment.0, e.offset);
-                let mut keyed = Vec::with_capacity(entries.len());
-                let mut other = Vec::new();
-                for e in entries {
-                    match id_key(e.event_id) {
-                        Some(key) => keyed.push((key, here(e))),
-                        None => other.push((e.event_id, here(e))),
-                    }
-                }
-                // The apply's ids go to the id blocks when they grow, in log order, from after
-                // every fixed-width id indexed; otherwise each run of them that grows between two
-                // blocks does, and the others go one by one to the per-id table, sorted (see
-                // `id_blocks` for why, and the invariants).
-                let last_block = block_table
-                    .last()?
-                    .map(|(k, v)| (*k.value(), v.value().to_vec()));
-                let greatest = greatest_keyed(
-                    &keyed_ids,
-                    last_block.as_ref().map(|(_, block)| block.as_slice()),
-                )?;
-                let grow = keyed
-                    .first()
-                    .is_some_and(|(first, _)| greatest.is_none_or(|g| *first > g))
-                    && keyed.windows(2).all(|w| matches!(w, [a, b] if a.0 < b.0));
-                if grow {
-                    append_id_blocks(&mut block_table, last_block, &keyed)?;
-                } else {
-                    keyed.sort_by_key(|(key, _)| *key);
-                    place_ids(
-                        &mut block_table,
-                        &mut keyed_ids,
-                        &keyed,
-                        last_block.is_none(),
-                    )?;
-                }
-                other.sort_by(|a, b| a.0.cmp(b.0));
-                for (id, located) in &other {
-                    other_ids.insert(*id, located)?;
-                }
-                append_blocks(
-                    &mut streams,
-                    entries
-                        .iter()
-                        .map(|e| (e.stream_key, e.stream_version, here(e))),
-                    Numbered::Version,
-                )?;
-                for (table, pick) in [
-                    (
-                        &mut tasks,
-                        (|e: &IndexEntry<'a>| e.task) as fn(&IndexEntry<'a>) -> Option<&'a str>,
-                    ),
-                    (&mut runs, |e: &IndexEntry<'a>| e.run),
-                ] {
-                    append_blocks(
-                        table,
-                        entries
-                            .iter()
-                            .filter_map(|e| pick(e).map(|k| (k, e.position.0, here(e)))),
-                        Numbered::Position,
-                    )?;
-                }
-                for e in entries {
-                    if last_sparse.0 != e.segment.0
-                        || e.offset >= last_sparse.1 + SPARSE_INTERVAL_BYTES
-                    {
-                        sparse.insert(e.position.0, (e.segment.0, e.offset))?;
-                        last_sparse = (e.segment.0, e.offset);
-                    }
-                }
+                let mut tables = ApplyTables::open(&txn)?;
+                tables.event_ids(entries)?;
+                tables.blocks(entries)?;
+                tables.sparse(entries)?;
                 let checkpoint = IndexHead {
                     position: last.position,
                     hash: head_hash,
@@ -474,8 +397,8 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::blocks::{BLOCK_ENTRY_LEN, BLOCK_EVENTS};
-    use crate::index::ids::{SHORT_ID, UUID_ID};
+    use crate::index::blocks::{append_blocks, Numbered, BLOCK_ENTRY_LEN, BLOCK_EVENTS};
+    use crate::index::ids::{id_key, SHORT_ID, UUID_ID};
     use crate::log::entries::{Entry, IndexBatch};
     use redb::ReadableTableMetadata;
 

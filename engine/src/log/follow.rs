@@ -8,11 +8,12 @@ use std::sync::Arc;
 use journal_format::{Position, SegmentHeader, SegmentId};
 
 use crate::error::{Error, Result};
+use crate::log::context::RecoveryContext;
 use crate::log::map::{Head, Log};
 use crate::log::recovery;
 use crate::log::report::RecoveryReport;
 use crate::log::segment::{read_footer, Segment, SEGMENTS_DIR};
-use crate::log::tail::scan_tail;
+use crate::log::tail::{scan_tail, Tail};
 use crate::storage::Storage;
 
 /// Picks up what the writing process appended since the last look and returns the new head.
@@ -67,19 +68,21 @@ fn reread_tail(storage: &dyn Storage, dir: &Path, tail: &Segment, last: bool) ->
             first_position: tail.first_position,
             prev_hash: tail.prev_hash,
         };
-        let fresh = scan_tail(
+        let mut ctx = RecoveryContext {
             storage,
             dir,
-            tail.id,
-            &tail.file,
+            committed: Position::ZERO,
+            read_only: true,
+            report: &mut RecoveryReport::default(),
+        };
+        let scanned = Tail {
+            id: tail.id,
+            file: &tail.file,
             len,
-            &header,
-            Some(state),
-            Position::ZERO,
-            true,
-            &mut RecoveryReport::default(),
-        )
-        .map_err(|damage| damage.into_error())?;
+            header: &header,
+        };
+        let fresh =
+            scan_tail(&mut ctx, &scanned, Some(state)).map_err(|damage| damage.into_error())?;
         tail.set_state(fresh);
     }
     Ok(())
@@ -95,18 +98,16 @@ fn open_later(
     mut head: Head,
 ) -> Result<Head> {
     let mut scratch = RecoveryReport::default();
+    let mut ctx = RecoveryContext {
+        storage,
+        dir,
+        committed: Position::ZERO,
+        read_only: true,
+        report: &mut scratch,
+    };
     for (i, id) in later.iter().enumerate() {
         let is_last = i + 1 == later.len();
-        match recovery::open_segment(
-            storage,
-            dir,
-            *id,
-            is_last,
-            head,
-            Position::ZERO,
-            true,
-            &mut scratch,
-        ) {
+        match recovery::open_segment(&mut ctx, *id, is_last, head) {
             Ok(Some(segment)) => {
                 let s = segment.snapshot();
                 head = Head {

@@ -2,6 +2,7 @@
 //! scanned, and how the log is opened (recovery), set right by hand (salvage) and its head
 //! recorded (the head record). Nothing here knows the writer or the index.
 
+pub(crate) mod context;
 pub(crate) mod entries;
 pub(crate) mod follow;
 pub(crate) mod head_file;

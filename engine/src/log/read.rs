@@ -42,21 +42,21 @@ pub(crate) struct Cursor {
     expected: Position,
     /// The link the last frame read stores (the segment's previous link before its first).
     prev: Option<ChainHash>,
-    /// Whether the next frame continues the run of the last one read: its run was checked
+    /// Whether the next frame continues the group of the last one read: its group was checked
     /// when it began (ahead), or began before this cursor did.
-    run_open: bool,
+    group_open: bool,
     verify_chain: bool,
-    /// Up to which position runs are checked ahead, a chunk of runs at a time on several
+    /// Up to which position groups are checked ahead, a chunk of groups at a time on several
     /// threads.
     look_ahead: Position,
     ahead: LinksAhead,
 }
 
 impl Cursor {
-    /// A cursor at `position` (which must exist). From a segment's start, every run is checked
+    /// A cursor at `position` (which must exist). From a segment's start, every group is checked
     /// from the segment's previous link. From a frame inside the segment (its nearest sparse
-    /// entry), the link before is not known: the frames up to the first that ends a run are
-    /// checked only for storing one link, and every run after them fully.
+    /// entry), the link before is not known: the frames up to the first that ends a group are
+    /// checked only for storing one link, and every group after them fully.
     pub(crate) fn open(log: &Log, position: Position, verify_chain: bool) -> Result<Cursor> {
         let Some(segment) = log.segment_of(position) else {
             return Err(Error::InvalidInput(format!(
@@ -78,16 +78,16 @@ impl Cursor {
             scanner,
             expected,
             prev,
-            run_open: !at_start,
+            group_open: !at_start,
             verify_chain,
             look_ahead: state.last_position,
             ahead: LinksAhead::default(),
         })
     }
 
-    /// Has the cursor check no runs ahead of its reads that start past position `until`
+    /// Has the cursor check no groups ahead of its reads that start past position `until`
     /// ([`FrameScanner::links_ahead`]), when it verifies the chain: a reader of a few events
-    /// hashes no more than their runs.
+    /// hashes no more than their groups.
     pub(crate) fn look_ahead(mut self, until: Position) -> Cursor {
         self.look_ahead = until;
         self
@@ -114,7 +114,7 @@ impl Cursor {
         let id = self.segment.id;
         let offset = self.scanner.offset();
         let check_body = check_body || self.verify_chain;
-        if let (true, false, Some(prev)) = (self.verify_chain, self.run_open, self.prev) {
+        if let (true, false, Some(prev)) = (self.verify_chain, self.group_open, self.prev) {
             self.ahead
                 .refill(&mut self.scanner, prev, self.look_ahead)?;
         }
@@ -155,7 +155,7 @@ impl Cursor {
                 expected,
                 prev,
                 frame.header.hash,
-                self.run_open,
+                self.group_open,
             );
             // A frame not found to hold ahead has its body checked here, before anything else
             // is said of it.
@@ -175,7 +175,7 @@ impl Cursor {
             }
         }
         self.prev = Some(frame.header.hash);
-        self.run_open = !frame.header.meta.flags.is_link_end();
+        self.group_open = !frame.header.meta.flags.is_link_end();
         self.expected = expected.next();
         Ok(Some(RawFrame {
             segment: id,

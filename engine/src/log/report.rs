@@ -105,6 +105,36 @@ pub(crate) struct Damage {
 }
 
 impl Damage {
+    /// Damage in segment `segment` at `offset`, where position `position` belongs.
+    pub(crate) fn at(
+        segment: SegmentId,
+        offset: u64,
+        position: Option<Position>,
+        detail: String,
+    ) -> Damage {
+        Damage {
+            segment,
+            offset,
+            position,
+            detail,
+            io: false,
+            unsealed: false,
+        }
+    }
+
+    /// A failure to read or repair segment `segment` at `offset`.
+    pub(crate) fn io_failure(segment: SegmentId, offset: u64, detail: String) -> Damage {
+        Damage {
+            segment,
+            offset,
+            position: None,
+            detail,
+            io: true,
+            unsealed: false,
+        }
+    }
+
+    /// The error that refuses to open the log for this damage.
     pub(crate) fn into_error(self) -> Error {
         if self.io {
             return Error::Io {

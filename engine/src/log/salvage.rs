@@ -8,13 +8,14 @@ use std::path::Path;
 use journal_format::{SegmentFooter, SegmentHeader, SegmentId, SEGMENT_HEADER_LEN};
 
 use crate::error::{Error, Result};
+use crate::log::context::RecoveryContext;
 use crate::log::map::Head;
 use crate::log::quarantine::move_whole_segment;
 use crate::log::quarantine::QUARANTINE_DIR;
 use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::segment::Segment;
 use crate::log::segment::{segment_path, SEGMENTS_DIR};
-use crate::log::tail::scan_tail;
+use crate::log::tail::{scan_tail, Tail};
 use crate::storage::{OpenMode, Storage};
 
 /// Salvage of segment `id`, which is not the last and has no valid footer: its frames are
@@ -48,18 +49,20 @@ pub(crate) fn unsealed(
         return Ok(None);
     }
     let mut scratch = RecoveryReport::default();
-    let Ok(mut state) = scan_tail(
+    let mut ctx = RecoveryContext {
         storage,
         dir,
+        committed: journal_format::Position::ZERO,
+        read_only: false,
+        report: &mut scratch,
+    };
+    let tail = Tail {
         id,
-        &file,
+        file: &file,
         len,
-        &header,
-        None,
-        journal_format::Position::ZERO,
-        false,
-        &mut scratch,
-    ) else {
+        header: &header,
+    };
+    let Ok(mut state) = scan_tail(&mut ctx, &tail, None) else {
         return Ok(None);
     };
     report.actions.append(&mut scratch.actions);

@@ -1,6 +1,6 @@
 //! Sequential frame scanning over one segment file, in bounded chunks. The scanner reports
 //! *what* it found where (a frame, zeroed space, damage); callers decide what that means.
-//! Readers that verify the chain have the runs of frames ahead of them (bodies and links)
+//! Readers that verify the chain have the groups of frames ahead of them (bodies and links)
 //! checked a chunk at a time on several threads ([`LinksAhead`]).
 
 use std::collections::VecDeque;
@@ -19,38 +19,38 @@ use crate::storage::StorageFile;
 /// How much the scanner reads at a time (frames larger than this are read whole).
 const SCAN_CHUNK_BYTES: u64 = 256 * 1024;
 
-/// How much a scan that checks chain links ahead reads at a time: about 16 runs of 64 KiB, so
-/// that starting the threads that check them costs little beside the hashing. (A run that does
-/// not fit is read whole: [`RUN_READ_MAX`].)
+/// How much a scan that checks chain links ahead reads at a time: about 16 groups of 64 KiB, so
+/// that starting the threads that check them costs little beside the hashing. (A group that does
+/// not fit is read whole: [`GROUP_READ_MAX`].)
 const LINKS_AHEAD_BYTES: u64 = 1024 * 1024;
 
-/// The most bytes one run can take: fewer than [`LINK_GROUP_BYTES`] before its last frame, and that
+/// The most bytes one group can take: fewer than [`LINK_GROUP_BYTES`] before its last frame, and that
 /// frame.
-const RUN_READ_MAX: u64 = LINK_GROUP_BYTES + FRAME_HEADER_LEN as u64 + FRAME_BODY_LEN_MAX as u64;
+const GROUP_READ_MAX: u64 = LINK_GROUP_BYTES + FRAME_HEADER_LEN as u64 + FRAME_BODY_LEN_MAX as u64;
 
-/// The fewest bytes of runs worth checking on more than one thread.
+/// The fewest bytes of groups worth checking on more than one thread.
 const LINKS_AHEAD_PARALLEL_MIN: usize = 256 * 1024;
 
-/// The most threads that check runs ahead of one scan.
+/// The most threads that check groups ahead of one scan.
 const LINKS_AHEAD_THREADS_MAX: usize = 8;
 
-/// One frame whose body checksum and run's chain link were checked ahead of the scan that
+/// One frame whose body checksum and group's chain link were checked ahead of the scan that
 /// reads it ([`FrameScanner::links_ahead`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LinkChecked {
     /// The frame's byte offset in the segment.
     pub offset: u64,
-    /// The link stored by the frame before it (the run before's, for a run's first frame).
+    /// The link stored by the frame before it (the group before's, for a group's first frame).
     pub prev: ChainHash,
-    /// The frame's own stored link: its run's, which was found to hold.
+    /// The frame's own stored link: its group's, which was found to hold.
     pub hash: ChainHash,
 }
 
-/// A run found not to hold ahead of the scan: where it starts, and what is wrong where.
+/// A group found not to hold ahead of the scan: where it starts, and what is wrong where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RunFailed {
-    /// The offset of the run's first frame.
-    pub run_offset: u64,
+pub(crate) struct GroupFailed {
+    /// The offset of the group's first frame.
+    pub group_offset: u64,
     /// The offset of the frame at which the check failed.
     pub offset: u64,
     /// That frame's position, when its header could be read.
@@ -58,32 +58,32 @@ pub(crate) struct RunFailed {
     /// What is wrong.
     pub detail: String,
     /// Whether a scan reading the frame meets the problem itself (a checksum, a header): a
-    /// walk that reports every problem reports it there, not again at the run.
+    /// walk that reports every problem reports it there, not again at the group.
     pub found_by_scan: bool,
 }
 
-/// What [`FrameScanner::links_ahead`] found: the frames of the runs that hold, in order, and
-/// the first run after them that does not, if one was checked.
+/// What [`FrameScanner::links_ahead`] found: the frames of the groups that hold, in order, and
+/// the first group after them that does not, if one was checked.
 #[derive(Debug, Default)]
 pub(crate) struct Ahead {
     pub held: Vec<LinkChecked>,
-    pub failed: Option<RunFailed>,
+    pub failed: Option<GroupFailed>,
 }
 
-/// The runs checked ahead of a reader that walks frames in order: it asks for the next chunk's
-/// runs when it is about to read the first frame of a run and none are left
+/// The groups checked ahead of a reader that walks frames in order: it asks for the next chunk's
+/// groups when it is about to read the first frame of a group and none are left
 /// ([`LinksAhead::refill`]), and whether a frame was found to hold when it reads it
-/// ([`LinksAhead::held`]). A run's first frame not found held is corruption, which
+/// ([`LinksAhead::held`]). A group's first frame not found held is corruption, which
 /// [`LinksAhead::failure`] names.
 #[derive(Debug, Default)]
 pub(crate) struct LinksAhead {
     held: VecDeque<LinkChecked>,
-    failed: Option<Box<RunFailed>>,
+    failed: Option<Box<GroupFailed>>,
 }
 
 impl LinksAhead {
-    /// Checks the runs of the next chunk of frames from `scanner`'s offset, which must be a
-    /// run's first frame, the first run continuing `prev` and none starting past position
+    /// Checks the groups of the next chunk of frames from `scanner`'s offset, which must be a
+    /// group's first frame, the first group continuing `prev` and none starting past position
     /// `until`, when none checked ahead are left.
     pub(crate) fn refill(
         &mut self,
@@ -106,7 +106,7 @@ impl LinksAhead {
     }
 
     /// Whether the frame at `offset`, storing link `hash` after a frame storing `prev`, was
-    /// found ahead in a run that holds, with a body that matches its checksum. Forgets the
+    /// found ahead in a group that holds, with a body that matches its checksum. Forgets the
     /// frames before it.
     pub(crate) fn held(&mut self, offset: u64, prev: ChainHash, hash: ChainHash) -> bool {
         while self.held.front().is_some_and(|c| c.offset < offset) {
@@ -119,89 +119,133 @@ impl LinksAhead {
         held
     }
 
-    /// What was found wrong with the run starting at `offset`, if it was checked ahead.
-    pub(crate) fn failure(&self, offset: u64) -> Option<&RunFailed> {
-        self.failed.as_deref().filter(|f| f.run_offset == offset)
+    /// What was found wrong with the group starting at `offset`, if it was checked ahead.
+    pub(crate) fn failure(&self, offset: u64) -> Option<&GroupFailed> {
+        self.failed.as_deref().filter(|f| f.group_offset == offset)
     }
 
     /// Judges the chain at the frame just read at `offset` (holding `position`, storing link
-    /// `hash`, after a frame storing `prev`): `Ok(true)` when its run was found ahead to hold
-    /// (its body checked there too), `Ok(false)` when it continues a run that began before the
-    /// walk (`run_open`) storing the same link, the failure otherwise. A run's first frame not
-    /// found to hold is the run's failure, as checked ahead.
+    /// `hash`, after a frame storing `prev`): `Ok(true)` when its group was found ahead to hold
+    /// (its body checked there too), `Ok(false)` when it continues a group that began before the
+    /// walk (`group_open`) storing the same link, the failure otherwise. A group's first frame not
+    /// found to hold is the group's failure, as checked ahead.
     pub(crate) fn judge(
         &mut self,
         offset: u64,
         position: Position,
         prev: ChainHash,
         hash: ChainHash,
-        run_open: bool,
-    ) -> std::result::Result<bool, RunFailed> {
+        group_open: bool,
+    ) -> std::result::Result<bool, GroupFailed> {
         if self.held(offset, prev, hash) {
             return Ok(true);
         }
-        if run_open && hash == prev {
+        if group_open && hash == prev {
             return Ok(false);
         }
-        let here = |detail: String| RunFailed {
-            run_offset: offset,
+        let here = |detail: String| GroupFailed {
+            group_offset: offset,
             offset,
             position: Some(position),
             detail,
             found_by_scan: false,
         };
-        Err(if run_open {
+        Err(if group_open {
             here(format!(
-                "the frame stores link {hash} inside a run whose frames before it store {prev}"
+                "the frame stores link {hash} inside a group whose frames before it store {prev}"
             ))
         } else {
             match self.failure(offset) {
                 Some(failed) => failed.clone(),
-                None => here("the run of linked frames starting here was not checked".into()),
+                None => here("the group of linked frames starting here was not checked".into()),
             }
         })
     }
 }
 
-/// The runs held whole in a chunk read ahead.
+/// The groups held whole in a chunk read ahead.
 #[derive(Debug, Default)]
-struct Runs {
+struct Groups {
     /// Each frame: its header and the range of its bytes in the chunk.
     frames: Vec<(FrameHeader, Range<usize>)>,
-    /// Each run, as a range of `frames`.
-    runs: Vec<Range<usize>>,
-    /// Whether the chunk ends inside a run (or a frame) that a longer chunk would hold.
+    /// Each group, as a range of `frames`.
+    groups: Vec<Range<usize>>,
+    /// Whether the chunk ends inside a group (or a frame) that a longer chunk would hold.
     cut: bool,
-    /// A header inside a run that does not decode: its offset in the chunk, the run's first
+    /// A header inside a group that does not decode: its offset in the chunk, the group's first
     /// frame's, the position it should hold, and why.
     broken: Option<(usize, usize, Position, FormatError)>,
 }
 
-impl Runs {
-    /// Splits `bytes` (starting at a run's first frame) into whole runs, none starting past
+impl Groups {
+    /// Each group with the link it must continue: `prev` for the first, then the one its previous
+    /// group's frames store.
+    fn to_check(&self, prev: ChainHash) -> Vec<GroupToCheck<'_>> {
+        let mut checks: Vec<GroupToCheck<'_>> = Vec::new();
+        let mut link = prev;
+        for group in &self.groups {
+            let frames = self.frames.get(group.clone()).unwrap_or_default();
+            checks.push((link, frames));
+            if let Some((header, _)) = frames.first() {
+                link = header.hash;
+            }
+        }
+        checks
+    }
+
+    /// What ends the groups of the chunk at `offset`, when it is something wrong: a header inside
+    /// a group that does not decode, or a group that the frames up to the scan's end leave
+    /// unfinished (`longest`: the chunk is as long as one is read, so a longer one would hold no
+    /// more).
+    fn failure(&self, offset: u64, longest: bool) -> Option<GroupFailed> {
+        match &self.broken {
+            Some((at, start, position, error)) => Some(GroupFailed {
+                group_offset: offset + *start as u64,
+                offset: offset + *at as u64,
+                position: Some(*position),
+                detail: format!("in a link group: {error}"),
+                found_by_scan: true,
+            }),
+            None if self.cut && longest => {
+                let start = self.frames.last().map_or(0, |(_, r)| r.end);
+                Some(GroupFailed {
+                    group_offset: offset + start as u64,
+                    offset: offset + start as u64,
+                    position: None,
+                    detail: String::from(
+                        "a link group does not end before the segment's last frame",
+                    ),
+                    found_by_scan: false,
+                })
+            }
+            None => None,
+        }
+    }
+
+    /// Splits `bytes` (starting at a group's first frame) into whole groups, none starting past
     /// position `until`. Stops at a header that does not decode: the scan meets it itself.
-    /// A run is closed at its `LINK_END` frame, or at the frame that finds it [`LINK_GROUP_BYTES`]
-    /// long already (a run the check then refuses).
-    fn split(bytes: &[u8], until: Position) -> Runs {
-        let mut found = Runs::default();
-        let (mut at, mut run_start, mut run_bytes) = (0usize, 0usize, 0u64);
+    /// A group is closed at its `LINK_END` frame, or at the frame that finds it [`LINK_GROUP_BYTES`]
+    /// long already (a group the check then refuses).
+    fn split(bytes: &[u8], until: Position) -> Groups {
+        let mut found = Groups::default();
+        let (mut at, mut group_start, mut group_bytes) = (0usize, 0usize, 0u64);
         while let Some(rest) = bytes.get(at..).filter(|rest| !rest.is_empty()) {
             let header = match FrameHeader::decode(rest) {
                 Ok(header) => header,
                 Err(e) => {
                     found.cut = rest.len() < FRAME_HEADER_LEN;
-                    let before = found.frames.last().filter(|_| run_bytes > 0);
+                    let before = found.frames.last().filter(|_| group_bytes > 0);
                     if let (false, Some((header, range))) = (found.cut, before) {
                         let start = found
                             .frames
-                            .get(run_start)
+                            .get(group_start)
                             .map_or(range.start, |(_, r)| r.start);
                         found.broken = Some((at, start, header.meta.position.next(), e));
                     }
                     break;
                 }
             };
-            if run_bytes == 0 && header.meta.position > until {
+            if group_bytes == 0 && header.meta.position > until {
                 break;
             }
             let len = usize::try_from(header.frame_len()).unwrap_or(usize::MAX);
@@ -209,43 +253,93 @@ impl Runs {
                 found.cut = true;
                 break;
             }
-            let closes = header.meta.flags.is_link_end() || run_bytes >= LINK_GROUP_BYTES;
+            let closes = header.meta.flags.is_link_end() || group_bytes >= LINK_GROUP_BYTES;
             found.frames.push((header, at..at + len));
-            run_bytes += len as u64;
+            group_bytes += len as u64;
             at += len;
             if closes {
-                found.runs.push(run_start..found.frames.len());
-                run_start = found.frames.len();
-                run_bytes = 0;
+                found.groups.push(group_start..found.frames.len());
+                group_start = found.frames.len();
+                group_bytes = 0;
             }
         }
-        if run_start < found.frames.len() {
+        if group_start < found.frames.len() {
             found.cut |= found.broken.is_none();
-            found.frames.truncate(run_start);
+            found.frames.truncate(group_start);
         }
         found
     }
 }
 
-/// The frames of one run in a chunk: each one's header and the range of its bytes.
-type RunFrames<'a> = &'a [(FrameHeader, Range<usize>)];
+/// The frames of one group in a chunk: each one's header and the range of its bytes.
+type GroupFrames<'a> = &'a [(FrameHeader, Range<usize>)];
 
-/// A run to check, with the link it must continue.
-type RunToCheck<'a> = (ChainHash, RunFrames<'a>);
+/// A group to check, with the link it must continue.
+type GroupToCheck<'a> = (ChainHash, GroupFrames<'a>);
 
-/// Checks one run's bodies and link, the run continuing `prev`.
-fn check_run(
-    check: &mut GroupCheck,
-    prev: &ChainHash,
-    frames: RunFrames<'_>,
+/// Checks `checks` (groups in `bytes`, a chunk read at segment offset `base`), on several threads
+/// when their frames take `group_bytes` or more of it; returns each group's result, in order.
+fn check_groups(
+    checks: &[GroupToCheck<'_>],
     bytes: &[u8],
     base: u64,
-) -> std::result::Result<(), RunFailed> {
+    group_bytes: usize,
+) -> Vec<std::result::Result<(), GroupFailed>> {
+    let check_all = |part: &[GroupToCheck<'_>]| {
+        let mut check = GroupCheck::default();
+        part.iter()
+            .map(|(prev, frames)| check_group(&mut check, prev, frames, bytes, base))
+            .collect::<Vec<_>>()
+    };
+    let threads = if group_bytes >= LINKS_AHEAD_PARALLEL_MIN {
+        link_threads().min(checks.len()).max(1)
+    } else {
+        1
+    };
+    if threads == 1 {
+        return check_all(checks);
+    }
+    let part = checks.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = checks.chunks(part);
+        let first = parts.next().unwrap_or_default();
+        // A part whose thread cannot be started (the system is out of threads) is
+        // checked here, after the first.
+        let others: Vec<_> = parts
+            .map(|p| {
+                let thread = std::thread::Builder::new()
+                    .name("journal-links".into())
+                    .spawn_scoped(scope, move || check_all(p));
+                (p, thread)
+            })
+            .collect();
+        let mut results = check_all(first);
+        for (p, thread) in others {
+            // A checking thread cannot panic short of a bug; its groups are then checked
+            // here, as are those of a thread that could not be started.
+            let part = match thread {
+                Ok(thread) => thread.join().unwrap_or_else(|_| check_all(p)),
+                Err(_) => check_all(p),
+            };
+            results.extend(part);
+        }
+        results
+    })
+}
+
+/// Checks one group's bodies and link, the group continuing `prev`.
+fn check_group(
+    check: &mut GroupCheck,
+    prev: &ChainHash,
+    frames: GroupFrames<'_>,
+    bytes: &[u8],
+    base: u64,
+) -> std::result::Result<(), GroupFailed> {
     check.clear();
-    let run_offset = frames.first().map_or(base, |(_, r)| base + r.start as u64);
+    let group_offset = frames.first().map_or(base, |(_, r)| base + r.start as u64);
     for (header, range) in frames {
-        let failed = |error: FormatError| RunFailed {
-            run_offset,
+        let failed = |error: FormatError| GroupFailed {
+            group_offset,
             offset: base + range.start as u64,
             position: Some(header.meta.position),
             found_by_scan: matches!(error, FormatError::BodyChecksumMismatch { .. }),
@@ -255,13 +349,13 @@ fn check_run(
         let body = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
         header.check_body(body).map_err(failed)?;
         check.push(prev, header, frame).map_err(|e| match e {
-            // The link is the whole run's: name where the run starts.
-            FormatError::ChainMismatch { .. } => RunFailed {
-                run_offset,
-                offset: run_offset,
+            // The link is the whole group's: name where the group starts.
+            FormatError::ChainMismatch { .. } => GroupFailed {
+                group_offset,
+                offset: group_offset,
                 position: frames.first().map(|(h, _)| h.meta.position),
                 detail: format!(
-                    "the run of linked frames from offset {run_offset} to {}: {e}",
+                    "the group of linked frames from offset {group_offset} to {}: {e}",
                     base + range.start as u64
                 ),
                 found_by_scan: false,
@@ -354,112 +448,30 @@ impl FrameScanner {
             .ok_or_else(|| Error::Internal("scanner buffer out of range".into()))
     }
 
-    /// Checks the bodies and chain links of the whole runs in the next [`LINKS_AHEAD_BYTES`]
-    /// from the scanner's offset, which must be a run's first frame (more when the first run
+    /// Checks the bodies and chain links of the whole groups in the next [`LINKS_AHEAD_BYTES`]
+    /// from the scanner's offset, which must be a group's first frame (more when the first group
     /// is longer; none starting past position `until`: a reader of a few events hashes no more
-    /// than their runs), the first run continuing `prev`, on several threads (the runs' links
-    /// are independent once read: each frame stores its run's). Returns the frames of the runs
-    /// that hold, in order, up to the first run that does not, and what is wrong with that one;
-    /// a header that does not decode ends the runs checked, and the scan itself meets it. Reads
+    /// than their groups), the first group continuing `prev`, on several threads (the groups' links
+    /// are independent once read: each frame stores its group's). Returns the frames of the groups
+    /// that hold, in order, up to the first group that does not, and what is wrong with that one;
+    /// a header that does not decode ends the groups checked, and the scan itself meets it. Reads
     /// ahead but does not move the scanner; the frames it returns stay buffered until the
     /// scanner has passed them.
     pub(crate) fn links_ahead(&mut self, prev: ChainHash, until: Position) -> Result<Ahead> {
         let offset = self.offset;
         let available = self.end.saturating_sub(offset);
-        let mut len = LINKS_AHEAD_BYTES.min(available);
-        let longest = RUN_READ_MAX.min(available);
-        // A chunk holding at least one whole run, when the segment has one.
-        let runs = loop {
-            if len == 0 {
-                return Ok(Ahead::default());
-            }
-            let runs = Runs::split(self.fill(offset, len)?, until);
-            if runs.runs.is_empty() && runs.cut && len < longest {
-                len = len.saturating_mul(4).min(longest);
-                continue;
-            }
-            break runs;
+        let longest = GROUP_READ_MAX.min(available);
+        let first_len = LINKS_AHEAD_BYTES.min(available);
+        let Some((len, groups)) = self.chunk_ahead(first_len, longest, until)? else {
+            return Ok(Ahead::default());
         };
         let bytes = self.fill(offset, len)?;
-        // Each run with the link it must continue: the one its previous run's frames store.
-        let mut checks: Vec<RunToCheck<'_>> = Vec::new();
-        let mut link = prev;
-        for run in &runs.runs {
-            let frames = runs.frames.get(run.clone()).unwrap_or_default();
-            checks.push((link, frames));
-            if let Some((header, _)) = frames.first() {
-                link = header.hash;
-            }
-        }
-        let check_all = |part: &[RunToCheck<'_>]| {
-            let mut check = GroupCheck::default();
-            part.iter()
-                .map(|(prev, frames)| check_run(&mut check, prev, frames, bytes, offset))
-                .collect::<Vec<_>>()
-        };
-        let run_bytes = runs.frames.last().map_or(0, |(_, r)| r.end);
-        let threads = if run_bytes >= LINKS_AHEAD_PARALLEL_MIN {
-            link_threads().min(checks.len()).max(1)
-        } else {
-            1
-        };
-        let results = if threads == 1 {
-            check_all(&checks)
-        } else {
-            let part = checks.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let mut parts = checks.chunks(part);
-                let first = parts.next().unwrap_or_default();
-                // A part whose thread cannot be started (the system is out of threads) is
-                // checked here, after the first.
-                let others: Vec<_> = parts
-                    .map(|p| {
-                        let thread = std::thread::Builder::new()
-                            .name("journal-links".into())
-                            .spawn_scoped(scope, move || check_all(p));
-                        (p, thread)
-                    })
-                    .collect();
-                let mut results = check_all(first);
-                for (p, thread) in others {
-                    // A checking thread cannot panic short of a bug; its runs are then checked
-                    // here, as are those of a thread that could not be started.
-                    let part = match thread {
-                        Ok(thread) => thread.join().unwrap_or_else(|_| check_all(p)),
-                        Err(_) => check_all(p),
-                    };
-                    results.extend(part);
-                }
-                results
-            })
-        };
-        // What ends the runs checked, when it is something wrong: a header inside a run that
-        // does not decode, or a run that the frames up to the scan's end leave unfinished.
-        let failed = match runs.broken {
-            Some((at, start, position, error)) => Some(RunFailed {
-                run_offset: offset + start as u64,
-                offset: offset + at as u64,
-                position: Some(position),
-                detail: format!("in a run of linked frames: {error}"),
-                found_by_scan: true,
-            }),
-            None if runs.cut && len == longest => {
-                let start = runs.frames.last().map_or(0, |(_, r)| r.end);
-                Some(RunFailed {
-                    run_offset: offset + start as u64,
-                    offset: offset + start as u64,
-                    position: None,
-                    detail: String::from(
-                        "a run of linked frames does not end before the segment's last frame",
-                    ),
-                    found_by_scan: false,
-                })
-            }
-            None => None,
-        };
+        let checks = groups.to_check(prev);
+        let group_bytes = groups.frames.last().map_or(0, |(_, r)| r.end);
+        let results = check_groups(&checks, bytes, offset, group_bytes);
         let mut ahead = Ahead {
-            held: Vec::with_capacity(runs.frames.len()),
-            failed,
+            held: Vec::with_capacity(groups.frames.len()),
+            failed: groups.failure(offset, len == longest),
         };
         for ((prev, frames), result) in checks.iter().zip(results) {
             if let Err(failed) = result {
@@ -477,6 +489,29 @@ impl FrameScanner {
             }
         }
         Ok(ahead)
+    }
+
+    /// Reads a chunk from the scanner's offset that holds at least one whole group, when the
+    /// segment has one: `len` bytes first, four times more each time none is held whole, up to
+    /// `longest`. Returns the chunk's length and its groups (none starting past position
+    /// `until`), or `None` when there is nothing to read.
+    fn chunk_ahead(
+        &mut self,
+        mut len: u64,
+        longest: u64,
+        until: Position,
+    ) -> Result<Option<(u64, Groups)>> {
+        loop {
+            if len == 0 {
+                return Ok(None);
+            }
+            let groups = Groups::split(self.fill(self.offset, len)?, until);
+            if groups.groups.is_empty() && groups.cut && len < longest {
+                len = len.saturating_mul(4).min(longest);
+                continue;
+            }
+            return Ok(Some((len, groups)));
+        }
     }
 
     /// The next frame, or why there is none. I/O errors are `Err`; what the bytes hold is
@@ -570,14 +605,14 @@ mod tests {
     use crate::sim_disk::{Faults, SimDisk};
     use crate::storage::{OpenMode, Storage};
 
-    /// Frames as the writer links them: runs ended at the first frame that brings them to
+    /// Frames as the writer links them: groups ended at the first frame that brings them to
     /// [`LINK_GROUP_BYTES`].
     struct Log {
         bytes: Vec<u8>,
         /// Each frame's offset and link.
         frames: Vec<(u64, ChainHash)>,
-        /// Each run's first frame (an index into `frames`).
-        runs: Vec<usize>,
+        /// Each group's first frame (an index into `frames`).
+        groups: Vec<usize>,
     }
 
     /// Frames of `body_len`-byte bodies from offset 0, one each of `bodies`.
@@ -585,17 +620,17 @@ mod tests {
         let mut log = Log {
             bytes: Vec::new(),
             frames: Vec::new(),
-            runs: Vec::new(),
+            groups: Vec::new(),
         };
         let mut prev = ChainHash::GENESIS;
-        let mut run_start = 0usize;
+        let mut group_start = 0usize;
         for (i, len) in bodies.iter().enumerate() {
-            if log.bytes.len() == run_start {
-                log.runs.push(i);
+            if log.bytes.len() == group_start {
+                log.groups.push(i);
             }
             let frame_len = FRAME_HEADER_LEN + len;
             let ends = i + 1 == bodies.len()
-                || (log.bytes.len() - run_start + frame_len) as u64 >= LINK_GROUP_BYTES;
+                || (log.bytes.len() - group_start + frame_len) as u64 >= LINK_GROUP_BYTES;
             let meta = FrameMeta {
                 position: Position(i as u64 + 1),
                 recorded_at_ns: 1,
@@ -611,17 +646,17 @@ mod tests {
             let body = vec![u8::try_from(i % 251).unwrap_or(0); *len];
             encode_unlinked(&mut log.bytes, &meta, &body).unwrap();
             if ends {
-                prev = link_group(&mut log.bytes[run_start..], &prev).unwrap();
-                for frame in &mut log.frames[*log.runs.last().unwrap()..] {
+                prev = link_group(&mut log.bytes[group_start..], &prev).unwrap();
+                for frame in &mut log.frames[*log.groups.last().unwrap()..] {
                     frame.1 = prev;
                 }
-                run_start = log.bytes.len();
+                group_start = log.bytes.len();
             }
         }
         log
     }
 
-    /// `n` frames of 600-byte bodies (672 bytes each: runs of 98 frames).
+    /// `n` frames of 600-byte bodies (672 bytes each: groups of 98 frames).
     fn frames(n: usize) -> Log {
         log_of(&vec![600; n])
     }
@@ -643,15 +678,15 @@ mod tests {
     fn links_ahead_are_every_frame_of_the_whole_runs_of_the_chunk_up_to_the_first_that_does_not_hold(
     ) {
         let log = frames(2_000);
-        assert_eq!(log.runs[1], 98, "runs of 98 frames of 672 bytes");
-        let whole_runs = (LINKS_AHEAD_BYTES / (98 * 672)) as usize;
+        assert_eq!(log.groups[1], 98, "groups of 98 frames of 672 bytes");
+        let whole_groups = (LINKS_AHEAD_BYTES / (98 * 672)) as usize;
         let ahead = scanner(log.bytes.clone())
             .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
             .unwrap();
         assert_eq!(
             ahead.held.len(),
-            whole_runs * 98,
-            "the whole runs in one chunk"
+            whole_groups * 98,
+            "the whole groups in one chunk"
         );
         assert_eq!(ahead.failed, None);
         for (i, c) in ahead.held.iter().enumerate() {
@@ -667,7 +702,7 @@ mod tests {
         }
 
         // A body byte changed deep in the chunk (checked by another thread than the first):
-        // the runs before its run are given, and what is wrong with it is named.
+        // the groups before its group are given, and what is wrong with it is named.
         let mut forged = log.bytes.clone();
         let at = usize::try_from(log.frames[1_200].0).unwrap() + FRAME_HEADER_LEN + 7;
         forged[at] ^= 1;
@@ -678,7 +713,7 @@ mod tests {
         let failed = ahead.failed.unwrap();
         assert_eq!(
             (
-                failed.run_offset,
+                failed.group_offset,
                 failed.offset,
                 failed.position,
                 failed.found_by_scan
@@ -692,8 +727,8 @@ mod tests {
         );
         assert!(failed.detail.contains("body checksum"), "{}", failed.detail);
 
-        // A run linked again from another link, its checksums made to agree: its link no
-        // longer continues the chain, which the run is named for.
+        // A group linked again from another link, its checksums made to agree: its link no
+        // longer continues the chain, which the group is named for.
         let mut relinked = log.bytes.clone();
         let (start, end) = (log.frames[490].0 as usize, log.frames[588].0 as usize);
         for frame in log.frames[490..588].iter() {
@@ -717,7 +752,7 @@ mod tests {
             failed.detail
         );
 
-        // No run starting past the position asked for; the run holding it whole.
+        // No group starting past the position asked for; the group holding it whole.
         let ahead = scanner(log.bytes.clone())
             .links_ahead(ChainHash::GENESIS, Position(10))
             .unwrap();
@@ -733,16 +768,16 @@ mod tests {
 
     #[test]
     fn a_run_longer_than_the_chunk_is_read_whole() {
-        // Small frames, then one of 3 MiB ending the run; then a run of its own.
+        // Small frames, then one of 3 MiB ending the group; then a group of its own.
         let mut bodies = vec![600; 20];
         bodies.push(3 << 20);
         bodies.push(600);
         let log = log_of(&bodies);
-        assert_eq!(log.runs, vec![0, 21]);
+        assert_eq!(log.groups, vec![0, 21]);
         let ahead = scanner(log.bytes)
             .links_ahead(ChainHash::GENESIS, Position(u64::MAX))
             .unwrap();
-        // The chunk grown to hold the first run (to 4 MiB) holds the second too.
+        // The chunk grown to hold the first group (to 4 MiB) holds the second too.
         assert_eq!(
             offsets(&ahead),
             log.frames.iter().map(|f| f.0).collect::<Vec<_>>()
@@ -753,7 +788,7 @@ mod tests {
     #[test]
     fn a_run_the_frames_leave_unfinished_is_named() {
         let log = frames(150);
-        // The scan ends inside the second run (frames 98..150).
+        // The scan ends inside the second group (frames 98..150).
         let end = log.frames[120].0;
         let file = SimDisk::new(0, Faults::default())
             .open(Path::new("segment"), OpenMode::CreateNew)
@@ -781,7 +816,7 @@ mod tests {
         assert!(ahead.held(f[0].0, ChainHash::GENESIS, f[0].1));
         // Frame 3 read after frame 1 (frame 2 stepped over): found, frame 2 forgotten.
         assert!(ahead.held(f[2].0, f[1].1, f[2].1));
-        // The second run's first frame continues the first run's link.
+        // The second group's first frame continues the first group's link.
         assert!(ahead.held(f[98].0, f[97].1, f[98].1));
         // A frame asked for with another link than it was checked against, or another stored
         // link, is not vouched for.

@@ -2,7 +2,6 @@
 //! end; and what lies after them judged, by the tail rows of the recovery table in
 //! `docs/FORMAT.md` (a torn write is cut and kept, anything else is damage).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use journal_format::bit_rot::{flipped_bit, FlippedBit};
@@ -13,71 +12,123 @@ use journal_format::{
 };
 
 use crate::error::Result;
+use crate::log::context::RecoveryContext;
 use crate::log::quarantine::{save_cut, trim};
-use crate::log::report::{Damage, RecoveryAction, RecoveryReport};
+use crate::log::report::{Damage, RecoveryAction};
 use crate::log::scan::{FrameScanner, Stop};
 use crate::log::segment::{read_rest, SegmentState, SPARSE_INTERVAL_BYTES};
-use crate::storage::{Storage, StorageFile};
+use crate::storage::StorageFile;
 
-/// Scans the unsealed tail segment frame by frame (from `start` when given, else from the first
+/// The unsealed segment a tail scan reads: its id, its file and the file's length, its header.
+pub(crate) struct Tail<'f> {
+    /// The segment's id.
+    pub id: SegmentId,
+    /// Its file.
+    pub file: &'f Arc<dyn StorageFile>,
+    /// How many bytes of the file are scanned: its length, or where a cut left it.
+    pub len: u64,
+    /// Its header.
+    pub header: &'f SegmentHeader,
+}
+
+impl Tail<'_> {
+    /// Damage in this segment at `offset`, where position `position` belongs.
+    fn damage(&self, offset: u64, position: Option<Position>, detail: String) -> Damage {
+        Damage::at(self.id, offset, position, detail)
+    }
+
+    /// A failure to read or repair this segment at `offset`.
+    fn io_failure(&self, offset: u64, detail: String) -> Damage {
+        Damage::io_failure(self.id, offset, detail)
+    }
+}
+
+/// Where the frame-by-frame scan of a tail stopped, and what it found before.
+struct TailScan {
+    /// The segment's state after its last complete batch.
+    committed: SegmentState,
+    /// Why the scan stopped.
+    stop: Stop,
+    /// Where it stopped: the offset of the next frame.
+    at: u64,
+    /// The position the next frame would hold.
+    expected: Position,
+    /// The first position of the frames after the last complete batch, if any.
+    pending_first: Option<Position>,
+}
+
+/// What follows the last complete batch of a tail, judged by the tail rows of the table.
+enum Beyond {
+    /// Nothing: the frames end with the file.
+    Nothing,
+    /// Zeroed space, preallocated or never written: the log ends there.
+    Zeroed,
+    /// What a write that never completed left, and what was found there: nothing in it was
+    /// acknowledged, unless the journal's evidence says otherwise.
+    Torn(String),
+}
+
+/// Scans the unsealed `tail` frame by frame (from `start` when given, else from the first
 /// frame) and applies the tail rows of the table.
 /// Read-only (another process writes the journal), whatever follows the last complete batch is
 /// taken as a write under way: it is neither judged nor cut.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn scan_tail(
-    storage: &dyn Storage,
-    dir: &Path,
-    id: SegmentId,
-    file: &Arc<dyn StorageFile>,
-    len: u64,
-    header: &SegmentHeader,
+    ctx: &mut RecoveryContext<'_>,
+    tail: &Tail<'_>,
     start: Option<SegmentState>,
-    committed_evidence: Position,
-    read_only: bool,
-    report: &mut RecoveryReport,
 ) -> Result<SegmentState, Damage> {
-    let damage = |offset: u64, position: Option<Position>, detail: String| Damage {
-        segment: id,
-        offset,
-        position,
-        detail,
-        io: false,
-        unsealed: false,
-    };
-    let io_failure = |offset: u64, detail: String| Damage {
-        segment: id,
-        offset,
-        position: None,
-        detail,
-        io: true,
-        unsealed: false,
-    };
-    let mut committed = start.unwrap_or(SegmentState {
+    let committed = start.unwrap_or(SegmentState {
         sparse: Vec::new(),
         end_offset: SEGMENT_HEADER_LEN as u64,
-        last_position: Position(header.first_position.0 - 1),
-        last_hash: header.prev_hash,
+        last_position: Position(tail.header.first_position.0 - 1),
+        last_hash: tail.header.prev_hash,
         sealed: false,
     });
-    report.tail_bytes_scanned = len.saturating_sub(committed.end_offset);
-    let mut scanner = FrameScanner::new(Arc::clone(file), id, committed.end_offset, len);
+    ctx.report.tail_bytes_scanned = tail.len.saturating_sub(committed.end_offset);
+    let scan = scan_frames(tail, committed)?;
+    if ctx.read_only {
+        return Ok(scan.committed);
+    }
+    let cut_at = scan.committed.end_offset;
+    match judge_beyond(tail, &scan)? {
+        Beyond::Nothing => {}
+        // The zeros are trimmed, and nothing is reported: nothing was written there.
+        Beyond::Zeroed => {
+            trim(tail.file, cut_at, tail.len).map_err(|e| tail.io_failure(cut_at, e))?;
+        }
+        Beyond::Torn(detail) => cut_torn(ctx, tail, &scan, detail)?,
+    }
+    Ok(scan.committed)
+}
+
+/// Reads `tail`'s frames from the end of the batches `committed` holds, checking each frame's
+/// checksums, position and chain, and moves `committed` past each complete batch; stops where
+/// no frame follows. A checksum-valid frame that does not continue the log, or a link group whose
+/// link does not hold, is damage.
+fn scan_frames(tail: &Tail<'_>, mut committed: SegmentState) -> Result<TailScan, Damage> {
+    let mut scanner = FrameScanner::new(
+        Arc::clone(tail.file),
+        tail.id,
+        committed.end_offset,
+        tail.len,
+    );
     let mut pending_sparse: Vec<FooterEntry> = Vec::new();
     let mut pending_first: Option<Position> = None;
     let mut expected = committed.last_position.next();
     let mut prev = committed.last_hash;
-    // The run being read, checked at its last frame; where it starts.
-    let mut run = GroupCheck::default();
+    // The group being read, checked at its last frame; where it starts.
+    let mut group = GroupCheck::default();
     let mut run_start = (committed.end_offset, expected);
     let stop = loop {
         let frame = match scanner.next() {
             Ok(Ok(frame)) => frame,
             Ok(Err(stop)) => break stop,
-            Err(e) => return Err(damage(scanner.offset(), Some(expected), e.to_string())),
+            Err(e) => return Err(tail.damage(scanner.offset(), Some(expected), e.to_string())),
         };
         // Row "valid frame out of sequence": a checksum-valid frame that does not continue the
         // log is never a torn write.
         if frame.header.meta.position != expected {
-            return Err(damage(
+            return Err(tail.damage(
                 frame.offset,
                 Some(expected),
                 format!(
@@ -86,31 +137,22 @@ pub(crate) fn scan_tail(
                 ),
             ));
         }
-        if run.is_empty() {
+        if group.is_empty() {
             run_start = (frame.offset, expected);
         }
-        match run.push(&prev, &frame.header, frame.frame) {
+        match group.push(&prev, &frame.header, frame.frame) {
             Ok(Some(link)) => prev = link,
             Ok(None) => {}
             Err(e) => {
                 let (offset, position) = run_start;
-                return Err(damage(
+                return Err(tail.damage(
                     offset,
                     Some(position),
-                    format!("the run of frames from offset {offset}: {e}"),
+                    format!("the link group from offset {offset}: {e}"),
                 ));
             }
         }
-        let last_sparse = pending_sparse
-            .last()
-            .or(committed.sparse.last())
-            .map(|e| e.offset.0);
-        if last_sparse.is_none_or(|o| frame.offset >= o + SPARSE_INTERVAL_BYTES) {
-            pending_sparse.push(FooterEntry {
-                position: expected,
-                offset: journal_format::ByteOffset(frame.offset),
-            });
-        }
+        add_sparse(&mut pending_sparse, &committed, frame.offset, expected);
         pending_first.get_or_insert(expected);
         if frame.header.meta.flags.is_end_of_batch() {
             committed.end_offset = scanner.offset();
@@ -121,82 +163,135 @@ pub(crate) fn scan_tail(
         }
         expected = expected.next();
     };
-    let cut_at = committed.end_offset;
-    if read_only {
-        return Ok(committed);
+    Ok(TailScan {
+        committed,
+        stop,
+        at: scanner.offset(),
+        expected,
+        pending_first,
+    })
+}
+
+/// Adds the frame at `offset`, holding `position`, to the sparse entries of the unfinished
+/// batch (`pending`) when it lies far enough past the last entry (`committed`'s, when `pending`
+/// holds none).
+fn add_sparse(
+    pending: &mut Vec<FooterEntry>,
+    committed: &SegmentState,
+    offset: u64,
+    position: Position,
+) {
+    let last_sparse = pending
+        .last()
+        .or(committed.sparse.last())
+        .map(|e| e.offset.0);
+    if last_sparse.is_none_or(|o| offset >= o + SPARSE_INTERVAL_BYTES) {
+        pending.push(FooterEntry {
+            position,
+            offset: journal_format::ByteOffset(offset),
+        });
     }
-    let detail = match stop {
-        Stop::End if cut_at == len => return Ok(committed),
-        Stop::End => String::from("the last batch has no end-of-batch frame"),
-        Stop::Zeroed | Stop::Damaged(_) => {
-            let at = scanner.offset();
-            let rest = read_rest(file, at, len).map_err(|e| io_failure(at, e))?;
-            let zero_tail = matches!(stop, Stop::Zeroed) && is_zeroed(&rest);
-            if zero_tail && cut_at == at {
-                // Row "zeroed space": preallocated or never written; the log ends here.
-                trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
-                return Ok(committed);
-            }
-            // Row "damage followed by a later write": synced data is damaged.
-            if let Some((offset, position)) = find_later_write(&rest, at, expected) {
-                return Err(damage(at, Some(expected), format!(
-                    "{} at offset {at}, but a later write starts at offset {offset} (position {position})",
-                    describe(&stop)
-                )));
-            }
-            // Row "damage that no torn write explains": a complete frame with wrong bytes and
-            // no sign of unwritten space is bit rot or tampering in the last write, which was
-            // acknowledged; it is never cut away.
-            // Row "unfinished seal": the bytes after the last batch are what sealing writes (the
-            // footer), in part. The frames are whole; only the seal is cut.
-            let torn_seal =
-                cut_at == at && is_partial_footer(&rest, at, &committed, header.first_position);
-            // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
-            // A frame the file holds whole whose checksum one flipped bit explains is bit rot,
-            // even where its last bytes are zeros that a torn write would also leave.
-            let rot = one_bit_rot(&stop, &rest);
-            if !torn_seal && !matches!(stop, Stop::Zeroed) && (rot || !torn_evidence(&rest, at)) {
-                let why = if rot {
-                    "one flipped bit explains it, so this is bit rot, not a torn write"
-                } else {
-                    "the frame is complete, so this is not a torn write"
-                };
-                return Err(damage(
-                    at,
-                    Some(expected),
-                    format!("{} at offset {at}: {why}", describe(&stop)),
-                ));
-            }
-            if torn_seal {
-                String::from("an unfinished seal: part of the segment footer")
-            } else if zero_tail {
-                String::from("the last batch has no end-of-batch frame")
-            } else {
-                describe(&stop)
-            }
+}
+
+/// Judges what follows the last complete batch of `tail`, where `scan` stopped: nothing, zeroed
+/// space, or a torn write (with what was found); anything else is damage.
+fn judge_beyond(tail: &Tail<'_>, scan: &TailScan) -> Result<Beyond, Damage> {
+    let cut_at = scan.committed.end_offset;
+    let stop = &scan.stop;
+    match stop {
+        Stop::End if cut_at == tail.len => return Ok(Beyond::Nothing),
+        Stop::End => {
+            return Ok(Beyond::Torn(String::from(
+                "the last batch has no end-of-batch frame",
+            )))
         }
-    };
+        Stop::Zeroed | Stop::Damaged(_) => {}
+    }
+    let (at, expected) = (scan.at, scan.expected);
+    let rest = read_rest(tail.file, at, tail.len).map_err(|e| tail.io_failure(at, e))?;
+    let zero_tail = matches!(stop, Stop::Zeroed) && is_zeroed(&rest);
+    if zero_tail && cut_at == at {
+        // Row "zeroed space": preallocated or never written; the log ends here.
+        return Ok(Beyond::Zeroed);
+    }
+    // Row "damage followed by a later write": synced data is damaged.
+    if let Some((offset, position)) = find_later_write(&rest, at, expected) {
+        return Err(tail.damage(
+            at,
+            Some(expected),
+            format!(
+            "{} at offset {at}, but a later write starts at offset {offset} (position {position})",
+            describe(stop)
+        ),
+        ));
+    }
+    // Row "damage that no torn write explains": a complete frame with wrong bytes and
+    // no sign of unwritten space is bit rot or tampering in the last write, which was
+    // acknowledged; it is never cut away.
+    // Row "unfinished seal": the bytes after the last batch are what sealing writes (the
+    // footer), in part. The frames are whole; only the seal is cut.
+    let torn_seal =
+        cut_at == at && is_partial_footer(&rest, at, &scan.committed, tail.header.first_position);
+    // A zeroed header (72 zero bytes where a frame belongs) is itself unwritten space.
+    // A frame the file holds whole whose checksum one flipped bit explains is bit rot,
+    // even where its last bytes are zeros that a torn write would also leave.
+    let rot = one_bit_rot(stop, &rest);
+    if !torn_seal && !matches!(stop, Stop::Zeroed) && (rot || !torn_evidence(&rest, at)) {
+        let why = if rot {
+            "one flipped bit explains it, so this is bit rot, not a torn write"
+        } else {
+            "the frame is complete, so this is not a torn write"
+        };
+        return Err(tail.damage(
+            at,
+            Some(expected),
+            format!("{} at offset {at}: {why}", describe(stop)),
+        ));
+    }
+    Ok(Beyond::Torn(if torn_seal {
+        String::from("an unfinished seal: part of the segment footer")
+    } else if zero_tail {
+        String::from("the last batch has no end-of-batch frame")
+    } else {
+        describe(stop)
+    }))
+}
+
+/// Cuts what a torn write left after `tail`'s last complete batch (`detail`: what was found
+/// there), keeping its bytes in `quarantine/` and reporting the cut; unless the journal's
+/// evidence records positions it would cut as committed, which makes them damage.
+fn cut_torn(
+    ctx: &mut RecoveryContext<'_>,
+    tail: &Tail<'_>,
+    scan: &TailScan,
+    detail: String,
+) -> Result<(), Damage> {
+    let committed = &scan.committed;
+    let cut_at = committed.end_offset;
     // Row "a cut the evidence forbids": what the rules below would cut holds positions the
     // journal's evidence records as committed, so it was acknowledged: damage, never cut.
-    if committed.last_position < committed_evidence {
-        return Err(damage(
+    if committed.last_position < ctx.committed {
+        return Err(tail.damage(
             cut_at,
             Some(committed.last_position.next()),
             format!(
-                "{detail} at offset {cut_at}, but position {committed_evidence} was recorded as committed (HEAD or the index), so these bytes were acknowledged: damage, not a torn write"
+                "{detail} at offset {cut_at}, but position {} was recorded as committed (HEAD or the index), so these bytes were acknowledged: damage, not a torn write",
+                ctx.committed
             ),
         ));
     }
     // Rows "torn final write" and "unfinished batch": nothing here was acknowledged.
+    let (id, len) = (tail.id, tail.len);
     let cut_bytes = len - cut_at;
-    let saved_to =
-        save_cut(storage, dir, id, file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
-    trim(file, cut_at, len).map_err(|e| io_failure(cut_at, e))?;
-    let positions = pending_first
-        .map(|first| [first.0, expected.0 - 1])
+    let saved_to = save_cut(ctx.storage, ctx.dir, id, tail.file, cut_at, len)
+        .map_err(|e| tail.io_failure(cut_at, e))?;
+    trim(tail.file, cut_at, len).map_err(|e| tail.io_failure(cut_at, e))?;
+    let positions = scan
+        .pending_first
+        .map(|first| [first.0, scan.expected.0 - 1])
         .filter(|[a, b]| a <= b);
     tracing::warn!(segment = %id, offset = cut_at, bytes = cut_bytes, %detail, "cut a torn tail");
-    report.actions.push(RecoveryAction::TornTailCut {
+    ctx.report.actions.push(RecoveryAction::TornTailCut {
         segment: id.file_name(),
         offset: cut_at,
         bytes: cut_bytes,
@@ -204,7 +299,7 @@ pub(crate) fn scan_tail(
         detail,
         saved_to,
     });
-    Ok(committed)
+    Ok(())
 }
 
 /// Whether the damage `stop` found in the frame at the start of `rest` (the file's bytes from
