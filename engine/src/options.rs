@@ -141,7 +141,7 @@ pub struct Options {
     pub read_only: bool,
     /// Strict mode: every appended event must also conform to this Agent Runtime JSON Schema
     /// (`Schema::Event` or the stricter `Schema::LimeEvent`). Off by default: the journal
-    /// records any well-formed fact, vendor types included (MODEL.md §4).
+    /// records any well-formed fact, vendor types included (docs/MODEL.md §4).
     pub conformance: Option<Schema>,
     /// Zero-fill the tail segment ahead of its frames (2 MiB ahead, or twice the last write when
     /// that is more, a mebibyte at a time) on a thread of its own, and sync the zeros in

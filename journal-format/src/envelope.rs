@@ -1,4 +1,4 @@
-//! The envelope of MODEL.md §1 (an event plus its metadata), its JSON form, and its stored
+//! The envelope of docs/MODEL.md §1 (an event plus its metadata), its JSON form, and its stored
 //! MessagePack body.
 //!
 //! The stored body is the envelope encoded as a MessagePack map of its present fields under their
@@ -47,7 +47,7 @@ const _: () = assert!(NEST_LEVELS_MAX <= msgpack::MAX_DEPTH);
 pub use event_ids::EventIds;
 pub use stored_payload::StoredPayload;
 
-/// Where an imported fact comes from (MODEL.md §1).
+/// Where an imported fact comes from (docs/MODEL.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
@@ -66,8 +66,8 @@ pub enum Provenance {
 /// forms are the map's; the box does not show in them.
 pub type Object = Box<Map<String, Value>>;
 
-/// An event with its metadata: the Agent Runtime event object plus the fields the seeds need
-/// beyond the spec (MODEL.md §1). Unknown fields are kept in [`Envelope::extra`] and round-trip.
+/// An event with its metadata: the Agent Runtime event object plus the fields the runtime designs of docs/MODEL.md need
+/// beyond the spec (docs/MODEL.md §1). Unknown fields are kept in [`Envelope::extra`] and round-trip.
 ///
 /// A new field is declared here (its `#[serde]` attributes feed the JSON Schema) and listed in
 /// `optional_fields!` in `envelope/fields.rs`, which the encoders and decoders of
@@ -79,7 +79,7 @@ pub type Object = Box<Map<String, Value>>;
 /// `timestamp` is RFC 3339, and no journal-assigned field name appears in `extra`.
 #[derive(Debug, Clone, PartialEq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(missing_docs)] // The fields are the Agent Runtime fields, documented in MODEL.md §1.
+#[allow(missing_docs)] // The fields are the Agent Runtime fields, documented in docs/MODEL.md §1.
 pub struct Envelope {
     /// The event type, e.g. `tool.started` or `vendor.acme.thing`.
     #[serde(rename = "type")]
@@ -155,7 +155,7 @@ pub struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
 
-    // Causality and ownership (seed 000).
+    // Causality and ownership (the ecosystem contract).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -415,7 +415,7 @@ impl Envelope {
         None
     }
 
-    /// The stream this event belongs to (MODEL.md §1): its `sessionId`, else its `taskId`, else
+    /// The stream this event belongs to (docs/MODEL.md §1): its `sessionId`, else its `taskId`, else
     /// its `runtimeId`; `None` when it has none of them (such events share the empty stream `""`
     /// for version numbering, see [`Envelope::stream_key`]).
     #[must_use]

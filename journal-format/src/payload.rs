@@ -6,7 +6,7 @@
 //! A typed payload is checked on append ([`check`]): a field of the wrong type, an enum value the
 //! seed does not define, or a missing required field is an error naming the event type and the
 //! field. The check never rewrites the payload: the event is stored exactly as given, unknown
-//! payload fields included. Meaning is not validated here (MODEL.md §4: facts are recorded).
+//! payload fields included. Meaning is not validated here (docs/MODEL.md §4: facts are recorded).
 //!
 //! Agent Runtime types (the spec leaves `payload` open) have every field optional; the journal's
 //! own families (checklist, snapshot, checkpoint, completion decision, dispatch, schedule,
@@ -21,53 +21,53 @@ use serde_json::{Map, Value};
 use crate::error::EnvelopeError;
 use crate::status::ChecklistItemStatus;
 
-/// Task lifecycle events (`task.created` … `task.archived`, seed 002; seed 003's TaskIntent and
-/// TaskOutcome fields; seed 000's AgentTask).
+/// Task lifecycle events (`task.created` … `task.archived`, the Agent Runtime spec; the queue runtime's TaskIntent and
+/// TaskOutcome fields; the ecosystem contract's AgentTask).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPayload {
-    /// A short title (seed 000).
+    /// A short title (the ecosystem contract).
     pub title: Option<String>,
-    /// What the task is for (seed 002's objective, seed 000's intent).
+    /// What the task is for (the Agent Runtime spec's objective, the ecosystem contract's intent).
     pub objective: Option<String>,
-    /// Seed 003's task type.
+    /// The queue runtime's task type.
     pub task_type: Option<String>,
-    /// Where the task came from (seed 003's source; the dedupe key of an enqueue).
+    /// Where the task came from (the queue runtime's source; the dedupe key of an enqueue).
     pub source: Option<String>,
-    /// Queue order only (a number in seed 003, a word in seed 000).
+    /// Queue order only (a number in the queue runtime, a word in the ecosystem contract).
     pub priority: Option<Value>,
     /// Why this lifecycle step happened.
     pub reason: Option<String>,
-    /// Who asked for it (e.g. `operator` for seed 003's operator cancel).
+    /// Who asked for it (e.g. `operator` for the queue runtime's operator cancel).
     pub requested_by: Option<String>,
-    /// The terminal outcome (MODEL.md §3), on terminal events.
+    /// The terminal outcome (docs/MODEL.md §3), on terminal events.
     pub outcome: Option<String>,
-    /// Seed 003's machine status (`ok`, `needs_retry`, `blocked`, `failed`, `canceled`).
+    /// The queue runtime's machine status (`ok`, `needs_retry`, `blocked`, `failed`, `canceled`).
     pub machine_status: Option<MachineStatus>,
-    /// Seed 003's operator summary.
+    /// The queue runtime's operator summary.
     pub operator_summary: Option<String>,
     /// The evidence the task declared it will produce.
     pub evidence_requirements: Option<EvidenceRequirements>,
-    /// Seed 003's TaskOutcome artifact paths.
+    /// The queue runtime's TaskOutcome artifact paths.
     pub artifact_paths: Option<Vec<String>>,
-    /// Seed 003's TaskOutcome file changes.
+    /// The queue runtime's TaskOutcome file changes.
     pub file_changes: Option<Vec<String>>,
-    /// Seed 003's workflow signal (a recorded signal moves a workflow; prose never does).
+    /// The queue runtime's workflow signal (a recorded signal moves a workflow; prose never does).
     pub workflow_signal: Option<String>,
-    /// Seed 003: recorded, never treated as delivered.
+    /// In the queue runtime: recorded, never treated as delivered.
     pub follow_up_tasks: Option<Vec<Value>>,
-    /// Seed 003: recorded, never treated as delivered.
+    /// In the queue runtime: recorded, never treated as delivered.
     pub external_messages: Option<Vec<Value>>,
-    /// Seed 003's attempt budget.
+    /// The queue runtime's attempt budget.
     pub max_attempts: Option<u32>,
-    /// Seed 003's availability gate (RFC 3339).
+    /// The queue runtime's availability gate (RFC 3339).
     pub available_at: Option<String>,
     /// An error message, on failure events.
     pub error: Option<String>,
 }
 
-/// Seed 003's TaskOutcome machine status.
+/// The queue runtime's TaskOutcome machine status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -79,7 +79,7 @@ pub enum MachineStatus {
     Canceled,
 }
 
-/// The evidence a task declares (seed 003's `evidence_requirements`).
+/// The evidence a task declares (the queue runtime's `evidence_requirements`).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -93,7 +93,7 @@ pub struct EvidenceRequirements {
     pub require_adapter_audit: Option<bool>,
 }
 
-/// Attempt events (`task.attempt.started|completed|failed`; seed 003's TaskAttempt, the Agent
+/// Attempt events (`task.attempt.started|completed|failed`; the queue runtime's TaskAttempt, the Agent
 /// Runtime fixture's retry fields).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -111,23 +111,23 @@ pub struct AttemptPayload {
     pub attempt_number: Option<u32>,
     /// The attempt this one retries.
     pub previous_attempt_id: Option<String>,
-    /// Seed 003: the adapter that ran it.
+    /// In the queue runtime: the adapter that ran it.
     pub adapter_id: Option<String>,
-    /// Seed 003: the adapter's kind.
+    /// In the queue runtime: the adapter's kind.
     pub adapter_kind: Option<String>,
-    /// Seed 003: the model, when one was used.
+    /// In the queue runtime: the model, when one was used.
     pub model: Option<String>,
-    /// Seed 003: the runner.
+    /// In the queue runtime: the runner.
     pub runner_id: Option<String>,
-    /// Seed 003's exit status.
+    /// The queue runtime's exit status.
     pub exit_status: Option<ExitStatus>,
-    /// Seed 003's retry class.
+    /// The queue runtime's retry class.
     pub retry_class: Option<RetryClass>,
     /// Free-form diagnostics.
     pub diagnostics: Option<Map<String, Value>>,
 }
 
-/// Seed 003's TaskAttempt exit status.
+/// The queue runtime's TaskAttempt exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -137,7 +137,7 @@ pub enum ExitStatus {
     Timeout,
 }
 
-/// Seed 003's TaskAttempt retry class.
+/// The queue runtime's TaskAttempt retry class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -147,7 +147,7 @@ pub enum RetryClass {
     Permanent,
 }
 
-/// `action.required` (seed 002's required action, seed 004's RequiredAction).
+/// `action.required` (the Agent Runtime spec's required action, the coding-agent runtime's RequiredAction).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -192,7 +192,7 @@ pub struct ToolCallPayload {
     pub input_ref: Option<String>,
 }
 
-/// `tool.result` and `tool.failed` (seed 004's ToolResult).
+/// `tool.result` and `tool.failed` (the coding-agent runtime's ToolResult).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -213,7 +213,7 @@ pub struct ToolResultPayload {
     pub exit_code: Option<i64>,
 }
 
-/// Seed 004's ToolResult status.
+/// The coding-agent runtime's ToolResult status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -222,7 +222,7 @@ pub enum ToolResultStatus {
     Failure,
 }
 
-/// One item of a session checklist (seed 001).
+/// One item of a session checklist (the session runtime).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChecklistItem {
@@ -244,13 +244,13 @@ impl ChecklistItem {
 }
 
 /// `checklist.created`, `checklist.updated`, `checklist.verification_nudged`: the full current
-/// list, as seed 001's `task_list_*` events carry it.
+/// list, as the session runtime's `task_list_*` events carry it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChecklistPayload {
     /// The whole ordered list.
     pub items: Vec<ChecklistItem>,
-    /// Seed 001's advisory flag.
+    /// The session runtime's advisory flag.
     #[serde(default)]
     pub verification_nudge_needed: bool,
 }
@@ -270,7 +270,7 @@ pub struct SnapshotPayload {
     pub body: Option<Value>,
 }
 
-/// Seed 000's AgentCheckpoint status at capture.
+/// The ecosystem contract's AgentCheckpoint status at capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[allow(missing_docs)]
@@ -284,7 +284,7 @@ pub enum CheckpointStatus {
     Cancelled,
 }
 
-/// `checkpoint.captured`: seed 000's AgentCheckpoint.
+/// `checkpoint.captured`: the ecosystem contract's AgentCheckpoint.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -319,7 +319,7 @@ pub struct CheckpointPayload {
     pub last_action_at: Option<String>,
 }
 
-/// Seed 000's AgentDispatchContext (the payload of `dispatch.requested`).
+/// The ecosystem contract's AgentDispatchContext (the payload of `dispatch.requested`).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -334,7 +334,7 @@ pub struct DispatchContext {
     pub initiated_at: String,
 }
 
-/// Seed 000's dispatch origin surface.
+/// The ecosystem contract's dispatch origin surface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[allow(missing_docs)]
@@ -346,7 +346,7 @@ pub enum OriginSurface {
     ProductApi,
 }
 
-/// Seed 000's dispatch mode.
+/// The ecosystem contract's dispatch mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -357,7 +357,7 @@ pub enum DispatchMode {
     Remote,
 }
 
-/// `task.completion.attempted` (seed 004's CompletionAttempt).
+/// `task.completion.attempted` (the coding-agent runtime's CompletionAttempt).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -368,7 +368,7 @@ pub struct CompletionAttemptPayload {
     pub claimed_artifacts: Option<Vec<String>>,
 }
 
-/// `task.completion.decided` (seed 004's CompletionDecision).
+/// `task.completion.decided` (the coding-agent runtime's CompletionDecision).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -404,14 +404,14 @@ pub struct CostPayload {
     pub cost_usd: Option<f64>,
 }
 
-/// `artifact.changed` (seed 003's ArtifactRecord, seed 002's artifact refs).
+/// `artifact.changed` (the queue runtime's ArtifactRecord, the Agent Runtime spec's artifact refs).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactPayload {
     /// `created`, `updated`, `deleted`, or another word.
     pub change: Option<String>,
-    /// Seed 003's role (`plan`, `execute-report`, `verify-report`, `output`, ...).
+    /// The queue runtime's role (`plan`, `execute-report`, `verify-report`, `output`, ...).
     pub role: Option<String>,
     /// The artifact's path.
     pub path: Option<String>,
@@ -451,7 +451,7 @@ pub struct SubagentPayload {
     pub child_thread_id: Option<String>,
     /// The child's session, when it has its own.
     pub child_session_id: Option<String>,
-    /// Seed 003's profile id.
+    /// The queue runtime's profile id.
     pub profile_id: Option<String>,
     /// The child's role.
     pub role: Option<String>,
@@ -482,7 +482,7 @@ pub struct CompactionPayload {
     pub error: Option<String>,
 }
 
-/// Seed 003's TaskIntent: what a schedule or sensor enqueues.
+/// The queue runtime's TaskIntent: what a schedule or sensor enqueues.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -504,7 +504,7 @@ pub struct TaskIntent {
     pub evidence_requirements: Option<EvidenceRequirements>,
 }
 
-/// `schedule.upserted`: seed 003's RecurringScheduleRecord.
+/// `schedule.upserted`: the queue runtime's RecurringScheduleRecord.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchedulePayload {
@@ -539,7 +539,7 @@ pub struct ScheduleFiredPayload {
     pub missed_runs: u64,
 }
 
-/// `sensor.event.recorded` and `sensor.event.deduped`: seed 003's SensorEvent.
+/// `sensor.event.recorded` and `sensor.event.deduped`: the queue runtime's SensorEvent.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -558,7 +558,7 @@ pub struct SensorPayload {
     pub duplicate_of: Option<String>,
 }
 
-/// `workflow.transitioned` and `workflow.completed` (seed 003's goal loop).
+/// `workflow.transitioned` and `workflow.completed` (the queue runtime's goal loop).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -575,7 +575,7 @@ pub struct WorkflowPayload {
     pub signal_task_id: Option<String>,
 }
 
-/// `handoff.requested` and `handoff.accepted` (seed 000's AgentHandoff).
+/// `handoff.requested` and `handoff.accepted` (the ecosystem contract's AgentHandoff).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

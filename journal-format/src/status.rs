@@ -1,4 +1,4 @@
-//! The status model of MODEL.md §3: four fields, never one overloaded word — `lifecycle`,
+//! The status model of docs/MODEL.md §3: four fields, never one overloaded word — `lifecycle`,
 //! `outcome` (terminal only), `reason` (a namespaced class) and `native_status` (the source's
 //! own word, always kept) — and the mapping from each seed's own words.
 
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Where a task, run or session stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-#[allow(missing_docs)] // The Agent Runtime task status values, documented in MODEL.md §3.
+#[allow(missing_docs)] // The Agent Runtime task status values, documented in docs/MODEL.md §3.
 pub enum Lifecycle {
     Draft,
     Accepted,
@@ -76,22 +76,22 @@ pub struct Status {
     pub native_status: String,
 }
 
-/// Whose words a native status is in (the seeds of `shared/seeds/`).
+/// Whose words a native status is in (the runtime designs of docs/MODEL.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vocabulary {
-    /// Seed 000's AgentSession status.
+    /// The ecosystem contract's AgentSession status.
     EcosystemSession,
-    /// Seed 000's AgentRun / AgentTask status.
+    /// The ecosystem contract's AgentRun / AgentTask status.
     EcosystemRun,
-    /// Seed 001's session runtime (with its detail word and terminal status, see [`map`]).
+    /// The session runtime's session runtime (with its detail word and terminal status, see [`map`]).
     SessionRuntime,
-    /// Seed 003's queue runtime TaskRecord status.
+    /// The queue runtime's queue runtime TaskRecord status.
     QueueRuntime,
-    /// Seed 004's narrow runtime state.
+    /// The coding-agent runtime's narrow runtime state.
     NarrowRuntime,
 }
 
-/// The status of a checklist item (seed 000's AgentTodo is a checklist item).
+/// The status of a checklist item (the ecosystem contract's AgentTodo is a checklist item).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
@@ -102,7 +102,7 @@ pub enum ChecklistItemStatus {
     Removed,
 }
 
-/// Maps seed 000's AgentTodo status; `None` for a word the seed does not define.
+/// Maps the ecosystem contract's AgentTodo status; `None` for a word that design does not define.
 #[must_use]
 pub fn map_todo(native: &str) -> Option<ChecklistItemStatus> {
     Some(match native {
@@ -115,7 +115,7 @@ pub fn map_todo(native: &str) -> Option<ChecklistItemStatus> {
 }
 
 /// Maps a native status to the four fields. `detail` is the second word some runtimes pair
-/// with their status (seed 001's `blocked` + `awaiting_approval`, `paused` +
+/// with their status (the session runtime's `blocked` + `awaiting_approval`, `paused` +
 /// `needs_user_action`, `completed` + its terminal status); `attempts_exhausted` tells seed
 /// 003's `retryable_failure` with no attempt left (blocked) from one that will retry.
 ///
@@ -232,7 +232,7 @@ mod tests {
         Option<&'static str>,
     );
 
-    /// MODEL.md §3, row by row.
+    /// docs/MODEL.md §3, row by row.
     #[test]
     fn every_row_of_the_mapping_table() {
         let rows: &[Row] = &[

@@ -1,4 +1,4 @@
-//! The event vocabulary (MODEL.md §2): every type the journal knows by name and family — the
+//! The event vocabulary (docs/MODEL.md §2): every type the journal knows by name and family — the
 //! 120 types of the Agent Runtime schema's enum and the journal's own families — and the rules
 //! for everything else: `vendor.<namespace>.<name>` and unknown types are stored and returned
 //! unchanged, never refused for being unknown.
@@ -127,7 +127,7 @@ pub const AGENT_RUNTIME_TYPES: [&str; 120] = [
     "benchmark.comparison.completed",
 ];
 
-/// The journal's own event types (MODEL.md §2), each with its family.
+/// The journal's own event types (docs/MODEL.md §2), each with its family.
 pub const JOURNAL_TYPES: [(&str, &str); 17] = [
     ("checklist.created", "checklist"),
     ("checklist.updated", "checklist"),
