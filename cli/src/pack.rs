@@ -84,7 +84,7 @@ pub fn export(journal: &Journal, what: Pack, session: &str, out: &Path) -> Resul
     write(
         out,
         "replay.txt",
-        journal_replay::text::render(&narrative, false).as_bytes(),
+        journal_replay::text::render(&narrative, journal_replay::text::Colour::Plain).as_bytes(),
         &mut manifest,
     )?;
     write(
