@@ -3,7 +3,7 @@
 //! a second process and kills that writer with SIGKILL mid-stream, reopens the journal (showing
 //! what recovery found, and that every acknowledged event is there), appends the rest (what was
 //! already stored is recognised by its event id), catches the read models up, prints a session
-//! snapshot with its freshness and the narrative of one run, writes the HTML replay, and ends
+//! snapshot with its freshness and the narrative of one task, writes the HTML replay, and ends
 //! with `verify`.
 
 use std::collections::BTreeSet;
@@ -19,7 +19,7 @@ use journal_replay::Scope;
 
 use crate::{fail, out, Failure};
 
-/// The marker that says a directory holds a demo journal (and may be replaced by the next run).
+/// The marker that says a directory holds a demo journal (and may be replaced by the next demo).
 /// Nothing else is ever removed.
 const MARKER: &str = "DEMO";
 
@@ -44,7 +44,7 @@ fn prepare(dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
     std::fs::write(
         dir.join(MARKER),
-        "made by `journal demo`; the next run replaces this directory\n",
+        "made by `journal demo`; the next demo replaces this directory\n",
     )
     .map_err(|e| fail(format!("{}: {e}", dir.display())))
 }

@@ -87,7 +87,7 @@ enum Verb {
     /// second import of the same file adds nothing.
     Import(import::ImportArgs),
     /// The whole product in a few seconds: a workload, a killed writer, recovery, read
-    /// models, a replay, verify (in ./journal-demo, replaced on each run).
+    /// models, a replay, verify (in ./journal-demo, replaced by each demo).
     Demo(DemoArgs),
     /// Serve the journal over HTTP (append, read, follow, commands, read models), holding its
     /// writer; stops cleanly on SIGTERM or SIGINT (docs/SERVER.md).
@@ -99,7 +99,7 @@ enum Verb {
 
 #[derive(Args, Debug)]
 struct DemoArgs {
-    /// Where to build the demo journal (replaced on each run; never a directory that holds
+    /// Where to build the demo journal (replaced by each demo; never a directory that holds
     /// something else).
     #[arg(long, default_value = "./journal-demo")]
     out: PathBuf,
