@@ -110,15 +110,30 @@ fn check_run(run: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
+/// An event's time as the journal records it.
+#[derive(Clone, Debug)]
+struct Time {
+    /// RFC 3339, in UTC.
+    rfc3339: String,
+    /// Whether the source gave no zone, and UTC was assumed.
+    assumed_utc: bool,
+}
+
 /// A timestamp as RFC 3339 UTC, and whether its zone was assumed.
-fn utc(ts: &str) -> Option<(String, bool)> {
+fn utc(ts: &str) -> Option<Time> {
     if journal_format::time_fmt::parse_rfc3339_ns(ts).is_ok() {
-        return Some((ts.to_string(), false));
+        return Some(Time {
+            rfc3339: ts.to_string(),
+            assumed_utc: false,
+        });
     }
     let assumed = format!("{ts}Z");
     journal_format::time_fmt::parse_rfc3339_ns(&assumed)
         .ok()
-        .map(|_| (assumed, true))
+        .map(|_| Time {
+            rfc3339: assumed,
+            assumed_utc: true,
+        })
 }
 
 /// One evaluation run: an attempt of its task, with its history.
@@ -171,7 +186,7 @@ fn evaluation_run(
 }
 
 /// When an evaluation run started: its metadata's `start_time`, else its first event's time.
-fn start_time(v: &Map<String, Value>) -> (String, bool) {
+fn start_time(v: &Map<String, Value>) -> Time {
     ptr(v, "/metadata/start_time")
         .and_then(Value::as_str)
         .and_then(|t| utc(&t.replace(' ', "T")))
@@ -181,12 +196,15 @@ fn start_time(v: &Map<String, Value>) -> (String, bool) {
                 .and_then(|e| str_at(e, "/timestamp"))
                 .and_then(utc)
         })
-        .unwrap_or_else(|| ("1970-01-01T00:00:00Z".into(), true))
+        .unwrap_or_else(|| Time {
+            rfc3339: "1970-01-01T00:00:00Z".into(),
+            assumed_utc: true,
+        })
 }
 
 /// The end of an evaluation run's attempt, at its last event (or its `start`): failed when it
 /// has an `error`, with its patch in a blob.
-fn attempt_ended(out: &mut Emitter, run: &Run, v: &Map<String, Value>, start: (String, bool)) {
+fn attempt_ended(out: &mut Emitter, run: &Run, v: &Map<String, Value>, start: Time) {
     let Some((_, attempt)) = &run.attempt else {
         return;
     };
@@ -208,18 +226,11 @@ fn attempt_ended(out: &mut Emitter, run: &Run, v: &Map<String, Value>, start: (S
 }
 
 /// An event of an evaluation run's attempt itself (its start or end), at `time`.
-fn attempt_event(
-    out: &mut Emitter,
-    run: &Run,
-    t: &str,
-    key: &str,
-    time: &(String, bool),
-    payload: Value,
-) {
+fn attempt_event(out: &mut Emitter, run: &Run, t: &str, key: &str, time: &Time, payload: Value) {
     let Some((task, attempt)) = &run.attempt else {
         return;
     };
-    if let Some(e) = out.emit(t, task, key, &time.0, "run") {
+    if let Some(e) = out.emit(t, task, key, &time.rfc3339, "run") {
         e.task_id = Some(task.clone());
         e.attempt_id = Some(attempt.clone());
         e.thread_id = Some(task.clone());
@@ -229,8 +240,8 @@ fn attempt_event(
 }
 
 /// Marks an event whose timestamp had no zone.
-fn flag(e: &mut journal_format::Envelope, time: &(String, bool), source: Option<&str>) {
-    if time.1 {
+fn flag(e: &mut journal_format::Envelope, time: &Time, source: Option<&str>) {
+    if time.assumed_utc {
         e.extra
             .insert("timestampAssumedUtc".into(), Value::Bool(true));
         if let Some(s) = source {
@@ -245,7 +256,7 @@ fn flag(e: &mut journal_format::Envelope, time: &(String, bool), source: Option<
 struct Origin<'r> {
     id: u64,
     key: String,
-    time: (String, bool),
+    time: Time,
     source_ts: &'r str,
     native: String,
 }
@@ -259,7 +270,7 @@ struct Run {
     open: HashMap<u64, (String, String)>,
     model_responses: HashSet<String>,
     turn: Option<String>,
-    last_time: Option<(String, bool)>,
+    last_time: Option<Time>,
     seen: HashSet<u64>,
 }
 
@@ -288,7 +299,7 @@ impl Run {
             t,
             &self.session,
             &self.scoped(key),
-            &from.time.0,
+            &from.time.rfc3339,
             &from.native,
         )?;
         self.stamp(e, &from.time, from.source_ts);
@@ -305,7 +316,7 @@ impl Run {
     }
 
     /// Puts an event of this run on its thread, turn, task and attempt, and flags an assumed zone.
-    fn stamp(&self, e: &mut journal_format::Envelope, time: &(String, bool), source_ts: &str) {
+    fn stamp(&self, e: &mut journal_format::Envelope, time: &Time, source_ts: &str) {
         e.thread_id = Some(self.session.clone());
         e.turn_id.clone_from(&self.turn);
         if let Some((task, attempt)) = &self.attempt {
@@ -375,7 +386,7 @@ impl Run {
         }
         let source_ts = str_of(v, "timestamp").unwrap_or("");
         let time = utc(source_ts)?;
-        if time.1 {
+        if time.assumed_utc {
             out.summary.timestamps_assumed_utc += 1;
         }
         self.last_time = Some(time.clone());
@@ -591,7 +602,7 @@ impl Run {
                 .or_default() += 1;
         }
         let key = self.scoped(&from.key);
-        if let Some(e) = out.vendor(native, &self.session, &key, &from.time.0, v) {
+        if let Some(e) = out.vendor(native, &self.session, &key, &from.time.rfc3339, v) {
             self.stamp(e, &from.time, from.source_ts);
         }
     }
