@@ -14,7 +14,7 @@ pub enum Ids {
     /// `evt-000000000123`: ids that grow with time, as UUID v7, ULIDs and counters do.
     #[default]
     Growing,
-    /// UUID v4-shaped ids in no order, drawn from the event's number (the same each run).
+    /// UUID v4-shaped ids in no order, drawn from the event's number (the same each time).
     Random,
 }
 

@@ -4,12 +4,67 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 
+use clap::Args;
 use journal_engine::{Filter, Journal};
 use journal_format::conformance::{self, Exported, Schema};
 use serde_json::json;
 
-use crate::Failure;
+use crate::{fail, out, pack, Failure, FilterArgs, Profile};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Agent Runtime event objects, one per line.
+    Agentruntime,
+}
+
+/// `journal export`'s arguments.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// `replay` or `evidence`: a pack of files for a session (`--session ID --out DIR`);
+    /// without it, the events as Agent Runtime JSON Lines.
+    #[arg(value_enum)]
+    pack: Option<pack::Pack>,
+    /// The output form.
+    #[arg(long, value_enum, default_value = "agentruntime")]
+    format: ExportFormat,
+    /// The schema every written event must validate against.
+    #[arg(long, value_enum, default_value = "core")]
+    profile: Profile,
+    /// Write to FILE instead of standard output (for `replay` and `evidence`: the directory,
+    /// new or empty).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+/// Writes a pack for a session, or the events as JSON Lines (to `--out` or standard output)
+/// with a report of what was left out on standard error.
+pub fn run(journal: &Journal, args: &ExportArgs) -> Result<u8, Failure> {
+    if let Some(what) = args.pack {
+        let (Some(session), Some(out)) = (&args.filter.session, &args.out) else {
+            return Err(Failure {
+                code: 2,
+                message: "export replay|evidence needs --session ID and --out DIR".into(),
+            });
+        };
+        return pack::export(journal, what, session, out);
+    }
+    let ExportFormat::Agentruntime = args.format;
+    let schema = args.profile.schema();
+    let summary = match &args.out {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            export(journal, args.filter.filter(), schema, file)?
+        }
+        None => export(journal, args.filter.filter(), schema, out::stdout())?,
+    };
+    out::warn(summary.to_json());
+    Ok(0)
+}
 
 /// What an export wrote and left out.
 pub struct Summary {
@@ -35,7 +90,7 @@ pub fn export(
         let event = event?;
         match conformance::export(&event.envelope, schema) {
             Exported::Event(value) => {
-                serde_json::to_writer(&mut out, &value).map_err(|e| crate::fail(e.to_string()))?;
+                serde_json::to_writer(&mut out, &value).map_err(|e| fail(e.to_string()))?;
                 out.write_all(b"\n")?;
                 summary.exported += 1;
             }

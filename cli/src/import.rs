@@ -86,11 +86,20 @@ pub fn parse(args: &ImportArgs) -> Result<Vec<Parsed>, Failure> {
     Ok(parsed)
 }
 
-/// Writes the parsed files and prints their summaries.
+/// How each file's summary is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Summaries {
+    /// Readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Writes the parsed files and prints their summaries in `form`.
 pub fn write(
     journal: &journal_engine::Journal,
     parsed: Vec<Parsed>,
-    as_json: bool,
+    form: Summaries,
 ) -> Result<u8, Failure> {
     let total: u64 = parsed.iter().map(|p| p.events.len() as u64).sum();
     let bar = if io::stderr().is_terminal() && total >= 10_000 {
@@ -109,10 +118,9 @@ pub fn write(
         let written = import::write(journal, &file, &mut |done| bar.set_position(before + done))?;
         before += file.events.len() as u64;
         file.summary.events_written = Some(written.events_written);
-        if as_json {
-            out::line(json!(file.summary))?;
-        } else {
-            out::text(text(&file, written))?;
+        match form {
+            Summaries::Json => out::line(json!(file.summary))?,
+            Summaries::Text => out::text(text(&file, written))?,
         }
     }
     bar.finish_and_clear();

@@ -4,6 +4,7 @@
 //! found).
 
 mod append;
+mod blob;
 mod command;
 mod demo;
 mod export;
@@ -12,21 +13,23 @@ mod lines;
 mod models;
 mod out;
 mod pack;
+mod read;
 mod replay;
 mod schema;
 mod serve;
+mod verify;
 
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use blob::BlobCommand;
 use clap::{Args, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use journal_engine::{Error, Filter, Journal, Options, VerifyOptions};
-use journal_format::{ChainHash, Position, StoredEvent};
+use journal_engine::{Error, Filter, Journal, Options};
+use journal_format::Position;
 use journal_projections::store::Store;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The journal engine's command line.
 #[derive(Parser, Debug)]
@@ -56,24 +59,24 @@ enum Verb {
     /// Append JSON Lines events from FILE or standard input.
     Append(AppendArgs),
     /// Print stored events as JSON Lines.
-    Read(ReadArgs),
+    Read(read::ReadArgs),
     /// Print recent events, then (with -f) follow new ones.
-    Tail(TailArgs),
+    Tail(read::TailArgs),
     /// Check every frame, the chain, footers, the index and blobs; print a JSON report.
-    Verify(VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// Print the head's position and chain link, to keep outside the journal.
     Digest,
     /// Print the journal's state as JSON.
     Status,
     /// Store or fetch a blob (large output referenced as `blake3:<hex>`).
     #[command(subcommand)]
-    Blob(BlobCommand),
+    Blob(blob::BlobCommand),
     /// Export events as Agent Runtime JSON Lines that validate against its schema.
-    Export(ExportArgs),
+    Export(export::ExportArgs),
     /// Run a control-plane command (create_task, respond_action, ...) with JSON arguments.
     Command(CommandArgs),
     /// Print JSON Schemas: the event form, payloads, commands, state (all, or NAME).
-    Schema(SchemaArgs),
+    Schema(schema::SchemaArgs),
     /// Print a read model with its freshness, after catching the projections up.
     Get(GetArgs),
     /// Rebuild the read models from the log and print each one's digest.
@@ -84,7 +87,7 @@ enum Verb {
     /// second import of the same file adds nothing.
     Import(import::ImportArgs),
     /// The whole product in a few seconds: a workload, a killed writer, recovery, read
-    /// models, a replay, verify (in ./journal-demo, replaced on each run).
+    /// models, a replay, verify (in ./journal-demo, replaced by each demo).
     Demo(DemoArgs),
     /// Serve the journal over HTTP (append, read, follow, commands, read models), holding its
     /// writer; stops cleanly on SIGTERM or SIGINT (docs/SERVER.md).
@@ -96,7 +99,7 @@ enum Verb {
 
 #[derive(Args, Debug)]
 struct DemoArgs {
-    /// Where to build the demo journal (replaced on each run; never a directory that holds
+    /// Where to build the demo journal (replaced by each demo; never a directory that holds
     /// something else).
     #[arg(long, default_value = "./journal-demo")]
     out: PathBuf,
@@ -177,48 +180,12 @@ impl Profile {
     }
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum ExportFormat {
-    /// Agent Runtime event objects, one per line.
-    Agentruntime,
-}
-
-#[derive(Args, Debug)]
-struct ExportArgs {
-    /// `replay` or `evidence`: a pack of files for a session (`--session ID --out DIR`);
-    /// without it, the events as Agent Runtime JSON Lines.
-    #[arg(value_enum)]
-    pack: Option<pack::Pack>,
-    /// The output form.
-    #[arg(long, value_enum, default_value = "agentruntime")]
-    format: ExportFormat,
-    /// The schema every written event must validate against.
-    #[arg(long, value_enum, default_value = "core")]
-    profile: Profile,
-    /// Write to FILE instead of standard output (for `replay` and `evidence`: the directory,
-    /// new or empty).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    #[command(flatten)]
-    filter: FilterArgs,
-}
-
 #[derive(Args, Debug)]
 struct CommandArgs {
     /// The command's name, e.g. `create_task`.
     name: String,
     /// Its arguments as a JSON object; `-` or nothing reads standard input.
     args: Option<String>,
-}
-
-#[derive(Args, Debug)]
-struct SchemaArgs {
-    /// One schema: `event`, `payload.<Shape>`, `command.<name>`, `state.stream`,
-    /// `agentruntime.<file>`; `--list` lists the names.
-    name: Option<String>,
-    /// List the schema names.
-    #[arg(long)]
-    list: bool,
 }
 
 #[derive(Args, Debug)]
@@ -275,45 +242,6 @@ impl FilterArgs {
             limit: self.limit,
         }
     }
-}
-
-#[derive(Args, Debug)]
-struct ReadArgs {
-    #[command(flatten)]
-    filter: FilterArgs,
-}
-
-#[derive(Args, Debug)]
-struct TailArgs {
-    /// Keep following new events.
-    #[arg(short = 'f', long)]
-    follow: bool,
-    /// Without --from, start this many events before the head.
-    #[arg(short = 'n', long, default_value_t = 10)]
-    lines: u64,
-    #[command(flatten)]
-    filter: FilterArgs,
-}
-
-#[derive(Args, Debug)]
-struct VerifyArgs {
-    /// A digest kept outside the journal, as POSITION:HASH (from `journal digest`).
-    #[arg(long)]
-    digest: Option<String>,
-}
-
-#[derive(Subcommand, Debug)]
-enum BlobCommand {
-    /// Store a file; prints its reference.
-    Put {
-        /// The file to store.
-        file: PathBuf,
-    },
-    /// Write a blob's bytes to standard output.
-    Get {
-        /// The reference (`blake3:<hex>`) or hex.
-        reference: String,
-    },
 }
 
 /// A failure with its exit code.
@@ -473,262 +401,132 @@ fn open_store_first(cli: &Cli) -> Result<Option<Arc<Store>>, Failure> {
     models::open_store(&cli.dir).map(Some)
 }
 
+/// Runs the command: first those that check their input before opening anything or open no
+/// journal of their own, then those that use the journal opened here.
 async fn run(cli: Cli) -> Result<u8, Failure> {
-    if let Verb::Schema(args) = &cli.verb {
-        let all = schema::all();
-        let text = if args.list {
-            all.keys().cloned().collect::<Vec<_>>().join("\n")
-        } else if let Some(name) = &args.name {
-            let one = all.get(name).ok_or_else(|| Failure {
-                code: 2,
-                message: format!("no schema named {name:?}; `journal schema --list` lists them"),
-            })?;
-            serde_json::to_string_pretty(one).map_err(|e| fail(e.to_string()))?
-        } else {
-            serde_json::to_string_pretty(&all).map_err(|e| fail(e.to_string()))?
-        };
-        out::line(&text)?;
-        return Ok(0);
+    match &cli.verb {
+        Verb::Schema(args) => schema::run(args),
+        Verb::Append(args) if !args.stream => append_checked(&cli, args).await,
+        Verb::Token(command) => serve::token(&cli.dir, command),
+        Verb::Serve(args) => serve::serve(&cli, args).await,
+        Verb::Demo(args) => demo::run(&args.out).await,
+        Verb::Import(args) => import(&cli, args),
+        Verb::Command(args) => command(&cli, args).await,
+        _ => with_journal(&cli).await,
     }
-    if let Verb::Append(args) = &cli.verb {
-        if !args.stream {
-            // Check the whole input before opening anything, so bad input leaves the journal
-            // directory byte-for-byte unchanged.
-            let batch = append::parse_input(args)?;
-            let journal = open(&cli, Access::Write)?;
-            let code = append::append_all(&journal, args, batch).await?;
-            journal.close();
-            return Ok(code);
-        }
-    }
+}
+
+/// `append` of a whole input: checked before opening anything, so bad input leaves the
+/// journal directory byte-for-byte unchanged, then appended as one batch.
+async fn append_checked(cli: &Cli, args: &AppendArgs) -> Result<u8, Failure> {
+    let batch = append::parse_input(args)?;
+    let journal = open(cli, Access::Write)?;
+    let code = append::append_all(&journal, args, batch).await?;
+    journal.close();
+    Ok(code)
+}
+
+/// `import`: every file is parsed before the journal is opened, so a damaged one writes
+/// nothing.
+fn import(cli: &Cli, args: &import::ImportArgs) -> Result<u8, Failure> {
+    let parsed = import::parse(args)?;
+    let journal = open(cli, Access::Write)?;
+    let form = if args.json {
+        import::Summaries::Json
+    } else {
+        import::Summaries::Text
+    };
+    let code = tokio::task::block_in_place(|| import::write(&journal, parsed, form))?;
+    journal.close();
+    Ok(code)
+}
+
+/// `command`: its arguments are checked before the journal is opened, so a refused command
+/// leaves nothing behind.
+async fn command(cli: &Cli, args: &CommandArgs) -> Result<u8, Failure> {
+    let parsed = match command::parse(&args.name, args.args.as_deref())? {
+        Ok(parsed) => parsed,
+        Err(violation) => return command::refuse(&violation),
+    };
+    let journal = open(cli, Access::Write)?;
+    let code = command::run(&journal, &parsed).await?;
+    journal.close();
+    Ok(code)
+}
+
+/// The commands that use the journal opened here (and the read-model store, those that use
+/// it).
+async fn with_journal(cli: &Cli) -> Result<u8, Failure> {
     let access = match &cli.verb {
-        Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) | Verb::Serve(_) => Access::Write,
+        Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) => Access::Write,
         Verb::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
-    if let Verb::Token(command) = &cli.verb {
-        return serve::token(&cli.dir, command);
-    }
-    if let Verb::Serve(args) = &cli.verb {
-        return serve::serve(&cli, args).await;
-    }
-    if let Verb::Demo(args) = &cli.verb {
-        return demo::run(&args.out).await;
-    }
-    if let Verb::Import(args) = &cli.verb {
-        // Every file is parsed before the journal is opened: a damaged one writes nothing.
-        let parsed = import::parse(args)?;
-        let journal = open(&cli, Access::Write)?;
-        let code = tokio::task::block_in_place(|| import::write(&journal, parsed, args.json))?;
-        journal.close();
-        return Ok(code);
-    }
-    if let Verb::Command(args) = &cli.verb {
-        // Arguments are checked before the journal is opened: a refused command leaves
-        // nothing behind.
-        let parsed = match command::parse(&args.name, args.args.as_deref())? {
-            Ok(parsed) => parsed,
-            Err(violation) => return command::refuse(&violation),
-        };
-        let journal = open(&cli, Access::Write)?;
-        let code = command::run(&journal, &parsed).await?;
-        journal.close();
-        return Ok(code);
-    }
-    let store = open_store_first(&cli)?;
-    let journal = open(&cli, access)?;
-    let code = match &cli.verb {
-        // Answered above, before opening.
+    let store = open_store_first(cli)?;
+    let journal = open(cli, access)?;
+    let code = on_journal(&cli.verb, &journal, store).await?;
+    journal.close();
+    Ok(code)
+}
+
+/// Runs `verb` on the open `journal`.
+async fn on_journal(
+    verb: &Verb,
+    journal: &Journal,
+    store: Option<Arc<Store>>,
+) -> Result<u8, Failure> {
+    match verb {
+        // Answered by `run`, before a journal is opened.
         Verb::Schema(_)
         | Verb::Command(_)
         | Verb::Demo(_)
         | Verb::Import(_)
         | Verb::Serve(_)
-        | Verb::Token(_) => 0,
-        Verb::Export(ExportArgs {
-            pack: Some(what),
-            out,
-            filter,
-            ..
-        }) => {
-            let (Some(session), Some(out)) = (&filter.session, out) else {
-                return Err(Failure {
-                    code: 2,
-                    message: "export replay|evidence needs --session ID and --out DIR".into(),
-                });
-            };
-            pack::export(&journal, *what, session, out)?
-        }
-        Verb::Export(args) => {
-            let ExportFormat::Agentruntime = args.format;
-            let schema = args.profile.schema();
-            let summary = match &args.out {
-                Some(path) => {
-                    let file = std::fs::File::create(path)
-                        .map_err(|e| fail(format!("{}: {e}", path.display())))?;
-                    export::export(&journal, args.filter.filter(), schema, file)?
-                }
-                None => export::export(&journal, args.filter.filter(), schema, out::stdout())?,
-            };
-            out::warn(summary.to_json());
-            0
-        }
-        Verb::Append(args) => append::append_stream(&journal, args).await?,
+        | Verb::Token(_) => Ok(0),
+        Verb::Export(args) => export::run(journal, args),
+        Verb::Append(args) => append::append_stream(journal, args).await,
         Verb::Read(args) => {
-            read(&journal, args.filter.filter())?;
-            0
+            read::read(journal, args.filter.filter())?;
+            Ok(0)
         }
-        Verb::Tail(args) => tail(&journal, args).await?,
-        Verb::Verify(args) => verify(&journal, args)?,
-        Verb::Digest => {
-            let head = journal.head();
-            out::line(format_args!(
-                "{}",
-                json!({"position": head.position.0, "hash": head.hash.to_hex()})
-            ))?;
-            0
-        }
-        Verb::Status => {
-            let mut status =
-                serde_json::to_value(journal.status()?).map_err(|e| fail(e.to_string()))?;
-            if let Value::Object(o) = &mut status {
-                o.insert("projections".into(), models::status(&journal, store)?);
-            }
-            out::line(&status)?;
-            0
-        }
+        Verb::Tail(args) => read::tail(journal, args).await,
+        Verb::Verify(args) => verify::verify(journal, args),
+        Verb::Digest => verify::digest(journal),
+        Verb::Status => status(journal, store),
         Verb::Get(args) if args.kind == "history" => {
-            models::history(&journal, &args.id, args.cursor, args.limit)?
+            models::history(journal, &args.id, args.cursor, args.limit)
         }
         Verb::Get(args) => models::get(
-            &journal,
+            journal,
             store,
             args.format,
             &args.kind,
             &args.id,
             args.min_position,
             std::time::Duration::from_millis(args.timeout_ms),
-        )?,
+        ),
         Verb::Replay(args) => replay::replay(
-            &journal,
+            journal,
             args.kind,
             &args.id,
             args.at,
             args.format,
             args.out.as_deref(),
-        )?,
+        ),
         Verb::Rebuild(args) if args.verify => {
-            models::verify(&journal, store, args.projection.as_deref())?
+            models::verify(journal, store, args.projection.as_deref())
         }
-        Verb::Rebuild(args) => models::rebuild(&journal, store, args.projection.as_deref())?,
-        Verb::Blob(BlobCommand::Put { file }) => {
-            let bytes =
-                std::fs::read(file).map_err(|e| fail(format!("{}: {e}", file.display())))?;
-            let reference = journal.blobs().put(&bytes)?;
-            out::line(json!({"ref": reference, "bytes": bytes.len()}))?;
-            0
-        }
-        Verb::Blob(BlobCommand::Get { reference }) => match journal.blobs().get(reference)? {
-            Some(bytes) => {
-                out::bytes(&bytes)?;
-                0
-            }
-            None => return Err(fail(format!("no blob {reference}"))),
-        },
-    };
-    journal.close();
-    Ok(code)
+        Verb::Rebuild(args) => models::rebuild(journal, store, args.projection.as_deref()),
+        Verb::Blob(command) => blob::run(journal, command),
+    }
 }
 
-fn print_event(out: &mut impl Write, event: &StoredEvent) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, &event.to_json_value())?;
-    out.write_all(b"\n")
-}
-
-fn read(journal: &Journal, filter: Filter) -> Result<(), Failure> {
-    let mut out = BufWriter::new(out::stdout());
-    for event in journal.query(filter)? {
-        print_event(&mut out, &event?)?;
+/// `status`: the journal's state, with the read models' when a store exists.
+fn status(journal: &Journal, store: Option<Arc<Store>>) -> Result<u8, Failure> {
+    let mut status = serde_json::to_value(journal.status()?).map_err(|e| fail(e.to_string()))?;
+    if let Value::Object(o) = &mut status {
+        o.insert("projections".into(), models::status(journal, store)?);
     }
-    out.flush()?;
-    Ok(())
-}
-
-async fn tail(journal: &Journal, args: &TailArgs) -> Result<u8, Failure> {
-    let mut filter = args.filter.filter();
-    let head = journal.head().position;
-    if filter.from.is_none() {
-        filter.from = Some(Position(
-            head.0.saturating_sub(args.lines.saturating_sub(1)).max(1),
-        ));
-    }
-    let from = filter.from.unwrap_or(Position(1));
-    if !args.follow {
-        read(journal, filter)?;
-        return Ok(0);
-    }
-    let mut subscription = journal.subscribe(from);
-    let mut remaining = filter.limit.unwrap_or(usize::MAX);
-    filter.limit = None;
-    let mut stdout = out::stdout();
-    while remaining > 0 {
-        let Some(event) = subscription.next().await else {
-            break;
-        };
-        let event = event?;
-        if filter.to.is_some_and(|to| event.position > to) {
-            break;
-        }
-        if filter.matches(&event) {
-            print_event(&mut stdout, &event)?;
-            stdout.flush()?;
-            remaining -= 1;
-        }
-    }
+    out::line(&status)?;
     Ok(0)
-}
-
-fn parse_digest(text: &str) -> Result<(Position, ChainHash), Failure> {
-    let (position, hash) = text.split_once(':').ok_or_else(|| Failure {
-        code: 2,
-        message: format!("--digest takes POSITION:HASH, got {text:?}"),
-    })?;
-    let position = position.parse::<u64>().map_err(|e| Failure {
-        code: 2,
-        message: format!("--digest position {position:?}: {e}"),
-    })?;
-    let hash = ChainHash::from_hex(hash).map_err(|e| Failure {
-        code: 2,
-        message: format!("--digest hash: {e}"),
-    })?;
-    Ok((Position(position), hash))
-}
-
-fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
-    let digest = args.digest.as_deref().map(parse_digest).transpose()?;
-    let bar = if io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        if let Ok(style) =
-            ProgressStyle::with_template("verify {bar:40} {bytes}/{total_bytes} {eta}")
-        {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let options = VerifyOptions {
-        digest,
-        ..VerifyOptions::default()
-    };
-    let report = journal.verify(&options, &mut |done, total| {
-        bar.set_length(total);
-        bar.set_position(done);
-    })?;
-    bar.finish_and_clear();
-    out::line(format_args!(
-        "{}",
-        serde_json::to_string(&report).map_err(|e| fail(e.to_string()))?
-    ))?;
-    Ok(if report.ok { 0 } else { 3 })
 }

@@ -85,3 +85,12 @@ pub fn warn(text: impl Display) {
     let mut err = io::stderr().lock();
     let _ = writeln!(err, "{text}");
 }
+
+/// ANSI colours when standard output is a terminal, plain text otherwise.
+pub fn colour() -> journal_replay::text::Colour {
+    if io::IsTerminal::is_terminal(&io::stdout()) {
+        journal_replay::text::Colour::Ansi
+    } else {
+        journal_replay::text::Colour::Plain
+    }
+}

@@ -1,10 +1,10 @@
 //! `journal replay run|task|session ID [--at P] [--format text|json|html] [--out FILE]`: the
 //! narrative of a run, task or session (see `journal-replay`), as of any position.
 
-use std::io::{self, IsTerminal};
 use std::path::Path;
 
 use journal_engine::Journal;
+use journal_replay::text::Colour;
 use journal_replay::Scope;
 
 use crate::{fail, out, Failure};
@@ -57,7 +57,11 @@ pub fn replay(
         Format::Json => serde_json::to_string(&narrative).map_err(|e| fail(e.to_string()))? + "\n",
         Format::Html => journal_replay::html::render(&narrative),
         Format::Text => {
-            let colour = out.is_none() && io::stdout().is_terminal();
+            let colour = if out.is_none() {
+                out::colour()
+            } else {
+                Colour::Plain
+            };
             journal_replay::text::render(&narrative, colour)
         }
     };

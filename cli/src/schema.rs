@@ -2,10 +2,42 @@
 //! commands' arguments and the state they decide on, so products in other languages can
 //! generate their types.
 
+use clap::Args;
 use journal_format::conformance::Schema;
 use journal_format::{payload, Envelope};
 use journal_projections::{Command, StreamState};
 use serde_json::{Map, Value};
+
+use crate::{fail, out, Failure};
+
+/// `journal schema`'s arguments.
+#[derive(Args, Debug)]
+pub struct SchemaArgs {
+    /// One schema: `event`, `payload.<Shape>`, `command.<name>`, `state.stream`,
+    /// `agentruntime.<file>`; `--list` lists the names.
+    name: Option<String>,
+    /// List the schema names.
+    #[arg(long)]
+    list: bool,
+}
+
+/// Prints the schema names, one schema, or all of them.
+pub fn run(args: &SchemaArgs) -> Result<u8, Failure> {
+    let all = all();
+    let text = if args.list {
+        all.keys().cloned().collect::<Vec<_>>().join("\n")
+    } else if let Some(name) = &args.name {
+        let one = all.get(name).ok_or_else(|| Failure {
+            code: 2,
+            message: format!("no schema named {name:?}; `journal schema --list` lists them"),
+        })?;
+        serde_json::to_string_pretty(one).map_err(|e| fail(e.to_string()))?
+    } else {
+        serde_json::to_string_pretty(&all).map_err(|e| fail(e.to_string()))?
+    };
+    out::line(&text)?;
+    Ok(0)
+}
 
 fn value(schema: schemars::Schema) -> Value {
     schema.to_value()

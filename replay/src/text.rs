@@ -5,18 +5,37 @@ use std::fmt::Write as _;
 
 use crate::narrative::{Evidence, Narrative, Scope};
 
-fn paint(colour: bool, code: &str, text: &str) -> String {
-    if colour {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_string()
+/// Whether the text carries colours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Colour {
+    /// ANSI colours, for a terminal.
+    Ansi,
+    /// Plain text.
+    Plain,
+}
+
+impl Colour {
+    fn paint(self, code: &str, text: &str) -> String {
+        match self {
+            Colour::Ansi => format!("\x1b[{code}m{text}\x1b[0m"),
+            Colour::Plain => text.to_string(),
+        }
     }
 }
 
-/// Renders `narrative`; `colour` adds ANSI colours.
+/// Renders `narrative`, in `colour`.
 #[must_use]
-pub fn render(narrative: &Narrative, colour: bool) -> String {
+pub fn render(narrative: &Narrative, colour: Colour) -> String {
     let mut out = String::new();
+    heading(&mut out, narrative, colour);
+    steps(&mut out, narrative, colour);
+    gaps(&mut out, narrative, colour);
+    ending(&mut out, narrative, colour);
+    out
+}
+
+/// What the replay is of, as of which position, and what was requested.
+fn heading(out: &mut String, narrative: &Narrative, colour: Colour) {
     let (kind, id) = match &narrative.scope {
         Scope::Run(id) => ("run", id),
         Scope::Task(id) => ("task", id),
@@ -25,19 +44,23 @@ pub fn render(narrative: &Narrative, colour: bool) -> String {
     let _ = writeln!(
         out,
         "{} {id}, as of position {}",
-        paint(colour, "1", &format!("Replay of {kind}")),
+        colour.paint("1", &format!("Replay of {kind}")),
         narrative.as_of
     );
     for r in &narrative.requested {
         let _ = writeln!(out, "  requested: {r}");
     }
     let _ = writeln!(out);
+}
+
+/// One line per step, and one per child of a step.
+fn steps(out: &mut String, narrative: &Narrative, colour: Colour) {
     for s in &narrative.steps {
         let position = s.positions.first().copied().unwrap_or(0);
         let mark = match (s.evidence, s.complete) {
-            (Evidence::Inferred, _) => paint(colour, "35", "inferred"),
-            (Evidence::Observed, false) => paint(colour, "33", "open    "),
-            (Evidence::Observed, true) => paint(colour, "32", "observed"),
+            (Evidence::Inferred, _) => colour.paint("35", "inferred"),
+            (Evidence::Observed, false) => colour.paint("33", "open    "),
+            (Evidence::Observed, true) => colour.paint("32", "observed"),
         };
         let _ = writeln!(
             out,
@@ -54,18 +77,26 @@ pub fn render(narrative: &Narrative, colour: bool) -> String {
             );
         }
     }
-    if !narrative.gaps.is_empty() {
-        let _ = writeln!(out, "\n{}", paint(colour, "31;1", "Gaps"));
-        for g in &narrative.gaps {
-            let _ = writeln!(
-                out,
-                "  {} at {:?}: {}",
-                paint(colour, "31", &g.kind),
-                g.positions,
-                g.detail
-            );
-        }
+}
+
+fn gaps(out: &mut String, narrative: &Narrative, colour: Colour) {
+    if narrative.gaps.is_empty() {
+        return;
     }
+    let _ = writeln!(out, "\n{}", colour.paint("31;1", "Gaps"));
+    for g in &narrative.gaps {
+        let _ = writeln!(
+            out,
+            "  {} at {:?}: {}",
+            colour.paint("31", &g.kind),
+            g.positions,
+            g.detail
+        );
+    }
+}
+
+/// The final state with its outcome, the incidents, and the counts.
+fn ending(out: &mut String, narrative: &Narrative, colour: Colour) {
     let f = &narrative.final_state;
     let evidence = match f.evidence {
         Evidence::Observed => "observed",
@@ -74,7 +105,7 @@ pub fn render(narrative: &Narrative, colour: bool) -> String {
     let _ = writeln!(
         out,
         "\n{} {} ({evidence}): {}",
-        paint(colour, "1", "Final state:"),
+        colour.paint("1", "Final state:"),
         f.status,
         f.why
     );
@@ -85,7 +116,7 @@ pub fn render(narrative: &Narrative, colour: bool) -> String {
         let _ = writeln!(
             out,
             "{} at #{} ({}): {}",
-            paint(colour, "31", "incident"),
+            colour.paint("31", "incident"),
             i.position,
             i.event_id,
             i.message
@@ -97,5 +128,4 @@ pub fn render(narrative: &Narrative, colour: bool) -> String {
         "{} events, {} steps: {} model calls, {} tool calls ({} without a result), {} approvals, {} subagents, {} compactions, {} gaps",
         c.events, c.steps, c.model_calls, c.tool_calls, c.open_calls, c.approvals, c.subagents, c.compactions, c.gaps
     );
-    out
 }

@@ -282,7 +282,7 @@ fn time_travel_tells_the_story_as_of_any_position() {
     );
     assert_eq!(n.incidents.len(), 1);
     assert_eq!(n.incidents[0].event_id, "e7");
-    let text = journal_replay::text::render(&n, false);
+    let text = journal_replay::text::render(&n, journal_replay::text::Colour::Plain);
     assert!(text.contains("task paused (user.requested)"), "{text}");
     assert!(text.contains("Final state: completed (observed)"), "{text}");
     assert!(!text.contains('\x1b'), "no colour unless asked");

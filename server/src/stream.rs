@@ -8,6 +8,7 @@
 //! the last id it got), and shutdown closes every stream with a comment too.
 
 use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -16,8 +17,10 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use journal_format::Position;
+use journal_engine::{Filter, Subscription};
+use journal_format::{Position, StoredEvent};
 use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::watch;
 
 use crate::api::{authorize, check_session, ReadQuery};
 use crate::error::ApiError;
@@ -64,97 +67,130 @@ pub(crate) async fn follow(
         check_session(&grant, q.session.as_deref())?;
     }
     let from = start(&state, &q, &headers)?;
-    let filter = q.filter();
     let buffer = state.config.subscriber_buffer_events.max(1);
     let (tx, rx) = mpsc::channel::<Event>(buffer);
     let reason: Reason = Arc::new(Mutex::new(None));
     let mut subscription = state.journal.subscribe(from);
     let mut shutdown = state.shutdown.clone();
-    let task_state = Arc::clone(&state);
+    let subscriber = Subscriber {
+        state: Arc::clone(&state),
+        filter: q.filter(),
+        tx,
+        buffer,
+    };
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
-        let state = task_state;
-        let reason = task_reason;
-        let _counted = state.metrics.subscriber();
+        let _counted = subscriber.state.metrics.subscriber();
+        let ended = subscriber
+            .feed(from, &mut subscription, &mut shutdown)
+            .await;
+        // Said before the sender is dropped: the response reads it once the channel is closed.
+        if let Some(why) = ended {
+            set(&task_reason, why);
+        }
+    });
+    let keep_alive = KeepAlive::new()
+        .interval(state.config.heartbeat)
+        .text("heartbeat");
+    Ok(Sse::new(events(rx, reason))
+        .keep_alive(keep_alive)
+        .into_response())
+}
+
+/// The response's events: those the subscriber's task sends, then a comment saying why the
+/// stream ended.
+fn events(
+    rx: mpsc::Receiver<Event>,
+    reason: Reason,
+) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((rx, reason, false), |(mut rx, reason, done)| async move {
+        if done {
+            return None;
+        }
+        match rx.recv().await {
+            Some(event) => Some((Ok::<_, Infallible>(event), (rx, reason, false))),
+            None => {
+                let text = reason.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+                Some((Ok(Event::default().comment(text)), (rx, reason, true)))
+            }
+        }
+    })
+}
+
+/// One subscriber's task: reads the log and hands the events its filter selects to the
+/// response.
+struct Subscriber {
+    state: Arc<AppState>,
+    filter: Filter,
+    tx: mpsc::Sender<Event>,
+    /// The channel's capacity: how far behind the subscriber may fall.
+    buffer: usize,
+}
+
+impl Subscriber {
+    /// Sends the events from `from` until the stream ends; returns why it ended, when the
+    /// subscriber is still there to be told.
+    async fn feed(
+        &self,
+        from: Position,
+        subscription: &mut Subscription,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<String> {
         if *shutdown.borrow_and_update() {
-            set(&reason, "closed: the server is shutting down".into());
-            return;
+            return Some("closed: the server is shutting down".into());
         }
         // Starting past `to` (a client resuming after the last event it asked for): nothing
         // can come, so the stream ends now rather than waiting for a later event.
-        if filter.to.is_some_and(|to| from > to) {
-            set(&reason, "end: reached `to`".into());
-            return;
+        if self.filter.to.is_some_and(|to| from > to) {
+            return Some("end: reached `to`".into());
         }
         loop {
             let next = tokio::select! {
                 _ = shutdown.changed() => {
-                    set(&reason, "closed: the server is shutting down; resume with Last-Event-ID".into());
-                    return;
+                    return Some("closed: the server is shutting down; resume with Last-Event-ID".into());
                 }
-                () = tx.closed() => return,
+                () = self.tx.closed() => return None,
                 next = subscription.next() => next,
             };
             let event = match next {
-                None => {
-                    set(&reason, "closed: the journal is closed".into());
-                    return;
-                }
-                Some(Err(e)) => {
-                    set(&reason, format!("closed: reading the log failed: {e}"));
-                    return;
-                }
+                None => return Some("closed: the journal is closed".into()),
+                Some(Err(e)) => return Some(format!("closed: reading the log failed: {e}")),
                 Some(Ok(event)) => event,
             };
-            let last = filter.to.is_some_and(|to| event.position >= to);
-            if filter.to.is_some_and(|to| event.position > to) {
-                set(&reason, "end: reached `to`".into());
-                return;
-            }
-            let sent = if filter.matches(&event) {
-                let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
-                tx.try_send(Event::default().id(event.position.0.to_string()).data(data))
-            } else {
-                Ok(())
-            };
-            match sent {
-                Ok(()) if last => {
-                    set(&reason, "end: reached `to`".into());
-                    return;
-                }
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    state
-                        .metrics
-                        .subscribers_dropped
-                        .fetch_add(1, Ordering::Relaxed);
-                    set(
-                        &reason,
-                        format!(
-                            "closed: this subscriber fell {buffer} events behind the log; resume with Last-Event-ID"
-                        ),
-                    );
-                    return;
-                }
-                Err(TrySendError::Closed(_)) => return,
+            if let ControlFlow::Break(ended) = self.send(&event) {
+                return ended;
             }
         }
-    });
-    let events =
-        futures_util::stream::unfold((rx, reason, false), |(mut rx, reason, done)| async move {
-            if done {
-                return None;
+    }
+
+    /// Sends `event` when the filter selects it, without waiting; breaks when the stream ends
+    /// (with why, when the subscriber is still there to be told).
+    fn send(&self, event: &StoredEvent) -> ControlFlow<Option<String>> {
+        let last = self.filter.to.is_some_and(|to| event.position >= to);
+        if self.filter.to.is_some_and(|to| event.position > to) {
+            return ControlFlow::Break(Some("end: reached `to`".into()));
+        }
+        let sent = if self.filter.matches(event) {
+            let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
+            self.tx
+                .try_send(Event::default().id(event.position.0.to_string()).data(data))
+        } else {
+            Ok(())
+        };
+        match sent {
+            Ok(()) if last => ControlFlow::Break(Some("end: reached `to`".into())),
+            Ok(()) => ControlFlow::Continue(()),
+            Err(TrySendError::Full(_)) => {
+                self.state
+                    .metrics
+                    .subscribers_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                ControlFlow::Break(Some(format!(
+                    "closed: this subscriber fell {} events behind the log; resume with Last-Event-ID",
+                    self.buffer
+                )))
             }
-            match rx.recv().await {
-                Some(event) => Some((Ok::<_, Infallible>(event), (rx, reason, false))),
-                None => {
-                    let text = reason.lock().unwrap_or_else(|p| p.into_inner()).take()?;
-                    Some((Ok(Event::default().comment(text)), (rx, reason, true)))
-                }
-            }
-        });
-    let keep_alive = KeepAlive::new()
-        .interval(state.config.heartbeat)
-        .text("heartbeat");
-    Ok(Sse::new(events).keep_alive(keep_alive).into_response())
+            Err(TrySendError::Closed(_)) => ControlFlow::Break(None),
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The comparison command: the journal against the bound of the disk and against SQLite (WAL),
-//! redb and okaywal, in alternation within one run, reported as ratios; and the journal's other
-//! workloads (read-back, open after a crash, read-model rebuild, replay) against their baselines.
+//! redb and okaywal, taking turns within one invocation, reported as ratios; and the journal's
+//! other workloads (read-back, open after a crash, read-model rebuild, replay) against their
+//! baselines.
 //!
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]

@@ -17,9 +17,9 @@ pub const BATCHES: [u64; 3] = [1, 100, 1000];
 /// The producer counts measured.
 pub const PRODUCERS: [u64; 2] = [1, 8];
 
-/// One engine's run of one cell.
+/// One engine's trial of one cell: one round's appends, in a fresh directory.
 #[derive(Clone, Debug)]
-struct Run {
+struct Trial {
     events: u64,
     elapsed: Duration,
     /// The process's CPU time inside the clock, every thread's (the engine's own threads, the
@@ -41,7 +41,8 @@ fn cell_events(ctx: &Context, batch: u64, producers: u64) -> u64 {
     per_producer * producers
 }
 
-fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) -> Res<Run> {
+/// Appends `events` through `kind` in batches of `batch` from `producers` threads, timed.
+fn trial(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) -> Res<Trial> {
     let dir = ctx.fresh_dir(&format!("append-{}", kind.name()))?;
     let per_producer = events / producers;
     // Events are built (and for the peers encoded) before the clock starts.
@@ -104,7 +105,7 @@ fn run_once(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) 
         disk_bytes
     };
     std::fs::remove_dir_all(&dir)?;
-    Ok(Run {
+    Ok(Trial {
         events,
         elapsed,
         cpu,
@@ -124,7 +125,7 @@ fn process_cpu() -> Duration {
     )
 }
 
-/// The medians of one engine's runs of a cell.
+/// The medians of one engine's trials of a cell.
 #[derive(Copy, Clone, Debug, Default)]
 struct Figures {
     events_per_s: f64,
@@ -136,10 +137,10 @@ struct Figures {
     cpu_us_per_event: f64,
 }
 
-fn figures(runs: &[Run]) -> Figures {
-    let per = |f: &dyn Fn(&Run) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
+fn figures(trials: &[Trial]) -> Figures {
+    let per = |f: &dyn Fn(&Trial) -> f64| median(&mut trials.iter().map(f).collect::<Vec<_>>());
     let lat = |f: &dyn Fn(&Latency) -> Duration| {
-        let mut all: Vec<f64> = runs
+        let mut all: Vec<f64> = trials
             .iter()
             .map(|r| f(&Latency::of(&mut r.latencies.clone())).as_secs_f64())
             .collect();
@@ -193,70 +194,13 @@ pub fn run(ctx: &Context) -> Res<Section> {
             if !ctx.cells.is_empty() && !ctx.cells.contains(&(batch, producers)) {
                 continue;
             }
-            let events = cell_events(ctx, batch, producers);
-            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); kinds.len()];
-            for _ in 0..ctx.rounds {
-                for (i, &kind) in kinds.iter().enumerate() {
-                    let run = run_once(ctx, kind, batch, producers, events)
-                        .map_err(|e| format!("{} batch {batch} × {producers}: {e}", kind.name()))?;
-                    if let Some(slot) = runs.get_mut(i) {
-                        slot.push(run);
-                    }
-                }
-            }
-            let all: Vec<Figures> = runs.iter().map(|r| figures(r)).collect();
-            let of = |kind: Kind| {
-                kinds
-                    .iter()
-                    .position(|k| *k == kind)
-                    .and_then(|i| all.get(i).copied())
-                    .unwrap_or_default()
+            let cell = Cell {
+                batch,
+                producers,
+                events: cell_events(ctx, batch, producers),
             };
-            let (bound, journal) = (of(Kind::Bound), of(Kind::Journal));
-            let mut engines = serde_json::Map::new();
-            for (kind, f) in kinds.iter().zip(&all) {
-                let to_bound = f.events_per_s / bound.events_per_s;
-                let to_journal = f.events_per_s / journal.events_per_s;
-                let p99_to_bound = f.latency.p99.as_secs_f64() / bound.latency.p99.as_secs_f64();
-                writeln!(
-                    text,
-                    "{batch:>5} {producers:>4} {:<8} {:>11.0} {:>7.1} {:>8.3} {:>8.3} {:>8.3} {:>7.0} {:>7.2} {:>8.2} {:>9.2} {:>7.2}",
-                    kind.name(),
-                    f.events_per_s,
-                    f.mb_per_s,
-                    ms(f.latency.p50),
-                    ms(f.latency.p99),
-                    ms(f.latency.max),
-                    f.bytes_per_event,
-                    to_bound,
-                    to_journal,
-                    p99_to_bound,
-                    f.cpu_us_per_event,
-                )?;
-                engines.insert(
-                    kind.name().into(),
-                    json!({
-                        "eventsPerSec": f.events_per_s,
-                        "mbPerSec": f.mb_per_s,
-                        "p50Ms": ms(f.latency.p50),
-                        "p99Ms": ms(f.latency.p99),
-                        "maxMs": ms(f.latency.max),
-                        "bytesOnDiskPerEvent": f.bytes_per_event,
-                        "logBytesPerEvent": f.log_bytes_per_event,
-                        "ratioToBound": to_bound,
-                        "ratioToJournal": to_journal,
-                        "p99RatioToBound": p99_to_bound,
-                        "cpuUsPerEvent": f.cpu_us_per_event,
-                    }),
-                );
-            }
-            cells.push(json!({
-                "batch": batch,
-                "producers": producers,
-                "events": events,
-                "msgpackBytesPerEvent": all.first().map_or(0.0, |f| f.msgpack_bytes_per_event),
-                "engines": Value::Object(engines),
-            }));
+            let all = cell.measure(ctx, &kinds)?;
+            cells.push(cell.report(&mut text, &kinds, &all)?);
         }
     }
     writeln!(
@@ -272,4 +216,96 @@ pub fn run(ctx: &Context) -> Res<Section> {
         text,
         json: json!({ "rounds": ctx.rounds, "cells": cells }),
     })
+}
+
+/// A cell of the workload: a batch size, a producer count, and how many events.
+struct Cell {
+    batch: u64,
+    producers: u64,
+    events: u64,
+}
+
+impl Cell {
+    /// The figures of each of `kinds`, from `ctx.rounds` trials each, the engines in turn
+    /// within each round.
+    fn measure(&self, ctx: &Context, kinds: &[Kind]) -> Res<Vec<Figures>> {
+        let Cell {
+            batch,
+            producers,
+            events,
+        } = *self;
+        let mut trials: Vec<Vec<Trial>> = vec![Vec::new(); kinds.len()];
+        for _ in 0..ctx.rounds {
+            for (i, &kind) in kinds.iter().enumerate() {
+                let trial = trial(ctx, kind, batch, producers, events)
+                    .map_err(|e| format!("{} batch {batch} × {producers}: {e}", kind.name()))?;
+                if let Some(slot) = trials.get_mut(i) {
+                    slot.push(trial);
+                }
+            }
+        }
+        Ok(trials.iter().map(|t| figures(t)).collect())
+    }
+
+    /// Writes a line per engine to `text`, with its ratios to the bound and to the journal;
+    /// returns the cell as JSON.
+    fn report(&self, text: &mut String, kinds: &[Kind], all: &[Figures]) -> Res<Value> {
+        let Cell {
+            batch,
+            producers,
+            events,
+        } = *self;
+        let of = |kind: Kind| {
+            kinds
+                .iter()
+                .position(|k| *k == kind)
+                .and_then(|i| all.get(i).copied())
+                .unwrap_or_default()
+        };
+        let (bound, journal) = (of(Kind::Bound), of(Kind::Journal));
+        let mut engines = serde_json::Map::new();
+        for (kind, f) in kinds.iter().zip(all) {
+            let to_bound = f.events_per_s / bound.events_per_s;
+            let to_journal = f.events_per_s / journal.events_per_s;
+            let p99_to_bound = f.latency.p99.as_secs_f64() / bound.latency.p99.as_secs_f64();
+            writeln!(
+                text,
+                "{batch:>5} {producers:>4} {:<8} {:>11.0} {:>7.1} {:>8.3} {:>8.3} {:>8.3} {:>7.0} {:>7.2} {:>8.2} {:>9.2} {:>7.2}",
+                kind.name(),
+                f.events_per_s,
+                f.mb_per_s,
+                ms(f.latency.p50),
+                ms(f.latency.p99),
+                ms(f.latency.max),
+                f.bytes_per_event,
+                to_bound,
+                to_journal,
+                p99_to_bound,
+                f.cpu_us_per_event,
+            )?;
+            engines.insert(
+                kind.name().into(),
+                json!({
+                    "eventsPerSec": f.events_per_s,
+                    "mbPerSec": f.mb_per_s,
+                    "p50Ms": ms(f.latency.p50),
+                    "p99Ms": ms(f.latency.p99),
+                    "maxMs": ms(f.latency.max),
+                    "bytesOnDiskPerEvent": f.bytes_per_event,
+                    "logBytesPerEvent": f.log_bytes_per_event,
+                    "ratioToBound": to_bound,
+                    "ratioToJournal": to_journal,
+                    "p99RatioToBound": p99_to_bound,
+                    "cpuUsPerEvent": f.cpu_us_per_event,
+                }),
+            );
+        }
+        Ok(json!({
+            "batch": batch,
+            "producers": producers,
+            "events": events,
+            "msgpackBytesPerEvent": all.first().map_or(0.0, |f| f.msgpack_bytes_per_event),
+            "engines": Value::Object(engines),
+        }))
+    }
 }

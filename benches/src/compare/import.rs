@@ -7,11 +7,11 @@
 //! written; the median round is reported.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use journal_engine::{Journal, Options};
-use journal_replay::import::{self, Options as ImportOptions, Source};
+use journal_replay::import::{self, Options as ImportOptions, Source, Summary};
 use serde_json::{json, Value};
 
 use super::{ms, stats, Context, Res, Section};
@@ -30,6 +30,84 @@ fn shared_file() -> Res<(PathBuf, PathBuf)> {
     Ok((file, dir.join("cctrace_file-history")))
 }
 
+/// The median time of each phase of an import.
+struct Phases {
+    /// Parsing every line as JSON, nothing else.
+    json: Duration,
+    /// Mapping the file to events.
+    map: Duration,
+    /// Appending the mapped events.
+    append: Duration,
+    /// The whole import: read, map, store blobs, append.
+    full: Duration,
+}
+
+/// Parses every line of `bytes` as JSON; returns how many are objects.
+fn json_parse(bytes: &[u8]) -> Res<u64> {
+    let mut n = 0u64;
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let v: Value = serde_json::from_slice(line)?;
+        n += u64::from(v.is_object());
+    }
+    Ok(n)
+}
+
+/// Times each phase of importing `file` (its `bytes`) `rounds` times, each round into fresh
+/// journals; the medians, and the import's summary.
+fn time_phases(
+    ctx: &Context,
+    file: &Path,
+    bytes: &[u8],
+    options: &ImportOptions,
+    rounds: usize,
+) -> Res<(Phases, Summary)> {
+    let mut json_only = Vec::new();
+    let mut parse = Vec::new();
+    let mut append = Vec::new();
+    let mut full = Vec::new();
+    let mut summary = None;
+    for round in 0..rounds {
+        let t = Instant::now();
+        let n = json_parse(bytes)?;
+        json_only.push(t.elapsed());
+        std::hint::black_box(n);
+
+        let t = Instant::now();
+        let parsed = import::parse_file(Source::ClaudeCode, file, options)?;
+        parse.push(t.elapsed());
+
+        let dir = ctx.fresh_dir(&format!("import-append-{round}"))?;
+        let journal = Journal::open(&dir, Options::default())?;
+        let t = Instant::now();
+        import::write(&journal, &parsed, &mut |_| {})?;
+        append.push(t.elapsed());
+        journal.close();
+        std::fs::remove_dir_all(&dir)?;
+
+        let dir = ctx.fresh_dir(&format!("import-full-{round}"))?;
+        let journal = Journal::open(&dir, Options::default())?;
+        let t = Instant::now();
+        let parsed = import::parse_file(Source::ClaudeCode, file, options)?;
+        let written = import::write(&journal, &parsed, &mut |_| {})?;
+        full.push(t.elapsed());
+        journal.close();
+        std::fs::remove_dir_all(&dir)?;
+        if written.events_written != parsed.events.len() as u64 {
+            return Err("an import into a fresh journal skipped events".into());
+        }
+        summary = Some(parsed.summary);
+    }
+    let summary = summary.ok_or("no round ran")?;
+    let median = |v: &mut Vec<Duration>| stats::median_duration(v);
+    let phases = Phases {
+        json: median(&mut json_only),
+        map: median(&mut parse),
+        append: median(&mut append),
+        full: median(&mut full),
+    };
+    Ok((phases, summary))
+}
+
 /// Runs the import workload.
 ///
 /// # Errors
@@ -43,60 +121,9 @@ pub fn run(ctx: &Context) -> Res<Section> {
         blobs_dir: Some(blobs),
         ..ImportOptions::default()
     };
-    let mut json_only = Vec::new();
-    let mut parse = Vec::new();
-    let mut append = Vec::new();
-    let mut full = Vec::new();
-    let mut summary = None;
-    for round in 0..rounds {
-        // JSON parsing of every line, nothing else.
-        let t = Instant::now();
-        let mut n = 0u64;
-        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let v: Value = serde_json::from_slice(line)?;
-            n += u64::from(v.is_object());
-        }
-        json_only.push(t.elapsed());
-        std::hint::black_box(n);
-
-        // Mapping alone.
-        let t = Instant::now();
-        let parsed = import::parse_file(Source::ClaudeCode, &file, &options)?;
-        parse.push(t.elapsed());
-
-        // Appending the mapped events alone.
-        let dir = ctx.fresh_dir(&format!("import-append-{round}"))?;
-        let journal = Journal::open(&dir, Options::default())?;
-        let t = Instant::now();
-        import::write(&journal, &parsed, &mut |_| {})?;
-        append.push(t.elapsed());
-        journal.close();
-        std::fs::remove_dir_all(&dir)?;
-
-        // The whole import: read, map, store blobs, append.
-        let dir = ctx.fresh_dir(&format!("import-full-{round}"))?;
-        let journal = Journal::open(&dir, Options::default())?;
-        let t = Instant::now();
-        let parsed = import::parse_file(Source::ClaudeCode, &file, &options)?;
-        let written = import::write(&journal, &parsed, &mut |_| {})?;
-        full.push(t.elapsed());
-        journal.close();
-        std::fs::remove_dir_all(&dir)?;
-        if written.events_written != parsed.events.len() as u64 {
-            return Err("an import into a fresh journal skipped events".into());
-        }
-        summary = Some(parsed.summary);
-    }
-    let summary = summary.ok_or("no round ran")?;
+    let (phases, summary) = time_phases(ctx, &file, &bytes, &options, rounds)?;
     let records = summary.records as f64;
     let events = summary.events as f64;
-    let median = |v: &mut Vec<Duration>| stats::median_duration(v);
-    let (json_t, parse_t, append_t, full_t) = (
-        median(&mut json_only),
-        median(&mut parse),
-        median(&mut append),
-        median(&mut full),
-    );
     let per_s = |d: Duration, n: f64| n / d.as_secs_f64();
     let mut text = String::new();
     writeln!(
@@ -115,10 +142,10 @@ pub fn run(ctx: &Context) -> Res<Section> {
         "phase", "ms", "records/s", "events/s", "×json"
     )?;
     for (name, d) in [
-        ("JSON parse only (baseline)", json_t),
-        ("map to events", parse_t),
-        ("append the mapped events", append_t),
-        ("whole import (durable)", full_t),
+        ("JSON parse only (baseline)", phases.json),
+        ("map to events", phases.map),
+        ("append the mapped events", phases.append),
+        ("whole import (durable)", phases.full),
     ] {
         writeln!(
             text,
@@ -126,7 +153,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
             ms(d),
             per_s(d, records),
             per_s(d, events),
-            d.as_secs_f64() / json_t.as_secs_f64(),
+            d.as_secs_f64() / phases.json.as_secs_f64(),
         )?;
     }
     Ok(Section {
@@ -138,13 +165,13 @@ pub fn run(ctx: &Context) -> Res<Section> {
             "records": summary.records,
             "events": summary.events,
             "rounds": rounds,
-            "jsonParseMs": ms(json_t),
-            "mapMs": ms(parse_t),
-            "appendMs": ms(append_t),
-            "importMs": ms(full_t),
-            "importRecordsPerSec": per_s(full_t, records),
-            "importEventsPerSec": per_s(full_t, events),
-            "importToJsonParse": full_t.as_secs_f64() / json_t.as_secs_f64(),
+            "jsonParseMs": ms(phases.json),
+            "mapMs": ms(phases.map),
+            "appendMs": ms(phases.append),
+            "importMs": ms(phases.full),
+            "importRecordsPerSec": per_s(phases.full, records),
+            "importEventsPerSec": per_s(phases.full, events),
+            "importToJsonParse": phases.full.as_secs_f64() / phases.json.as_secs_f64(),
         }),
     })
 }

@@ -1,6 +1,6 @@
 //! The comparison command (`cargo run --release -p journal-benches --bin compare`): workloads run
-//! through the journal and through what users compare it with, in alternation within one run, and
-//! reported as ratios to a baseline measured in the same run.
+//! through the journal and through what users compare it with, taking turns within one
+//! invocation, and reported as ratios to a baseline measured in the same invocation.
 //!
 //! Each workload is a module with `run(&Context) -> Res<Section>`; [`Workload`] lists them. A new
 //! workload (an `import` of a foreign file, say) adds a variant, its name, and a module.
@@ -273,9 +273,9 @@ pub fn buffered_journal(dir: &Path) -> Res<journal_engine::Journal> {
     )?)
 }
 
-/// A journal of `events` workload events under the scratch directory, built once per run and
-/// shared by the workloads that read or open it (buffered appends in batches of 1,000, then a
-/// clean close).
+/// A journal of `events` workload events under the scratch directory, built once per
+/// invocation and shared by the workloads that read or open it (buffered appends in batches of
+/// 1,000, then a clean close).
 ///
 /// # Errors
 /// The journal's errors.

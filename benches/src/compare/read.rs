@@ -40,10 +40,17 @@ fn raw_read(dir: &Path) -> Res<u64> {
     Ok(total)
 }
 
+/// Whether a read verifies the hash chain (checksums are always checked).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chain {
+    Verified,
+    Unverified,
+}
+
 /// Scans every record, handing each body to `black_box`; returns how many.
-fn journal_scan(journal: &Journal, verify_chain: bool) -> Res<u64> {
+fn journal_scan(journal: &Journal, chain: Chain) -> Res<u64> {
     let mut n = 0u64;
-    journal.scan(Position(1), None, verify_chain, |record| {
+    journal.scan(Position(1), None, chain == Chain::Verified, |record| {
         n += 1;
         std::hint::black_box(record.body);
         Ok(ControlFlow::Continue(()))
@@ -51,9 +58,9 @@ fn journal_scan(journal: &Journal, verify_chain: bool) -> Res<u64> {
     Ok(n)
 }
 
-fn journal_read(journal: &Journal, verify_chain: bool) -> Res<u64> {
+fn journal_read(journal: &Journal, chain: Chain) -> Res<u64> {
     let mut n = 0u64;
-    for event in journal.read(Position(1), None, verify_chain) {
+    for event in journal.read(Position(1), None, chain == Chain::Verified) {
         let event = event?;
         n += u64::from(event.position.0 > 0);
     }
@@ -69,30 +76,31 @@ fn index_rebuild(dir: &Path) -> Res<u64> {
     Ok(std::fs::metadata(dir.join("index.redb"))?.len())
 }
 
-/// Runs the read workload.
-///
-/// # Errors
-/// I/O and journal errors, or a read that does not return every event.
-pub fn run(ctx: &Context) -> Res<Section> {
-    let events = ctx.events_or(2_000, 1_000_000);
-    let dir = built_journal(ctx, events)?;
-    let journal = Journal::open(&dir, Options::default())?;
-    let head = journal.head().position.0;
-    let log_bytes = dir_bytes(&dir.join("segments"));
-    raw_read(&dir)?; // Warm the page cache.
+/// The median time of each way of reading the whole journal.
+struct ReadTimes {
+    raw: Duration,
+    records_unverified: Duration,
+    records_verified: Duration,
+    unverified: Duration,
+    verified: Duration,
+}
+
+/// Times each way of reading the `head` events of the journal in `dir`, `ctx.rounds` times
+/// each, interleaved round by round.
+fn read_times(ctx: &Context, journal: &Journal, dir: &Path, head: u64) -> Res<ReadTimes> {
     let mut times: [Vec<Duration>; 5] = Default::default();
     for _ in 0..ctx.rounds {
         for (mode, slot) in times.iter_mut().enumerate() {
             let t = Instant::now();
             let n = match mode {
                 0 => {
-                    raw_read(&dir)?;
+                    raw_read(dir)?;
                     head
                 }
-                1 => journal_scan(&journal, false)?,
-                2 => journal_scan(&journal, true)?,
-                3 => journal_read(&journal, false)?,
-                _ => journal_read(&journal, true)?,
+                1 => journal_scan(journal, Chain::Unverified)?,
+                2 => journal_scan(journal, Chain::Verified)?,
+                3 => journal_read(journal, Chain::Unverified)?,
+                _ => journal_read(journal, Chain::Verified)?,
             };
             slot.push(t.elapsed());
             if n != head {
@@ -100,45 +108,64 @@ pub fn run(ctx: &Context) -> Res<Section> {
             }
         }
     }
-    journal.close();
+    let [raw, records_unverified, records_verified, unverified, verified] =
+        times.map(|mut t| median_duration(&mut t));
+    Ok(ReadTimes {
+        raw,
+        records_unverified,
+        records_verified,
+        unverified,
+        verified,
+    })
+}
+
+/// The median time of `ctx.rounds` index rebuilds, and the index's size in bytes.
+fn rebuild_time(ctx: &Context, dir: &Path) -> Res<(Duration, u64)> {
     let mut rebuilds = Vec::new();
     let mut index_bytes = 0;
     for _ in 0..ctx.rounds {
         let t = Instant::now();
-        index_bytes = index_rebuild(&dir)?;
+        index_bytes = index_rebuild(dir)?;
         rebuilds.push(t.elapsed());
     }
-    let rebuild = median_duration(&mut rebuilds);
-    let [raw, records_unverified, records_verified, unverified, verified] =
-        times.map(|mut t| median_duration(&mut t));
-    let mut text = String::new();
+    Ok((median_duration(&mut rebuilds), index_bytes))
+}
+
+/// The table of read modes (written to `text`), and its rows as JSON.
+fn modes_table(
+    text: &mut String,
+    times: &ReadTimes,
+    head: u64,
+    log_bytes: u64,
+) -> Res<serde_json::Map<String, serde_json::Value>> {
     writeln!(
         text,
         "{:<44} {:>10} {:>10} {:>12} {:>9} {:>7}",
         "read", "events", "ms", "events/s", "MB/s", "×raw"
     )?;
+    let raw = times.raw;
     let mut rows = serde_json::Map::new();
     for (name, key, d) in [
         ("raw read of the segment files", "raw", raw),
         (
             "records, unverified (scan: checksums)",
             "recordsUnverified",
-            records_unverified,
+            times.records_unverified,
         ),
         (
             "records, verified (scan: checksums+chain)",
             "recordsVerified",
-            records_verified,
+            times.records_verified,
         ),
         (
             "events, unverified (read: checksums+decode)",
             "unverified",
-            unverified,
+            times.unverified,
         ),
         (
             "events, verified (read: +chain+decode)",
             "verified",
-            verified,
+            times.verified,
         ),
     ] {
         let per_s = head as f64 / d.as_secs_f64();
@@ -154,16 +181,36 @@ pub fn run(ctx: &Context) -> Res<Section> {
             json!({"ms": super::ms(d), "eventsPerSec": per_s, "mbPerSec": mb, "ratioToRaw": ratio}),
         );
     }
+    Ok(rows)
+}
+
+/// Runs the read workload.
+///
+/// # Errors
+/// I/O and journal errors, or a read that does not return every event.
+pub fn run(ctx: &Context) -> Res<Section> {
+    let events = ctx.events_or(2_000, 1_000_000);
+    let dir = built_journal(ctx, events)?;
+    let journal = Journal::open(&dir, Options::default())?;
+    let head = journal.head().position.0;
+    let log_bytes = dir_bytes(&dir.join("segments"));
+    raw_read(&dir)?; // Warm the page cache.
+    let times = read_times(ctx, &journal, &dir, head)?;
+    journal.close();
+    let (rebuild, index_bytes) = rebuild_time(ctx, &dir)?;
+    let mut text = String::new();
+    let rows = modes_table(&mut text, &times, head, log_bytes)?;
     let rebuild_per_s = head as f64 / rebuild.as_secs_f64();
-    let rebuild_ratio = unverified.as_secs_f64() / rebuild.as_secs_f64();
+    let rebuild_ratio = times.unverified.as_secs_f64() / rebuild.as_secs_f64();
     writeln!(
         text,
         "index rebuilt from the log: {:.1} ms, {rebuild_per_s:.0} events/s, {rebuild_ratio:.3} × the unverified decoded read; {:.1} index bytes per event",
         super::ms(rebuild),
         index_bytes as f64 / head as f64
     )?;
-    let records_ratio = records_verified.as_secs_f64() / records_unverified.as_secs_f64();
-    let events_ratio = verified.as_secs_f64() / unverified.as_secs_f64();
+    let records_ratio =
+        times.records_verified.as_secs_f64() / times.records_unverified.as_secs_f64();
+    let events_ratio = times.verified.as_secs_f64() / times.unverified.as_secs_f64();
     writeln!(
         text,
         "unverified ÷ verified speed: records {records_ratio:.2} ×, events {events_ratio:.2} ×"

@@ -56,7 +56,9 @@ pub fn run(ctx: &Context) -> Res<Section> {
         Ok(journal_replay::load(&journal, &scope, None)?.steps.len())
     })?;
     let built = journal_replay::load(&journal, &scope, None)?;
-    let (text_ms, text_bytes) = median_ms(rounds, || Ok(text::render(&built, false).len()))?;
+    let (text_ms, text_bytes) = median_ms(rounds, || {
+        Ok(text::render(&built, text::Colour::Plain).len())
+    })?;
     let (json_ms, json_bytes) = median_ms(rounds, || Ok(serde_json::to_vec(&built)?.len()))?;
     let (html_ms, html_bytes) = median_ms(rounds, || Ok(html::render(&built).len()))?;
     journal.close();

@@ -541,6 +541,8 @@ fn assistant(out: &mut Emitter, state: &mut State, at: &At, index: usize, v: &Ma
     }
 }
 
+/// A tool call; a subagent's spawn, the checklist or a question for the user besides, for the
+/// tools that are those.
 fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &Value) {
     let Some(call) = str_at(block, "/id") else {
         return;
@@ -556,72 +558,89 @@ fn tool_use(out: &mut Emitter, state: &mut State, at: &At, group: &str, block: &
         e.model_request_id = Some(group.to_string());
         e.payload = Some(json!({"toolName": name, "arguments": arguments}));
     }
+    let turn = state.turn.as_ref();
     if SUBAGENT_TOOLS.contains(&name.as_str()) {
-        out.summary.subagents += 1;
-        let key = format!("{call}:subagent-spawned");
-        let role = str_at(&input, "/subagent_type")
-            .unwrap_or("subagent")
-            .to_string();
-        let prompt = str_at(&input, "/description").map(str::to_string);
-        if let Some(e) = at.event(out, "subagent.spawned", &key, state.turn.as_ref()) {
-            e.subagent_id = Some(call.to_string());
-            e.tool_call_id = Some(call.to_string());
-            e.payload = Some(json!({
-                "parentThreadId": at.thread,
-                "role": role,
-                "prompt": prompt,
-                "status": "running",
-            }));
-        }
+        subagent_spawned(out, at, turn, call, &input);
     }
     if name == "TodoWrite" {
-        let items: Vec<Value> = input
-            .get("todos")
-            .and_then(Value::as_array)
-            .map(|todos| {
-                todos
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| {
-                        let status = match str_at(t, "/status") {
-                            Some("in_progress") => "in_progress",
-                            Some("completed") => "completed",
-                            _ => "pending",
-                        };
-                        json!({
-                            "id": str_at(t, "/id").map_or_else(|| format!("todo-{}", i + 1), str::to_string),
-                            "title": str_at(t, "/content").unwrap_or(""),
-                            "status": status,
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let key = format!("{call}:checklist");
-        if let Some(e) = at.event(out, "checklist.updated", &key, state.turn.as_ref()) {
-            e.tool_call_id = Some(call.to_string());
-            e.payload = Some(json!({"items": items}));
-        }
+        checklist(out, at, turn, call, &input);
     }
     if matches!(name.as_str(), "ExitPlanMode" | "AskUserQuestion") {
-        let key = format!("{call}:asked");
-        let (action_type, prompt) = if name == "ExitPlanMode" {
-            ("plan_approval", str_at(&input, "/plan").map(str::to_string))
-        } else {
-            ("question", None)
-        };
-        let prompt = prompt.map(|p| out.text(&p).0);
-        let questions = input.get("questions").map(|q| out.value(q));
-        if let Some(e) = at.event(out, "action.required", &key, state.turn.as_ref()) {
-            e.action_id = Some(call.to_string());
-            e.tool_call_id = Some(call.to_string());
-            e.payload = Some(json!({
-                "actionType": action_type,
-                "toolName": name,
-                "prompt": prompt,
-                "questions": questions,
-            }));
-        }
+        asked(out, at, turn, call, &name, &input);
+    }
+}
+
+/// A subagent tool's call spawns a subagent, whose id is the call's.
+fn subagent_spawned(out: &mut Emitter, at: &At, turn: Option<&String>, call: &str, input: &Value) {
+    out.summary.subagents += 1;
+    let key = format!("{call}:subagent-spawned");
+    let role = str_at(input, "/subagent_type")
+        .unwrap_or("subagent")
+        .to_string();
+    let prompt = str_at(input, "/description").map(str::to_string);
+    if let Some(e) = at.event(out, "subagent.spawned", &key, turn) {
+        e.subagent_id = Some(call.to_string());
+        e.tool_call_id = Some(call.to_string());
+        e.payload = Some(json!({
+            "parentThreadId": at.thread,
+            "role": role,
+            "prompt": prompt,
+            "status": "running",
+        }));
+    }
+}
+
+/// `TodoWrite`'s `todos: [{id, content, status}]` as the checklist.
+fn checklist(out: &mut Emitter, at: &At, turn: Option<&String>, call: &str, input: &Value) {
+    let items: Vec<Value> = input
+        .get("todos")
+        .and_then(Value::as_array)
+        .map(|todos| {
+            todos
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let status = match str_at(t, "/status") {
+                        Some("in_progress") => "in_progress",
+                        Some("completed") => "completed",
+                        _ => "pending",
+                    };
+                    json!({
+                        "id": str_at(t, "/id").map_or_else(|| format!("todo-{}", i + 1), str::to_string),
+                        "title": str_at(t, "/content").unwrap_or(""),
+                        "status": status,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let key = format!("{call}:checklist");
+    if let Some(e) = at.event(out, "checklist.updated", &key, turn) {
+        e.tool_call_id = Some(call.to_string());
+        e.payload = Some(json!({"items": items}));
+    }
+}
+
+/// `ExitPlanMode` (a plan to approve) or `AskUserQuestion` (a question): an action required
+/// of the user, whose id is the call's.
+fn asked(out: &mut Emitter, at: &At, turn: Option<&String>, call: &str, name: &str, input: &Value) {
+    let key = format!("{call}:asked");
+    let (action_type, prompt) = if name == "ExitPlanMode" {
+        ("plan_approval", str_at(input, "/plan").map(str::to_string))
+    } else {
+        ("question", None)
+    };
+    let prompt = prompt.map(|p| out.text(&p).0);
+    let questions = input.get("questions").map(|q| out.value(q));
+    if let Some(e) = at.event(out, "action.required", &key, turn) {
+        e.action_id = Some(call.to_string());
+        e.tool_call_id = Some(call.to_string());
+        e.payload = Some(json!({
+            "actionType": action_type,
+            "toolName": name,
+            "prompt": prompt,
+            "questions": questions,
+        }));
     }
 }
 

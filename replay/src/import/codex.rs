@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use journal_format::Envelope;
 use serde_json::{json, Map, Value};
 
 use super::emit::{content_text, Emitter};
@@ -86,342 +87,406 @@ struct State {
     seen: HashSet<String>,
 }
 
+/// One record being mapped: its key and time, its native kind, its payload, and the session
+/// and turn its events go on (the turn as it was when the record was read).
+struct Line<'r> {
+    /// `line-<n>`: the record's place in the file, for the ids of the events it makes.
+    key: &'r str,
+    record: &'r Map<String, Value>,
+    ts: String,
+    /// `type`, or `type.payload.type`.
+    native: String,
+    payload: Value,
+    session: String,
+    turn: Option<String>,
+}
+
+impl Line<'_> {
+    /// A new event of this record, with the id `<session>:<key>`, on its thread and turn;
+    /// `None` when an event with that id was made already.
+    fn emit<'o>(&self, out: &'o mut Emitter, t: &str, key: &str) -> Option<&'o mut Envelope> {
+        let e = out.emit(t, &self.session, key, &self.ts, &self.native)?;
+        e.thread_id = Some(self.session.clone());
+        e.turn_id.clone_from(&self.turn);
+        Some(e)
+    }
+
+    /// The string at `pointer` in the payload.
+    fn str(&self, pointer: &str) -> Option<&str> {
+        str_at(&self.payload, pointer)
+    }
+
+    /// The turn the payload names, else the open one, else the record's own key.
+    fn turn_id(&self, state: &State) -> String {
+        self.str("/turn_id")
+            .map(str::to_string)
+            .or_else(|| state.turn.clone())
+            .unwrap_or_else(|| self.key.to_string())
+    }
+}
+
 fn map_record(out: &mut Emitter, state: &mut State, line_key: &str, v: &Map<String, Value>) {
     let kind = str_of(v, "type").unwrap_or("unknown");
-    let ts = str_of(v, "timestamp").unwrap_or("").to_string();
-    let p = v.get("payload").cloned().unwrap_or(Value::Null);
-    let sub = str_at(&p, "/type").unwrap_or("");
+    let payload = v.get("payload").cloned().unwrap_or(Value::Null);
+    let sub = str_at(&payload, "/type").unwrap_or("").to_string();
     let native = if sub.is_empty() {
         kind.to_string()
     } else {
         format!("{kind}.{sub}")
     };
-    let session = state.session.clone();
-    let turn = state.turn.clone();
-    let mut emit = |out: &mut Emitter, t: &str, key: &str| -> Option<usize> {
-        let e = out.emit(t, &session, key, &ts, &native)?;
-        e.thread_id = Some(session.clone());
-        e.turn_id.clone_from(&turn);
-        Some(out.events.len() - 1)
+    let line = Line {
+        key: line_key,
+        record: v,
+        ts: str_of(v, "timestamp").unwrap_or("").to_string(),
+        native,
+        payload,
+        session: state.session.clone(),
+        turn: state.turn.clone(),
     };
-    macro_rules! set {
-        ($idx:expr, |$e:ident| $body:block) => {
-            if let Some(i) = $idx {
-                if let Some($e) = out.events.get_mut(i) $body
-            }
-        };
-    }
-    match (kind, sub) {
-        ("session_meta", _) => {
-            let git = p.get("git").cloned();
-            let i = emit(out, "session.created", &format!("{line_key}:session"));
-            let payload = json!({
-                "cwd": str_at(&p, "/cwd"),
-                "originator": str_at(&p, "/originator"),
-                "cliVersion": str_at(&p, "/cli_version"),
-                "source": p.get("source"),
-                "modelProvider": str_at(&p, "/model_provider"),
-                "forkedFromId": str_at(&p, "/forked_from_id"),
-                "git": git,
-            });
-            set!(i, |e| {
-                e.payload = Some(payload);
-            });
+    match (kind, sub.as_str()) {
+        ("session_meta", _) => session_meta(out, &line),
+        ("event_msg", "task_started") => turn_started(out, state, &line),
+        ("event_msg", "task_complete" | "turn_aborted") => turn_ended(out, state, &line),
+        ("turn_context", _) => turn_context(out, state, &line),
+        ("event_msg", "token_count") if line.payload.get("info").is_some_and(|i| !i.is_null()) => {
+            token_count(out, state, &line);
         }
-        ("event_msg", "task_started") => {
-            let id = str_at(&p, "/turn_id").map_or_else(|| line_key.to_string(), str::to_string);
-            state.turn = Some(id.clone());
-            state.model_calls_in_turn = 0;
-            out.summary.turns += 1;
-            let i = emit(out, "turn.started", &format!("{id}:started"));
-            let window = p.get("model_context_window").cloned();
-            set!(i, |e| {
-                e.turn_id = Some(id.clone());
-                e.payload = Some(json!({"modelContextWindow": window}));
-            });
-        }
-        ("event_msg", "task_complete" | "turn_aborted") => {
-            let id = str_at(&p, "/turn_id")
-                .map(str::to_string)
-                .or_else(|| state.turn.clone())
-                .unwrap_or_else(|| line_key.to_string());
-            let (t, word) = if sub == "task_complete" {
-                ("turn.completed", "completed")
-            } else {
-                ("turn.failed", "aborted")
-            };
-            let last = str_at(&p, "/last_agent_message").map(|m| out.text(m).0);
-            let i = emit(out, t, &format!("{id}:{word}"));
-            let payload = json!({
-                "reason": if word == "aborted" { p.get("reason").cloned().or(Some(json!("aborted"))) } else { None },
-                "durationMs": p.get("duration_ms"),
-                "timeToFirstTokenMs": p.get("time_to_first_token_ms"),
-                "lastAgentMessage": last,
-            });
-            set!(i, |e| {
-                e.turn_id = Some(id.clone());
-                e.status_reason = (word == "aborted").then(|| "aborted".to_string());
-                e.payload = Some(payload);
-            });
-            state.turn = None;
-        }
-        ("turn_context", _) => {
-            let turn_id = str_at(&p, "/turn_id")
-                .map(str::to_string)
-                .or_else(|| state.turn.clone())
-                .unwrap_or_else(|| line_key.to_string());
-            let policy = (
-                p.get("approval_policy").cloned().unwrap_or(Value::Null),
-                p.get("sandbox_policy").cloned().unwrap_or(Value::Null),
-            );
-            if state.policy.as_ref() != Some(&policy) {
-                let i = emit(out, "policy.changed", &format!("{line_key}:policy"));
-                let profile = p.get("permission_profile").map(|v| out.value(v));
-                set!(i, |e| {
-                    e.payload = Some(json!({
-                        "approvalPolicy": policy.0,
-                        "sandboxPolicy": policy.1,
-                        "permissionProfile": profile,
-                    }));
-                });
-                state.policy = Some(policy);
-            }
-            state.model_calls_in_turn += 1;
-            let call = format!("{turn_id}#{}", state.model_calls_in_turn);
-            out.summary.model_calls += 1;
-            state.model_call = Some(call.clone());
-            let i = emit(out, "model.requested", &format!("{call}:requested"));
-            let payload = json!({
-                "model": str_at(&p, "/model"),
-                "effort": p.get("effort"),
-                "cwd": str_at(&p, "/cwd"),
-                "collaborationMode": p.get("collaboration_mode"),
-            });
-            set!(i, |e| {
-                e.model_request_id = Some(call.clone());
-                e.payload = Some(payload);
-            });
-        }
-        ("event_msg", "token_count") if p.get("info").is_some_and(|i| !i.is_null()) => {
-            let last = p
-                .pointer("/info/last_token_usage")
-                .cloned()
-                .unwrap_or(Value::Null);
-            let total = p.pointer("/info/total_token_usage").cloned();
-            let n = |k: &str| last.get(k).and_then(Value::as_u64);
-            let call = state.model_call.take();
-            if let Some(call) = &call {
-                let i = emit(out, "model.completed", &format!("{call}:completed"));
-                set!(i, |e| {
-                    e.model_request_id = Some(call.clone());
-                });
-            }
-            let i = emit(out, "cost.recorded", &format!("{line_key}:cost"));
-            let rate_limits = p.get("rate_limits").cloned();
-            set!(i, |e| {
-                e.model_request_id.clone_from(&call);
-                e.payload = Some(json!({
-                    "inputTokens": n("input_tokens"),
-                    "outputTokens": n("output_tokens"),
-                    "cacheReadTokens": n("cached_input_tokens"),
-                    "reasoningTokens": n("reasoning_output_tokens"),
-                    "totalTokens": n("total_tokens"),
-                    "cumulative": total,
-                    "rateLimits": rate_limits,
-                }));
-            });
-        }
-        ("response_item", "message") => {
-            let role = str_at(&p, "/role").unwrap_or("");
-            let text = p.get("content").map(content_text).unwrap_or_default();
-            let (text, text_ref) = out.text(&text);
-            let (t, payload) = match role {
-                "user" => (
-                    "turn.submitted",
-                    json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}),
-                ),
-                "assistant" => (
-                    "model.delta",
-                    json!({"output": text, "outputRef": text_ref, "phase": p.get("phase")}),
-                ),
-                _ => (
-                    "context.resolved",
-                    json!({"role": role, "text": text, "textRef": text_ref}),
-                ),
-            };
-            let call = state.model_call.clone();
-            let i = emit(out, t, &format!("{line_key}:message"));
-            set!(i, |e| {
-                if t == "model.delta" {
-                    e.model_request_id = call;
-                }
-                e.payload = Some(payload);
-            });
-        }
-        ("response_item", "reasoning") => {
-            let summary = p.get("summary").map(content_text).unwrap_or_default();
-            let (text, text_ref) = out.text(&summary);
-            let encrypted =
-                str_at(&p, "/encrypted_content").map(|c| out.blob(c.as_bytes().to_vec()));
-            let call = state.model_call.clone();
-            let i = emit(out, "reasoning.summary", &format!("{line_key}:reasoning"));
-            set!(i, |e| {
-                e.model_request_id = call;
-                e.payload =
-                    Some(json!({"text": text, "textRef": text_ref, "encryptedRef": encrypted}));
-            });
-        }
+        ("response_item", "message") => message(out, state, &line),
+        ("response_item", "reasoning") => reasoning(out, state, &line),
         (
             "response_item",
             "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call",
-        ) => {
-            let call = str_at(&p, "/call_id")
-                .or_else(|| str_at(&p, "/id"))
-                .map_or_else(|| line_key.to_string(), str::to_string);
-            if !state.seen.insert(format!("call:{call}")) {
-                out.summary.duplicate_records += 1;
-                return;
-            }
-            let name = str_at(&p, "/name")
-                .unwrap_or(if sub == "web_search_call" {
-                    "web_search"
-                } else {
-                    "shell"
-                })
-                .to_string();
-            // `arguments` is a JSON string; kept parsed when it parses, as given otherwise.
-            let arguments = match p
-                .get("arguments")
-                .or_else(|| p.get("input"))
-                .or_else(|| p.get("action"))
-            {
-                Some(Value::String(s)) => {
-                    serde_json::from_str::<Value>(s).unwrap_or(Value::String(s.clone()))
-                }
-                Some(other) => other.clone(),
-                None => Value::Null,
-            };
-            let namespace = name
-                .strip_prefix("mcp__")
-                .and_then(|rest| rest.split_once("__"))
-                .map(|(server, _)| server.to_string());
-            out.summary.tool_calls += 1;
-            let args = out.value(&arguments);
-            let i = emit(out, "tool.started", &format!("{call}:started"));
-            set!(i, |e| {
-                e.tool_call_id = Some(call.clone());
-                e.payload = Some(
-                    json!({"toolName": name, "toolNamespace": namespace, "arguments": args, "status": p.get("status")}),
-                );
-            });
-            if name == "update_plan" {
-                checklist(out, &mut emit, &call, &arguments);
-            }
-            if sub == "web_search_call" {
-                // A web search records its own outcome; it has no separate output record.
-                out.summary.tool_results += 1;
-                let failed = str_at(&p, "/status").is_some_and(|s| s != "completed");
-                let i = emit(
-                    out,
-                    if failed { "tool.failed" } else { "tool.result" },
-                    &format!("{call}:result"),
-                );
-                set!(i, |e| {
-                    e.tool_call_id = Some(call.clone());
-                    e.payload = Some(
-                        json!({"toolName": name, "status": if failed { "failure" } else { "success" }}),
-                    );
-                });
-            } else {
-                state.open_calls.insert(call, name);
-            }
-        }
+        ) => tool_call(out, state, &line),
         (
             "response_item",
             "function_call_output" | "custom_tool_call_output" | "local_shell_call_output",
-        ) => {
-            let call = str_at(&p, "/call_id").map_or_else(|| line_key.to_string(), str::to_string);
-            if !state.seen.insert(format!("output:{call}")) {
-                out.summary.duplicate_records += 1;
-                return;
-            }
-            let name = state.open_calls.remove(&call);
-            out.summary.tool_results += 1;
-            if name.is_none() {
-                out.summary.tool_calls += 1; // a result whose call the file does not hold
-            }
-            let text = match p.get("output") {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other
-                    .get("content")
-                    .map_or_else(|| other.to_string(), content_text),
-                None => String::new(),
-            };
-            let failed = p.pointer("/output/success").and_then(Value::as_bool) == Some(false);
-            let (output, output_ref) = out.text(&text);
-            let i = emit(
-                out,
-                if failed { "tool.failed" } else { "tool.result" },
-                &format!("{call}:result"),
-            );
-            set!(i, |e| {
-                e.tool_call_id = Some(call.clone());
-                e.output_ref = output_ref;
-                e.payload = Some(
-                    json!({"toolName": name, "status": if failed { "failure" } else { "success" }, "output": output}),
-                );
-            });
+        ) => tool_output(out, state, &line),
+        ("compacted", _) => compacted(out, &line),
+        _ => other(out, &line, &sub),
+    }
+}
+
+fn session_meta(out: &mut Emitter, line: &Line) {
+    let p = &line.payload;
+    let payload = json!({
+        "cwd": line.str("/cwd"),
+        "originator": line.str("/originator"),
+        "cliVersion": line.str("/cli_version"),
+        "source": p.get("source"),
+        "modelProvider": line.str("/model_provider"),
+        "forkedFromId": line.str("/forked_from_id"),
+        "git": p.get("git").cloned(),
+    });
+    if let Some(e) = line.emit(out, "session.created", &format!("{}:session", line.key)) {
+        e.payload = Some(payload);
+    }
+}
+
+/// `task_started`: a turn opens (Codex calls a turn a task).
+fn turn_started(out: &mut Emitter, state: &mut State, line: &Line) {
+    let id = line
+        .str("/turn_id")
+        .map_or_else(|| line.key.to_string(), str::to_string);
+    state.turn = Some(id.clone());
+    state.model_calls_in_turn = 0;
+    out.summary.turns += 1;
+    let window = line.payload.get("model_context_window").cloned();
+    if let Some(e) = line.emit(out, "turn.started", &format!("{id}:started")) {
+        e.turn_id = Some(id.clone());
+        e.payload = Some(json!({"modelContextWindow": window}));
+    }
+}
+
+/// `task_complete` or `turn_aborted`: the turn ends.
+fn turn_ended(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let id = line.turn_id(state);
+    let aborted = line.str("/type") == Some("turn_aborted");
+    let (t, word) = if aborted {
+        ("turn.failed", "aborted")
+    } else {
+        ("turn.completed", "completed")
+    };
+    let last = line.str("/last_agent_message").map(|m| out.text(m).0);
+    let payload = json!({
+        "reason": if aborted { p.get("reason").cloned().or(Some(json!("aborted"))) } else { None },
+        "durationMs": p.get("duration_ms"),
+        "timeToFirstTokenMs": p.get("time_to_first_token_ms"),
+        "lastAgentMessage": last,
+    });
+    if let Some(e) = line.emit(out, t, &format!("{id}:{word}")) {
+        e.turn_id = Some(id.clone());
+        e.status_reason = aborted.then(|| "aborted".to_string());
+        e.payload = Some(payload);
+    }
+    state.turn = None;
+}
+
+/// `turn_context`: the policies when they change, and a model call (Codex writes one per
+/// sampling request).
+fn turn_context(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let turn_id = line.turn_id(state);
+    policy(out, state, line);
+    state.model_calls_in_turn += 1;
+    let call = format!("{turn_id}#{}", state.model_calls_in_turn);
+    out.summary.model_calls += 1;
+    state.model_call = Some(call.clone());
+    let payload = json!({
+        "model": line.str("/model"),
+        "effort": p.get("effort"),
+        "cwd": line.str("/cwd"),
+        "collaborationMode": p.get("collaboration_mode"),
+    });
+    if let Some(e) = line.emit(out, "model.requested", &format!("{call}:requested")) {
+        e.model_request_id = Some(call.clone());
+        e.payload = Some(payload);
+    }
+}
+
+/// The approval and sandbox policies of a `turn_context`, recorded when they differ from the
+/// last ones recorded.
+fn policy(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let policy = (
+        p.get("approval_policy").cloned().unwrap_or(Value::Null),
+        p.get("sandbox_policy").cloned().unwrap_or(Value::Null),
+    );
+    if state.policy.as_ref() == Some(&policy) {
+        return;
+    }
+    let profile = p.get("permission_profile").map(|v| out.value(v));
+    if let Some(e) = line.emit(out, "policy.changed", &format!("{}:policy", line.key)) {
+        e.payload = Some(json!({
+            "approvalPolicy": policy.0,
+            "sandboxPolicy": policy.1,
+            "permissionProfile": profile,
+        }));
+    }
+    state.policy = Some(policy);
+}
+
+/// A `token_count` with usage: the open model call completes, and its usage is the cost.
+fn token_count(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let last = p
+        .pointer("/info/last_token_usage")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let total = p.pointer("/info/total_token_usage").cloned();
+    let n = |k: &str| last.get(k).and_then(Value::as_u64);
+    let call = state.model_call.take();
+    if let Some(call) = &call {
+        if let Some(e) = line.emit(out, "model.completed", &format!("{call}:completed")) {
+            e.model_request_id = Some(call.clone());
         }
-        ("compacted", _) => {
-            out.summary.compactions += 1;
-            let message = str_at(&p, "/message").unwrap_or("").to_string();
-            let (summary, summary_ref) = out.text(&message);
-            let history = p
-                .get("replacement_history")
-                .map(|h| out.blob(serde_json::to_vec(h).unwrap_or_default()));
-            let i = emit(
-                out,
-                "context.compaction.completed",
-                &format!("{line_key}:compacted"),
-            );
-            set!(i, |e| {
-                e.payload = Some(
-                    json!({"summary": summary, "summaryRef": summary_ref, "replacementHistoryRef": history}),
-                );
-            });
+    }
+    let rate_limits = p.get("rate_limits").cloned();
+    if let Some(e) = line.emit(out, "cost.recorded", &format!("{}:cost", line.key)) {
+        e.model_request_id.clone_from(&call);
+        e.payload = Some(json!({
+            "inputTokens": n("input_tokens"),
+            "outputTokens": n("output_tokens"),
+            "cacheReadTokens": n("cached_input_tokens"),
+            "reasoningTokens": n("reasoning_output_tokens"),
+            "totalTokens": n("total_tokens"),
+            "cumulative": total,
+            "rateLimits": rate_limits,
+        }));
+    }
+}
+
+/// A message of the model history: the user's input, the model's output, or context.
+fn message(out: &mut Emitter, state: &State, line: &Line) {
+    let p = &line.payload;
+    let role = line.str("/role").unwrap_or("");
+    let text = p.get("content").map(content_text).unwrap_or_default();
+    let (text, text_ref) = out.text(&text);
+    let (t, payload) = match role {
+        "user" => (
+            "turn.submitted",
+            json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}),
+        ),
+        "assistant" => (
+            "model.delta",
+            json!({"output": text, "outputRef": text_ref, "phase": p.get("phase")}),
+        ),
+        _ => (
+            "context.resolved",
+            json!({"role": role, "text": text, "textRef": text_ref}),
+        ),
+    };
+    if let Some(e) = line.emit(out, t, &format!("{}:message", line.key)) {
+        if t == "model.delta" {
+            e.model_request_id.clone_from(&state.model_call);
         }
-        _ => {
-            const KNOWN: [&str; 10] = [
-                "user_message",
-                "agent_message",
-                "agent_reasoning",
-                "agent_reasoning_raw_content",
-                "token_count",
-                "context_compacted",
-                "entered_review_mode",
-                "exited_review_mode",
-                "undo_completed",
-                "ghost_snapshot",
-            ];
-            if !KNOWN.contains(&sub) {
-                *out.summary.unknown_kinds.entry(native.clone()).or_default() += 1;
-            }
-            if let Some(e) = out.vendor(&native, &session, &format!("{line_key}:{native}"), &ts, v)
-            {
-                e.thread_id = Some(session.clone());
-                e.turn_id.clone_from(&turn);
-            }
+        e.payload = Some(payload);
+    }
+}
+
+fn reasoning(out: &mut Emitter, state: &State, line: &Line) {
+    let summary = line
+        .payload
+        .get("summary")
+        .map(content_text)
+        .unwrap_or_default();
+    let (text, text_ref) = out.text(&summary);
+    let encrypted = line
+        .str("/encrypted_content")
+        .map(|c| out.blob(c.as_bytes().to_vec()));
+    if let Some(e) = line.emit(out, "reasoning.summary", &format!("{}:reasoning", line.key)) {
+        e.model_request_id.clone_from(&state.model_call);
+        e.payload = Some(json!({"text": text, "textRef": text_ref, "encryptedRef": encrypted}));
+    }
+}
+
+/// A tool call (a repeated one adds nothing); `update_plan` is also the checklist, and a web
+/// search carries its own result.
+fn tool_call(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let web_search = line.str("/type") == Some("web_search_call");
+    let call = line
+        .str("/call_id")
+        .or_else(|| line.str("/id"))
+        .map_or_else(|| line.key.to_string(), str::to_string);
+    if !state.seen.insert(format!("call:{call}")) {
+        out.summary.duplicate_records += 1;
+        return;
+    }
+    let name = line
+        .str("/name")
+        .unwrap_or(if web_search { "web_search" } else { "shell" })
+        .to_string();
+    let arguments = arguments(p);
+    let namespace = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .map(|(server, _)| server.to_string());
+    out.summary.tool_calls += 1;
+    let args = out.value(&arguments);
+    if let Some(e) = line.emit(out, "tool.started", &format!("{call}:started")) {
+        e.tool_call_id = Some(call.clone());
+        e.payload = Some(
+            json!({"toolName": name, "toolNamespace": namespace, "arguments": args, "status": p.get("status")}),
+        );
+    }
+    if name == "update_plan" {
+        checklist(out, line, &call, &arguments);
+    }
+    if web_search {
+        web_search_result(out, line, &call, &name);
+    } else {
+        state.open_calls.insert(call, name);
+    }
+}
+
+/// A tool call's arguments: `arguments` is a JSON string, kept parsed when it parses and as
+/// given otherwise; `input` or `action` when there is none.
+fn arguments(p: &Value) -> Value {
+    match p
+        .get("arguments")
+        .or_else(|| p.get("input"))
+        .or_else(|| p.get("action"))
+    {
+        Some(Value::String(s)) => {
+            serde_json::from_str::<Value>(s).unwrap_or(Value::String(s.clone()))
         }
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+/// A web search records its own outcome; it has no separate output record.
+fn web_search_result(out: &mut Emitter, line: &Line, call: &str, name: &str) {
+    out.summary.tool_results += 1;
+    let failed = line.str("/status").is_some_and(|s| s != "completed");
+    let t = if failed { "tool.failed" } else { "tool.result" };
+    if let Some(e) = line.emit(out, t, &format!("{call}:result")) {
+        e.tool_call_id = Some(call.to_string());
+        e.payload =
+            Some(json!({"toolName": name, "status": if failed { "failure" } else { "success" }}));
+    }
+}
+
+/// A tool call's output, paired with its call by `call_id` (a repeated one adds nothing).
+fn tool_output(out: &mut Emitter, state: &mut State, line: &Line) {
+    let p = &line.payload;
+    let call = line
+        .str("/call_id")
+        .map_or_else(|| line.key.to_string(), str::to_string);
+    if !state.seen.insert(format!("output:{call}")) {
+        out.summary.duplicate_records += 1;
+        return;
+    }
+    let name = state.open_calls.remove(&call);
+    out.summary.tool_results += 1;
+    if name.is_none() {
+        out.summary.tool_calls += 1; // a result whose call the file does not hold
+    }
+    let text = match p.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other
+            .get("content")
+            .map_or_else(|| other.to_string(), content_text),
+        None => String::new(),
+    };
+    let failed = p.pointer("/output/success").and_then(Value::as_bool) == Some(false);
+    let (output, output_ref) = out.text(&text);
+    let t = if failed { "tool.failed" } else { "tool.result" };
+    if let Some(e) = line.emit(out, t, &format!("{call}:result")) {
+        e.tool_call_id = Some(call.clone());
+        e.output_ref = output_ref;
+        e.payload = Some(
+            json!({"toolName": name, "status": if failed { "failure" } else { "success" }, "output": output}),
+        );
+    }
+}
+
+/// `compacted`: a compaction, its replacement history in a blob.
+fn compacted(out: &mut Emitter, line: &Line) {
+    out.summary.compactions += 1;
+    let message = line.str("/message").unwrap_or("").to_string();
+    let (summary, summary_ref) = out.text(&message);
+    let history = line
+        .payload
+        .get("replacement_history")
+        .map(|h| out.blob(serde_json::to_vec(h).unwrap_or_default()));
+    let key = format!("{}:compacted", line.key);
+    if let Some(e) = line.emit(out, "context.compaction.completed", &key) {
+        e.payload = Some(
+            json!({"summary": summary, "summaryRef": summary_ref, "replacementHistoryRef": history}),
+        );
+    }
+}
+
+/// Any other record, kept as a vendor event; `sub` (the payload's type) is counted unknown
+/// unless it is a UI event that repeats the model history or is known to carry nothing to map.
+fn other(out: &mut Emitter, line: &Line, sub: &str) {
+    const KNOWN: [&str; 10] = [
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "token_count",
+        "context_compacted",
+        "entered_review_mode",
+        "exited_review_mode",
+        "undo_completed",
+        "ghost_snapshot",
+    ];
+    let native = &line.native;
+    if !KNOWN.contains(&sub) {
+        *out.summary.unknown_kinds.entry(native.clone()).or_default() += 1;
+    }
+    let key = format!("{}:{native}", line.key);
+    if let Some(e) = out.vendor(native, &line.session, &key, &line.ts, line.record) {
+        e.thread_id = Some(line.session.clone());
+        e.turn_id.clone_from(&line.turn);
     }
 }
 
 /// `update_plan`'s `plan: [{step, status}]` as the checklist.
-fn checklist(
-    out: &mut Emitter,
-    emit: &mut dyn FnMut(&mut Emitter, &str, &str) -> Option<usize>,
-    call: &str,
-    arguments: &Value,
-) {
+fn checklist(out: &mut Emitter, line: &Line, call: &str, arguments: &Value) {
     let items: Vec<Value> = arguments
         .get("plan")
         .and_then(Value::as_array)
@@ -439,10 +504,8 @@ fn checklist(
                 .collect()
         })
         .unwrap_or_default();
-    if let Some(i) = emit(out, "checklist.updated", &format!("{call}:checklist")) {
-        if let Some(e) = out.events.get_mut(i) {
-            e.tool_call_id = Some(call.to_string());
-            e.payload = Some(json!({"items": items}));
-        }
+    if let Some(e) = line.emit(out, "checklist.updated", &format!("{call}:checklist")) {
+        e.tool_call_id = Some(call.to_string());
+        e.payload = Some(json!({"items": items}));
     }
 }

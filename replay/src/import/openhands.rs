@@ -110,15 +110,30 @@ fn check_run(run: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
+/// An event's time as the journal records it.
+#[derive(Clone, Debug)]
+struct Time {
+    /// RFC 3339, in UTC.
+    rfc3339: String,
+    /// Whether the source gave no zone, and UTC was assumed.
+    assumed_utc: bool,
+}
+
 /// A timestamp as RFC 3339 UTC, and whether its zone was assumed.
-fn utc(ts: &str) -> Option<(String, bool)> {
+fn utc(ts: &str) -> Option<Time> {
     if journal_format::time_fmt::parse_rfc3339_ns(ts).is_ok() {
-        return Some((ts.to_string(), false));
+        return Some(Time {
+            rfc3339: ts.to_string(),
+            assumed_utc: false,
+        });
     }
     let assumed = format!("{ts}Z");
     journal_format::time_fmt::parse_rfc3339_ns(&assumed)
         .ok()
-        .map(|_| (assumed, true))
+        .map(|_| Time {
+            rfc3339: assumed,
+            assumed_utc: true,
+        })
 }
 
 /// One evaluation run: an attempt of its task, with its history.
@@ -133,7 +148,46 @@ fn evaluation_run(
     let task = str_of(v, "instance_id").unwrap_or("task").to_string();
     let attempt = format!("line-{}", record.line);
     let mut run = Run::new(task.clone(), Some((task.clone(), attempt.clone())));
-    let start = ptr(v, "/metadata/start_time")
+    let start = start_time(v);
+    let started = json!({
+        "adapterKind": "openhands",
+        "adapterId": ptr(v, "/metadata/agent_class"),
+        "model": ptr(v, "/metadata/llm_config/model"),
+        "instruction": str_of(v, "instruction"),
+    });
+    let (t, key) = ("task.attempt.started", format!("{attempt}:started"));
+    attempt_event(out, &run, t, &key, &start, started);
+    let history = v
+        .get("history")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, event) in history.iter().enumerate() {
+        let checked = event
+            .as_object()
+            .ok_or_else(|| format!("history[{i}] is not an object"))
+            .and_then(|event| {
+                check(event).map_err(|message| format!("history[{i}]: {message}"))?;
+                Ok(event)
+            });
+        match checked {
+            Ok(event) => run.event(
+                out,
+                &Record {
+                    line: record.line,
+                    value: event.clone(),
+                },
+            ),
+            Err(message) => bad(file, options, skipped, record.line, message)?,
+        }
+    }
+    attempt_ended(out, &run, v, start);
+    Ok(run.open.len() as u64)
+}
+
+/// When an evaluation run started: its metadata's `start_time`, else its first event's time.
+fn start_time(v: &Map<String, Value>) -> Time {
+    ptr(v, "/metadata/start_time")
         .and_then(Value::as_str)
         .and_then(|t| utc(&t.replace(' ', "T")))
         .or_else(|| {
@@ -142,59 +196,18 @@ fn evaluation_run(
                 .and_then(|e| str_at(e, "/timestamp"))
                 .and_then(utc)
         })
-        .unwrap_or_else(|| ("1970-01-01T00:00:00Z".into(), true));
-    if let Some(e) = out.emit(
-        "task.attempt.started",
-        &task,
-        &format!("{attempt}:started"),
-        &start.0,
-        "run",
-    ) {
-        e.task_id = Some(task.clone());
-        e.attempt_id = Some(attempt.clone());
-        e.thread_id = Some(task.clone());
-        flag(e, &start, None);
-        e.payload = Some(json!({
-            "adapterKind": "openhands",
-            "adapterId": ptr(v, "/metadata/agent_class"),
-            "model": ptr(v, "/metadata/llm_config/model"),
-            "instruction": str_of(v, "instruction"),
-        }));
-    }
-    let history = v
-        .get("history")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for (i, event) in history.iter().enumerate() {
-        let Some(event) = event.as_object() else {
-            bad(
-                file,
-                options,
-                skipped,
-                record.line,
-                format!("history[{i}] is not an object"),
-            )?;
-            continue;
-        };
-        if let Err(message) = check(event) {
-            bad(
-                file,
-                options,
-                skipped,
-                record.line,
-                format!("history[{i}]: {message}"),
-            )?;
-            continue;
-        }
-        run.event(
-            out,
-            &Record {
-                line: record.line,
-                value: event.clone(),
-            },
-        );
-    }
+        .unwrap_or_else(|| Time {
+            rfc3339: "1970-01-01T00:00:00Z".into(),
+            assumed_utc: true,
+        })
+}
+
+/// The end of an evaluation run's attempt, at its last event (or its `start`): failed when it
+/// has an `error`, with its patch in a blob.
+fn attempt_ended(out: &mut Emitter, run: &Run, v: &Map<String, Value>, start: Time) {
+    let Some((_, attempt)) = &run.attempt else {
+        return;
+    };
     let end = run.last_time.clone().unwrap_or(start);
     let error = str_of(v, "error");
     let (t, word) = if error.is_some() {
@@ -205,22 +218,30 @@ fn evaluation_run(
     let patch = ptr(v, "/test_result/git_patch")
         .and_then(Value::as_str)
         .map(|p| out.blob(p.as_bytes().to_vec()));
-    if let Some(e) = out.emit(t, &task, &format!("{attempt}:{word}"), &end.0, "run") {
+    let payload = json!({
+        "status": word,
+        "diagnostics": {"error": error, "gitPatchRef": patch, "metrics": v.get("metrics")},
+    });
+    attempt_event(out, run, t, &format!("{attempt}:{word}"), &end, payload);
+}
+
+/// An event of an evaluation run's attempt itself (its start or end), at `time`.
+fn attempt_event(out: &mut Emitter, run: &Run, t: &str, key: &str, time: &Time, payload: Value) {
+    let Some((task, attempt)) = &run.attempt else {
+        return;
+    };
+    if let Some(e) = out.emit(t, task, key, &time.rfc3339, "run") {
         e.task_id = Some(task.clone());
         e.attempt_id = Some(attempt.clone());
         e.thread_id = Some(task.clone());
-        flag(e, &end, None);
-        e.payload = Some(json!({
-            "status": word,
-            "diagnostics": {"error": error, "gitPatchRef": patch, "metrics": v.get("metrics")},
-        }));
+        flag(e, time, None);
+        e.payload = Some(payload);
     }
-    Ok(run.open.len() as u64)
 }
 
 /// Marks an event whose timestamp had no zone.
-fn flag(e: &mut journal_format::Envelope, time: &(String, bool), source: Option<&str>) {
-    if time.1 {
+fn flag(e: &mut journal_format::Envelope, time: &Time, source: Option<&str>) {
+    if time.assumed_utc {
         e.extra
             .insert("timestampAssumedUtc".into(), Value::Bool(true));
         if let Some(s) = source {
@@ -230,7 +251,17 @@ fn flag(e: &mut journal_format::Envelope, time: &(String, bool), source: Option<
     }
 }
 
-/// The mapping state of one event stream.
+/// Where the events made from one source event come from: its id (also the key of their
+/// ids), its time, the source's text of that time, and its native kind.
+struct Origin<'r> {
+    id: u64,
+    key: String,
+    time: Time,
+    source_ts: &'r str,
+    native: String,
+}
+
+/// The mapping state of one agent run: a trajectory, or an evaluation run's history.
 struct Run {
     session: String,
     /// `(task, attempt)` for an evaluation run.
@@ -239,7 +270,7 @@ struct Run {
     open: HashMap<u64, (String, String)>,
     model_responses: HashSet<String>,
     turn: Option<String>,
-    last_time: Option<(String, bool)>,
+    last_time: Option<Time>,
     seen: HashSet<u64>,
 }
 
@@ -256,17 +287,22 @@ impl Run {
         }
     }
 
+    /// A new event of type `t` made from the source event `from`, with `key` as its id's key.
     fn emit<'a>(
         &self,
         out: &'a mut Emitter,
         t: &str,
         key: &str,
-        time: &(String, bool),
-        source_ts: &str,
-        native: &str,
+        from: &Origin,
     ) -> Option<&'a mut journal_format::Envelope> {
-        let e = out.emit(t, &self.session, &self.scoped(key), &time.0, native)?;
-        self.stamp(e, time, source_ts);
+        let e = out.emit(
+            t,
+            &self.session,
+            &self.scoped(key),
+            &from.time.rfc3339,
+            &from.native,
+        )?;
+        self.stamp(e, &from.time, from.source_ts);
         Some(e)
     }
 
@@ -280,7 +316,7 @@ impl Run {
     }
 
     /// Puts an event of this run on its thread, turn, task and attempt, and flags an assumed zone.
-    fn stamp(&self, e: &mut journal_format::Envelope, time: &(String, bool), source_ts: &str) {
+    fn stamp(&self, e: &mut journal_format::Envelope, time: &Time, source_ts: &str) {
         e.thread_id = Some(self.session.clone());
         e.turn_id.clone_from(&self.turn);
         if let Some((task, attempt)) = &self.attempt {
@@ -290,131 +326,29 @@ impl Run {
         flag(e, time, Some(source_ts));
     }
 
+    /// Maps one source event: the model call behind it, a permission it asked for, then the
+    /// event itself by its action or observation.
     fn event(&mut self, out: &mut Emitter, record: &Record) {
         let v = &record.value;
-        let id = v.get("id").and_then(Value::as_u64).unwrap_or(0);
-        if !self.seen.insert(id) {
-            out.summary.duplicate_records += 1;
+        let Some(from) = self.origin(out, v) else {
             return;
-        }
-        let source_ts = str_of(v, "timestamp").unwrap_or("");
-        let Some(time) = utc(source_ts) else { return };
-        if time.1 {
-            out.summary.timestamps_assumed_utc += 1;
-        }
-        self.last_time = Some(time.clone());
-        let source = str_of(v, "source").unwrap_or("");
-        let native = match (str_of(v, "action"), str_of(v, "observation")) {
-            (Some(a), _) => format!("action.{a}"),
-            (None, Some(o)) => format!("observation.{o}"),
-            (None, None) => "unknown".into(),
         };
-        let key = format!("{id}");
+        let source = str_of(v, "source").unwrap_or("");
         let args = v.get("args").cloned().unwrap_or(Value::Null);
-        let meta = v.get("tool_call_metadata").cloned();
-
-        // The model call behind an agent action, once per model response.
-        if let Some(response) = meta.as_ref().and_then(|m| m.get("model_response")) {
-            let response_id =
-                str_at(response, "/id").map_or_else(|| format!("event-{id}"), str::to_string);
-            if self.model_responses.insert(response_id.clone()) {
-                out.summary.model_calls += 1;
-                let model = str_at(response, "/model").map(str::to_string);
-                let usage = response.get("usage").cloned().unwrap_or(Value::Null);
-                let n = |k: &str| usage.get(k).and_then(Value::as_u64);
-                if let Some(e) = self.emit(
-                    out,
-                    "model.requested",
-                    &format!("{response_id}:requested"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
-                    e.model_request_id = Some(response_id.clone());
-                    e.payload = Some(json!({"model": model}));
-                }
-                if let Some(e) = self.emit(
-                    out,
-                    "model.completed",
-                    &format!("{response_id}:completed"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
-                    e.model_request_id = Some(response_id.clone());
-                    e.payload = Some(json!({"model": model}));
-                }
-                let cost = ptr(v, "/llm_metrics/costs")
-                    .and_then(Value::as_array)
-                    .and_then(|c| c.last())
-                    .and_then(|c| c.get("cost"))
-                    .and_then(Value::as_f64);
-                if let Some(e) = self.emit(
-                    out,
-                    "cost.recorded",
-                    &format!("{response_id}:cost"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
-                    e.model_request_id = Some(response_id.clone());
-                    e.payload = Some(json!({
-                        "model": model,
-                        "inputTokens": n("prompt_tokens"),
-                        "outputTokens": n("completion_tokens"),
-                        "cacheReadTokens": n("cache_read_input_tokens"),
-                        "cacheWriteTokens": n("cache_creation_input_tokens"),
-                        "totalTokens": n("total_tokens"),
-                        "costUsd": cost,
-                    }));
-                }
-            }
+        let meta = v.get("tool_call_metadata");
+        if let Some(response) = meta.and_then(|m| m.get("model_response")) {
+            self.model_call(out, &from, v, response);
         }
-
         if let Some(state) = str_at(&args, "/confirmation_state") {
-            self.permission(out, id, state, &time, source_ts, &native, &args);
+            self.permission(out, &from, state, &args);
         }
-
         match (str_of(v, "action"), str_of(v, "observation")) {
-            (Some("message"), _) if source == "user" => {
-                let turn = format!("turn-{id}");
-                self.turn = Some(turn.clone());
-                out.summary.turns += 1;
-                let text = str_at(&args, "/content")
-                    .or_else(|| str_of(v, "message"))
-                    .unwrap_or("");
-                let (text, text_ref) = out.text(text);
-                if let Some(e) = self.emit(
-                    out,
-                    "turn.submitted",
-                    &format!("{key}:submitted"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
-                    e.payload = Some(
-                        json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}),
-                    );
-                }
-                let _ = self.emit(
-                    out,
-                    "turn.started",
-                    &format!("{key}:started"),
-                    &time,
-                    source_ts,
-                    &native,
-                );
-            }
+            (Some("message"), _) if source == "user" => self.user_message(out, &from, v, &args),
             (Some("message"), _) => {
                 let (text, text_ref) = out.text(str_of(v, "message").unwrap_or(""));
-                if let Some(e) = self.emit(
-                    out,
-                    "model.delta",
-                    &format!("{key}:message"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
+                if let Some(e) =
+                    self.emit(out, "model.delta", &format!("{}:message", from.key), &from)
+                {
                     e.payload =
                         Some(json!({"output": text, "outputRef": text_ref, "source": source}));
                 }
@@ -422,172 +356,254 @@ impl Run {
             (Some(action), _)
                 if TOOL_ACTIONS.contains(&action) || meta.is_some() && action != "finish" =>
             {
-                let call = meta
-                    .as_ref()
-                    .and_then(|m| str_at(m, "/tool_call_id"))
-                    .map_or_else(|| format!("action-{id}"), |c| format!("{c}@{id}"));
-                let name = meta
-                    .as_ref()
-                    .and_then(|m| str_at(m, "/function_name"))
-                    .unwrap_or(action)
-                    .to_string();
-                out.summary.tool_calls += 1;
-                self.open.insert(id, (call.clone(), name.clone()));
-                let mut arguments = args.clone();
-                if let Some(a) = arguments.as_object_mut() {
-                    a.remove("confirmation_state");
-                }
-                let arguments = out.value(&arguments);
-                if let Some(e) = self.emit(
-                    out,
-                    "tool.started",
-                    &format!("{key}:started"),
-                    &time,
-                    source_ts,
-                    &native,
-                ) {
-                    e.tool_call_id = Some(call);
-                    e.payload =
-                        Some(json!({"toolName": name, "action": action, "arguments": arguments}));
-                }
+                self.tool_action(out, &from, action, &args, meta);
             }
             (Some("finish"), _) => {
                 let (text, text_ref) = out.text(str_of(v, "message").unwrap_or(""));
                 if let Some(e) = self.emit(
                     out,
                     "turn.completed",
-                    &format!("{key}:finish"),
-                    &time,
-                    source_ts,
-                    &native,
+                    &format!("{}:finish", from.key),
+                    &from,
                 ) {
                     e.payload =
                         Some(json!({"reason": "finish", "output": text, "outputRef": text_ref}));
                 }
             }
-            (None, Some("agent_state_changed")) => {
-                let state = str_at(v.get("extras").unwrap_or(&Value::Null), "/agent_state")
-                    .unwrap_or("unknown")
-                    .to_string();
-                if let Some(e) = self.emit(out, "run.status", &key, &time, source_ts, &native) {
-                    e.native_status = Some(state.clone());
-                    e.status = Some(run_status(&state).to_string());
-                }
-                if state == "awaiting_user_input" || state == "finished" {
-                    if let Some(turn) = self.turn.take() {
-                        if let Some(e) = self.emit(
-                            out,
-                            "turn.completed",
-                            &format!("{key}:turn-completed"),
-                            &time,
-                            source_ts,
-                            &native,
-                        ) {
-                            e.turn_id = Some(turn);
-                            e.payload = Some(json!({"reason": state}));
-                        }
-                    }
-                }
-            }
-            (None, Some(observation)) => {
-                let cause = v.get("cause").and_then(Value::as_u64);
-                match cause.and_then(|c| self.open.remove(&c)) {
-                    Some((call, name)) => {
-                        out.summary.tool_results += 1;
-                        let exit = ptr(v, "/extras/metadata/exit_code").and_then(Value::as_i64);
-                        let failed = observation == "error"
-                            || exit.is_some_and(|c| c != 0)
-                            || v.get("success").and_then(Value::as_bool) == Some(false);
-                        let content = str_of(v, "content").unwrap_or("");
-                        let (output, output_ref) = out.text(content);
-                        let diff = ptr(v, "/extras/diff")
-                            .and_then(Value::as_str)
-                            .map(|d| out.blob(d.as_bytes().to_vec()));
-                        let t = if failed { "tool.failed" } else { "tool.result" };
-                        if let Some(e) =
-                            self.emit(out, t, &format!("{key}:result"), &time, source_ts, &native)
-                        {
-                            e.tool_call_id = Some(call);
-                            e.output_ref = output_ref;
-                            e.causation_id = cause.map(|c| c.to_string());
-                            e.payload = Some(json!({
-                                "toolName": name,
-                                "status": if failed { "failure" } else { "success" },
-                                "output": output,
-                                "exitCode": exit,
-                                "diffRef": diff,
-                            }));
-                        }
-                    }
-                    None => self.vendor(out, &native, &key, &time, source_ts, v),
-                }
-            }
-            _ => self.vendor(out, &native, &key, &time, source_ts, v),
+            (None, Some("agent_state_changed")) => self.agent_state(out, &from, v),
+            (None, Some(observation)) => self.observation(out, &from, v, observation),
+            _ => self.vendor(out, &from, v),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn permission(
+    /// The origin of a source event not seen before, with a readable time (which becomes the
+    /// run's last); `None` for a repeated event (counted) or an unreadable time.
+    fn origin<'r>(&mut self, out: &mut Emitter, v: &'r Map<String, Value>) -> Option<Origin<'r>> {
+        let id = v.get("id").and_then(Value::as_u64).unwrap_or(0);
+        if !self.seen.insert(id) {
+            out.summary.duplicate_records += 1;
+            return None;
+        }
+        let source_ts = str_of(v, "timestamp").unwrap_or("");
+        let time = utc(source_ts)?;
+        if time.assumed_utc {
+            out.summary.timestamps_assumed_utc += 1;
+        }
+        self.last_time = Some(time.clone());
+        let native = match (str_of(v, "action"), str_of(v, "observation")) {
+            (Some(a), _) => format!("action.{a}"),
+            (None, Some(o)) => format!("observation.{o}"),
+            (None, None) => "unknown".into(),
+        };
+        Some(Origin {
+            id,
+            key: format!("{id}"),
+            time,
+            source_ts,
+            native,
+        })
+    }
+
+    /// The model call behind an agent action, once per model response: requested, completed,
+    /// and its usage as its cost.
+    fn model_call(
         &mut self,
         out: &mut Emitter,
-        id: u64,
-        state: &str,
-        time: &(String, bool),
-        source_ts: &str,
-        native: &str,
+        from: &Origin,
+        v: &Map<String, Value>,
+        response: &Value,
+    ) {
+        let response_id =
+            str_at(response, "/id").map_or_else(|| format!("event-{}", from.id), str::to_string);
+        if !self.model_responses.insert(response_id.clone()) {
+            return;
+        }
+        out.summary.model_calls += 1;
+        let model = str_at(response, "/model").map(str::to_string);
+        let usage = response.get("usage").cloned().unwrap_or(Value::Null);
+        let n = |k: &str| usage.get(k).and_then(Value::as_u64);
+        for (t, word) in [
+            ("model.requested", "requested"),
+            ("model.completed", "completed"),
+        ] {
+            if let Some(e) = self.emit(out, t, &format!("{response_id}:{word}"), from) {
+                e.model_request_id = Some(response_id.clone());
+                e.payload = Some(json!({"model": model}));
+            }
+        }
+        let cost = ptr(v, "/llm_metrics/costs")
+            .and_then(Value::as_array)
+            .and_then(|c| c.last())
+            .and_then(|c| c.get("cost"))
+            .and_then(Value::as_f64);
+        if let Some(e) = self.emit(out, "cost.recorded", &format!("{response_id}:cost"), from) {
+            e.model_request_id = Some(response_id.clone());
+            e.payload = Some(json!({
+                "model": model,
+                "inputTokens": n("prompt_tokens"),
+                "outputTokens": n("completion_tokens"),
+                "cacheReadTokens": n("cache_read_input_tokens"),
+                "cacheWriteTokens": n("cache_creation_input_tokens"),
+                "totalTokens": n("total_tokens"),
+                "costUsd": cost,
+            }));
+        }
+    }
+
+    /// A user's message: a turn submitted and started.
+    fn user_message(
+        &mut self,
+        out: &mut Emitter,
+        from: &Origin,
+        v: &Map<String, Value>,
         args: &Value,
     ) {
+        self.turn = Some(format!("turn-{}", from.id));
+        out.summary.turns += 1;
+        let text = str_at(args, "/content")
+            .or_else(|| str_of(v, "message"))
+            .unwrap_or("");
+        let (text, text_ref) = out.text(text);
+        if let Some(e) = self.emit(
+            out,
+            "turn.submitted",
+            &format!("{}:submitted", from.key),
+            from,
+        ) {
+            e.payload =
+                Some(json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}));
+        }
+        let _ = self.emit(out, "turn.started", &format!("{}:started", from.key), from);
+    }
+
+    /// An action that runs a tool: a call, open until its observation.
+    fn tool_action(
+        &mut self,
+        out: &mut Emitter,
+        from: &Origin,
+        action: &str,
+        args: &Value,
+        meta: Option<&Value>,
+    ) {
+        let call = meta.and_then(|m| str_at(m, "/tool_call_id")).map_or_else(
+            || format!("action-{}", from.id),
+            |c| format!("{c}@{}", from.id),
+        );
+        let name = meta
+            .and_then(|m| str_at(m, "/function_name"))
+            .unwrap_or(action)
+            .to_string();
+        out.summary.tool_calls += 1;
+        self.open.insert(from.id, (call.clone(), name.clone()));
+        let mut arguments = args.clone();
+        if let Some(a) = arguments.as_object_mut() {
+            a.remove("confirmation_state");
+        }
+        let arguments = out.value(&arguments);
+        if let Some(e) = self.emit(out, "tool.started", &format!("{}:started", from.key), from) {
+            e.tool_call_id = Some(call);
+            e.payload = Some(json!({"toolName": name, "action": action, "arguments": arguments}));
+        }
+    }
+
+    /// An agent state change: the run's status; waiting for the user or finished also ends the
+    /// open turn.
+    fn agent_state(&mut self, out: &mut Emitter, from: &Origin, v: &Map<String, Value>) {
+        let state = str_at(v.get("extras").unwrap_or(&Value::Null), "/agent_state")
+            .unwrap_or("unknown")
+            .to_string();
+        if let Some(e) = self.emit(out, "run.status", &from.key, from) {
+            e.native_status = Some(state.clone());
+            e.status = Some(run_status(&state).to_string());
+        }
+        if state != "awaiting_user_input" && state != "finished" {
+            return;
+        }
+        if let Some(turn) = self.turn.take() {
+            let key = format!("{}:turn-completed", from.key);
+            if let Some(e) = self.emit(out, "turn.completed", &key, from) {
+                e.turn_id = Some(turn);
+                e.payload = Some(json!({"reason": state}));
+            }
+        }
+    }
+
+    /// An observation: the result of the tool action it is caused by, or else a vendor event.
+    fn observation(
+        &mut self,
+        out: &mut Emitter,
+        from: &Origin,
+        v: &Map<String, Value>,
+        observation: &str,
+    ) {
+        let cause = v.get("cause").and_then(Value::as_u64);
+        let Some((call, name)) = cause.and_then(|c| self.open.remove(&c)) else {
+            self.vendor(out, from, v);
+            return;
+        };
+        out.summary.tool_results += 1;
+        let exit = ptr(v, "/extras/metadata/exit_code").and_then(Value::as_i64);
+        let failed = observation == "error"
+            || exit.is_some_and(|c| c != 0)
+            || v.get("success").and_then(Value::as_bool) == Some(false);
+        let content = str_of(v, "content").unwrap_or("");
+        let (output, output_ref) = out.text(content);
+        let diff = ptr(v, "/extras/diff")
+            .and_then(Value::as_str)
+            .map(|d| out.blob(d.as_bytes().to_vec()));
+        let t = if failed { "tool.failed" } else { "tool.result" };
+        if let Some(e) = self.emit(out, t, &format!("{}:result", from.key), from) {
+            e.tool_call_id = Some(call);
+            e.output_ref = output_ref;
+            e.causation_id = cause.map(|c| c.to_string());
+            e.payload = Some(json!({
+                "toolName": name,
+                "status": if failed { "failure" } else { "success" },
+                "output": output,
+                "exitCode": exit,
+                "diffRef": diff,
+            }));
+        }
+    }
+
+    /// A `confirmation_state`: a permission asked for, and resolved unless still awaited.
+    fn permission(&mut self, out: &mut Emitter, from: &Origin, state: &str, args: &Value) {
+        let id = from.id;
         let action = format!("confirm-{id}");
         let risk = args.get("security_risk").cloned();
         if let Some(e) = self.emit(
             out,
             "permission.requested",
             &format!("{id}:permission"),
-            time,
-            source_ts,
-            native,
+            from,
         ) {
             e.action_id = Some(action.clone());
             e.payload = Some(json!({"securityRisk": risk}));
         }
         let decision = match state {
-            "confirmed" => Some("approved"),
-            "rejected" => Some("rejected"),
-            _ => None, // still awaiting: requested, never resolved in this source
+            "confirmed" => "approved",
+            "rejected" => "rejected",
+            _ => return, // still awaiting: requested, never resolved in this source
         };
-        if let Some(decision) = decision {
-            if let Some(e) = self.emit(
-                out,
-                "permission.resolved",
-                &format!("{id}:permission-resolved"),
-                time,
-                source_ts,
-                native,
-            ) {
-                e.action_id = Some(action);
-                e.payload =
-                    Some(json!({"decision": decision, "decidedBy": "user", "nativeState": state}));
-            }
+        let key = format!("{id}:permission-resolved");
+        if let Some(e) = self.emit(out, "permission.resolved", &key, from) {
+            e.action_id = Some(action);
+            e.payload =
+                Some(json!({"decision": decision, "decidedBy": "user", "nativeState": state}));
         }
     }
 
-    fn vendor(
-        &self,
-        out: &mut Emitter,
-        native: &str,
-        key: &str,
-        time: &(String, bool),
-        source_ts: &str,
-        v: &Map<String, Value>,
-    ) {
+    fn vendor(&self, out: &mut Emitter, from: &Origin, v: &Map<String, Value>) {
+        let native = from.native.as_str();
         if !KNOWN_KINDS.contains(&native) {
             *out.summary
                 .unknown_kinds
                 .entry(native.to_string())
                 .or_default() += 1;
         }
-        if let Some(e) = out.vendor(native, &self.session, &self.scoped(key), &time.0, v) {
-            self.stamp(e, time, source_ts);
+        let key = self.scoped(&from.key);
+        if let Some(e) = out.vendor(native, &self.session, &key, &from.time.rfc3339, v) {
+            self.stamp(e, &from.time, from.source_ts);
         }
     }
 }
