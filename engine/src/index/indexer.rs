@@ -151,7 +151,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
 /// Applies a catch-up's chunk of entries, and empties it for the next.
 fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result<()> {
     let entries: Vec<IndexEntry<'_>> = chunk.iter().collect();
-    index.apply(&entries, last, false)?;
+    index.apply(&entries, last)?;
     chunk.clear();
     Ok(())
 }
@@ -269,6 +269,6 @@ fn gather_and_apply(
         }
     }
     let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
-    index.apply(&entries, head.1, false)?;
+    index.apply(&entries, head.1)?;
     Ok((head, open))
 }

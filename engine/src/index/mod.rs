@@ -212,14 +212,9 @@ impl Index {
     }
 
     /// Adds `entries` (in position order, continuing from the indexed head) and records the last
-    /// one as the head, in one transaction. Non-durable commits are fine: the index is caught up
-    /// from the log after a crash.
-    pub(crate) fn apply<'a>(
-        &self,
-        entries: &[IndexEntry<'a>],
-        head_hash: ChainHash,
-        durable: bool,
-    ) -> Result<()> {
+    /// one as the head, in one transaction, which is not made durable ([`Index::persist`] does
+    /// that): the index is caught up from the log after a crash.
+    pub(crate) fn apply<'a>(&self, entries: &[IndexEntry<'a>], head_hash: ChainHash) -> Result<()> {
         guard(&self.marker, || {
             debug_assert!(entries
                 .windows(2)
@@ -237,11 +232,7 @@ impl Index {
                 return Ok(());
             }
             let mut txn = self.db.begin_write()?;
-            txn.set_durability(if durable {
-                Durability::Immediate
-            } else {
-                Durability::None
-            })?;
+            txn.set_durability(Durability::None)?;
             {
                 let mut tables = ApplyTables::open(&txn)?;
                 tables.event_ids(entries)?;
@@ -453,7 +444,7 @@ mod tests {
         batch[10].event_id = "zzz-greatest".into();
         batch[20].event_id = "aaa-least".into();
         index
-            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS)
             .expect("apply");
         let view = index.reader().expect("reader");
         for e in &batch {
@@ -485,7 +476,7 @@ mod tests {
         later[1].event_id = "zzzz-new".into();
         later[2].event_id = "é-new".into();
         index
-            .apply(&borrow(&later), ChainHash::GENESIS, false)
+            .apply(&borrow(&later), ChainHash::GENESIS)
             .expect("apply");
         let renewed = index.reader().expect("reader");
         for e in &later {
@@ -513,7 +504,7 @@ mod tests {
         let all = entries(1, 508);
         for chunk in [&all[..1], &all[1..8], &all[8..]] {
             index
-                .apply(&borrow(chunk), ChainHash::GENESIS, false)
+                .apply(&borrow(chunk), ChainHash::GENESIS)
                 .expect("apply");
         }
         // Stream s1 holds positions 1, 4, 7, ... (versions 1, 2, 3, ...): 170 events.
@@ -572,13 +563,13 @@ mod tests {
         let (_dir, index) = open();
         let all = entries(1, 200);
         index
-            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .apply(&borrow(&all), ChainHash::GENESIS)
             .expect("apply");
         index
-            .apply(&borrow(&all[150..]), ChainHash::GENESIS, false)
+            .apply(&borrow(&all[150..]), ChainHash::GENESIS)
             .expect("again");
         index
-            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .apply(&borrow(&all), ChainHash::GENESIS)
             .expect("again");
         let counts = index.counts().expect("counts");
         assert_eq!(
@@ -587,7 +578,7 @@ mod tests {
         );
         assert_eq!(index.stream_head("session:s2").expect("head"), 67); // An older range applied again leaves the head where it was.
         index
-            .apply(&borrow(&all[..100]), ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..100]), ChainHash::GENESIS)
             .expect("older");
         assert_eq!(index.indexed().expect("head").0, Position(200));
     }
@@ -598,14 +589,14 @@ mod tests {
         let mut first = entries(1, 1);
         first[0].stream_version = 5;
         let err = index
-            .apply(&borrow(&first), ChainHash::GENESIS, false)
+            .apply(&borrow(&first), ChainHash::GENESIS)
             .expect_err("version 5 first");
         assert!(
             err.to_string().contains("where version 1 comes next"),
             "{err}"
         );
         index
-            .apply(&borrow(&entries(1, 10)), ChainHash::GENESIS, false)
+            .apply(&borrow(&entries(1, 10)), ChainHash::GENESIS)
             .expect("apply");
         assert!(index
             .stream_positions("session:s1", 1, 0)
@@ -621,12 +612,12 @@ mod tests {
     fn a_gap_in_a_streams_versions_is_refused() {
         let (_dir, index) = open();
         index
-            .apply(&borrow(&entries(1, 3)), ChainHash::GENESIS, false)
+            .apply(&borrow(&entries(1, 3)), ChainHash::GENESIS)
             .expect("apply");
         let mut next = entries(4, 4);
         next[0].stream_version = 5; // s1 is at version 2: 3 comes next.
         let err = index
-            .apply(&borrow(&next), ChainHash::GENESIS, false)
+            .apply(&borrow(&next), ChainHash::GENESIS)
             .expect_err("a gap");
         assert!(
             err.is_corruption() && err.to_string().contains("records version 5 where"),
@@ -710,7 +701,7 @@ mod tests {
             let mut applied = 0;
             for cut in cuts.iter().cycle() {
                 let end = (applied + cut).min(all.len());
-                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS, false).expect("apply");
+                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS).expect("apply");
                 applied = end;
                 let view = index.reader().expect("reader");
                 for (i, e) in all.iter().enumerate() {
@@ -779,7 +770,7 @@ mod tests {
             let mut applied = 0;
             for cut in cuts.iter().cycle() {
                 let end = (applied + cut).min(all.len());
-                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS, false).expect("apply");
+                index.apply(&borrow(&all[applied..end]), ChainHash::GENESIS).expect("apply");
                 applied = end;
                 if applied == all.len() {
                     break;
@@ -874,7 +865,7 @@ mod tests {
         let (_dir, index) = open();
         let all = entries(1, 400);
         index
-            .apply(&borrow(&all[..150]), ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..150]), ChainHash::GENESIS)
             .expect("apply");
         // Streams are written in key order, before tasks and runs: this apply fills s0's first
         // block (50 → 64 events) and starts its second, does as much for s1, then fails at
@@ -883,10 +874,10 @@ mod tests {
         assert_eq!(broken[97].stream_key, "session:s2");
         broken[97].stream_version += 1; // a gap in s2
         index
-            .apply(&borrow(&broken), ChainHash::GENESIS, false)
+            .apply(&borrow(&broken), ChainHash::GENESIS)
             .expect_err("a gap");
         index
-            .apply(&borrow(&all[150..]), ChainHash::GENESIS, false)
+            .apply(&borrow(&all[150..]), ChainHash::GENESIS)
             .expect("apply");
         assert_all_found(&index, &all);
     }
@@ -896,11 +887,11 @@ mod tests {
         let (_dir, index) = open();
         let all = entries(1, 200);
         index
-            .apply(&borrow(&all), ChainHash::GENESIS, false)
+            .apply(&borrow(&all), ChainHash::GENESIS)
             .expect("apply");
         index.clear().expect("clear");
         index
-            .apply(&borrow(&all[..120]), ChainHash::GENESIS, false)
+            .apply(&borrow(&all[..120]), ChainHash::GENESIS)
             .expect("again");
         assert_all_found(&index, &all[..120]);
         assert_eq!(index.counts().expect("counts").streams, 120);
@@ -946,7 +937,7 @@ mod tests {
             e.event_id = format!("evt-{:03}", e.position.0 % 40);
         }
         index
-            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS)
             .expect("apply");
         for id in 0..40u64 {
             let last = 360 + if id == 0 { 40 } else { id };
@@ -969,7 +960,7 @@ mod tests {
         // Cuts that end inside blocks and across them.
         for range in [0..7, 7..45, 45..46, 46..200, 200..300] {
             index
-                .apply(&borrow(&all[range]), ChainHash::GENESIS, false)
+                .apply(&borrow(&all[range]), ChainHash::GENESIS)
                 .expect("apply");
         }
         assert_eq!(id_tables_len(&index), (8, 0), "300 ids in blocks of 40");
@@ -996,7 +987,7 @@ mod tests {
             e.event_id = format!("evt-{id:06}");
         }
         index
-            .apply(&borrow(&again), ChainHash::GENESIS, false)
+            .apply(&borrow(&again), ChainHash::GENESIS)
             .expect("apply");
         let view = index.reader().expect("reader");
         for e in &again {
@@ -1058,7 +1049,7 @@ mod tests {
             expected.insert(id.clone(), e.position.0);
         }
         index
-            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS)
             .expect("apply");
     }
 
@@ -1180,7 +1171,7 @@ mod tests {
             expected.insert(id.clone(), e.position.0);
         }
         index
-            .apply(&borrow(&batch), ChainHash::GENESIS, false)
+            .apply(&borrow(&batch), ChainHash::GENESIS)
             .expect("apply");
         assert_eq!(id_tables_len(&index), (1, 1));
         assert_eq!(expected.get("evt-000020"), Some(&21));

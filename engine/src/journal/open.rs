@@ -15,7 +15,7 @@ use crate::index::indexer;
 use crate::index::{Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
 use crate::log::read::{self};
-use crate::log::recovery;
+use crate::log::recovery::{self, Opening};
 use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::{quarantine, segment};
 use crate::log::{Head, Log};
@@ -165,7 +165,15 @@ impl Journal {
         let storage = Arc::clone(&options.storage);
         let (record, _) = read_head_record(&*storage, &dir, false)?;
         let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
-        let recovered = recovery::recover(&*storage, &dir, false, committed, true)?;
+        let recovered = recovery::recover(
+            &*storage,
+            &dir,
+            Opening {
+                salvage: false,
+                committed,
+                read_only: true,
+            },
+        )?;
         let head = recovered.head;
         let log = Arc::new(Log::new(recovered.segments, head));
         let mut report = recovered.report;
@@ -295,7 +303,15 @@ fn check_log(
     let index = Arc::new(index);
     let index_head = index.indexed()?;
     let committed = evidence::committed(record, index_head);
-    let recovered = recovery::recover(storage, dir, options.salvage, committed, false)?;
+    let recovered = recovery::recover(
+        storage,
+        dir,
+        Opening {
+            salvage: options.salvage,
+            committed,
+            read_only: false,
+        },
+    )?;
     let mut report = recovered.report;
     report.actions.splice(0..0, carried);
     report.actions.extend(unreadable_record);

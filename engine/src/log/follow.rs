@@ -10,7 +10,7 @@ use journal_format::{Position, SegmentHeader, SegmentId};
 use crate::error::{Error, Result};
 use crate::log::context::RecoveryContext;
 use crate::log::map::{Head, Log};
-use crate::log::recovery;
+use crate::log::recovery::{self, Opening};
 use crate::log::report::RecoveryReport;
 use crate::log::segment::{read_footer, Segment, SEGMENTS_DIR};
 use crate::log::tail::{scan_tail, Tail};
@@ -24,7 +24,15 @@ pub(crate) fn refresh(storage: &dyn Storage, dir: &Path, log: &Log) -> Result<He
     let segments = log.segments();
     let Some(tail) = segments.last().cloned() else {
         // Nothing was there at open: look again from scratch.
-        let recovered = recovery::recover(storage, dir, false, Position::ZERO, true)?;
+        let recovered = recovery::recover(
+            storage,
+            dir,
+            Opening {
+                salvage: false,
+                committed: Position::ZERO,
+                read_only: true,
+            },
+        )?;
         log.replace(recovered.segments, recovered.head);
         return Ok(recovered.head);
     };

@@ -61,18 +61,29 @@ impl Opened {
     }
 }
 
+/// How the log is being opened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Opening {
+    /// Damage outside a torn tail is set aside (moved to `quarantine/` and reported) instead of
+    /// refusing to open.
+    pub salvage: bool,
+    /// The last position the journal's evidence records as durably committed.
+    pub committed: Position,
+    /// Another process writes the log: nothing is cut or written, a write under way is left.
+    pub read_only: bool,
+}
+
 /// Opens the log in `dir`, applying the recovery table.
 ///
 /// `committed` is the last position the journal's evidence (`HEAD`, the index) records as
 /// durably committed: bytes a torn-write rule would cut at or before it were acknowledged, so
 /// they are damage instead (`Position::ZERO` when there is no evidence).
-pub(crate) fn recover(
-    storage: &dyn Storage,
-    dir: &Path,
-    salvage: bool,
-    committed: Position,
-    read_only: bool,
-) -> Result<Recovered> {
+pub(crate) fn recover(storage: &dyn Storage, dir: &Path, opening: Opening) -> Result<Recovered> {
+    let Opening {
+        salvage,
+        committed,
+        read_only,
+    } = opening;
     let (ids, mut report) = list_segments(storage, dir, salvage, read_only)?;
     let mut ctx = RecoveryContext {
         storage,
