@@ -2,9 +2,10 @@
 //! commands' arguments and the state they decide on, so products in other languages can
 //! generate their types.
 
+use journal_commands::Command;
 use journal_format::conformance::Schema;
 use journal_format::{payload, Envelope};
-use journal_projections::{Command, StreamState};
+use journal_projections::StreamState;
 use serde_json::{Map, Value};
 
 fn value(schema: schemars::Schema) -> Value {
