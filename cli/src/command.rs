@@ -5,8 +5,9 @@
 
 use std::io::{self, Write};
 
+use journal_commands::{Command, CommandError, Commands};
 use journal_engine::{Journal, Limits};
-use journal_projections::{Command, CommandError, Commands, Rule, Violation};
+use journal_projections::{Rule, Violation};
 use serde_json::json;
 
 use crate::{fail, lines, out, Failure};

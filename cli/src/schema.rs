@@ -3,9 +3,10 @@
 //! generate their types.
 
 use clap::Args;
+use journal_commands::Command;
 use journal_format::conformance::Schema;
 use journal_format::{payload, Envelope};
-use journal_projections::{Command, StreamState};
+use journal_projections::StreamState;
 use serde_json::{Map, Value};
 
 use crate::{fail, out, Failure};

@@ -12,7 +12,7 @@ use journal_format::payload::{
     ArtifactPayload, CompactionPayload, CostPayload, EvidencePayload, SubagentPayload,
     ToolResultPayload, ToolResultStatus,
 };
-use journal_format::StoredEvent;
+use journal_format::{Envelope, StoredEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -226,13 +226,23 @@ impl CallCost {
     }
 }
 
+/// What a `cost.recorded` is to its call: a new record, or a revision (it `supersedes` an
+/// earlier one: a later state of the same record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CostRecord {
+    /// Adds to the call's figures.
+    New,
+    /// Replaces the call's figures.
+    Revision,
+}
+
 impl Cost {
-    /// Applies one `cost.recorded` of the call `call` (if it names one). A record that
-    /// `supersedes` another (`revises`) replaces the call's figures, in the totals too, instead
-    /// of adding to them: it is a later state of the same record.
-    fn record(&mut self, call: Option<&str>, figures: CallCost, revises: bool) {
+    /// Applies one `cost.recorded` of the call `call` (if it names one). A
+    /// [`CostRecord::Revision`] replaces the call's figures, in the totals too, instead of
+    /// adding to them.
+    fn record(&mut self, call: Option<&str>, figures: CallCost, record: CostRecord) {
         let replaced = call
-            .filter(|_| revises)
+            .filter(|_| record == CostRecord::Revision)
             .and_then(|c| self.by_call.get(c))
             .cloned();
         match &replaced {
@@ -435,6 +445,21 @@ impl Activity {
     pub fn apply(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
+        let family = t.split('.').next().unwrap_or(t);
+        self.count(event, family);
+        self.note_ids(e);
+        if let Some(thread) = &e.thread_id {
+            self.apply_thread(thread, event);
+        }
+        if let Some(run) = &e.run_id {
+            self.apply_run(run, event);
+        }
+        self.apply_family(family, event);
+    }
+
+    /// Counts the event, in all and in its family, and moves the first and last facts.
+    fn count(&mut self, event: &Event<'_>, family: &str) {
+        let e = &event.envelope;
         self.events += 1;
         if self.first.is_none() {
             self.first = Some(At::of(event));
@@ -452,13 +477,17 @@ impl Activity {
             Some(last) => last.clone_from(&e.timestamp),
             None => self.last_timestamp = Some(e.timestamp.clone()),
         }
-        let family = t.split('.').next().unwrap_or(t);
         match self.by_family.get_mut(family) {
             Some(count) => *count += 1,
             None => {
                 self.by_family.insert(family.to_string(), 1);
             }
         }
+    }
+
+    /// The stream's ids as the first event to name each gave them (session, runtime, product,
+    /// user, workspace), the newest schema version and telemetry join status, and every trace.
+    fn note_ids(&mut self, e: &Envelope) {
         if self.session_id.is_none() {
             self.session_id.clone_from(&e.session_id);
         }
@@ -494,26 +523,33 @@ impl Activity {
                 self.trace_ids.insert(trace.clone());
             }
         }
-        if let Some(thread) = &e.thread_id {
-            self.apply_thread(thread, event);
-        }
-        if let Some(run) = &e.run_id {
-            let end = (t == "run.status")
-                .then_some(e.status.as_deref())
-                .flatten()
-                .filter(|s| {
-                    matches!(
-                        *s,
-                        "completed" | "failed" | "cancelled" | "canceled" | "timed_out" | "lost"
-                    )
-                });
-            touch(&mut self.runs, run, event, || e.task_id.clone(), end);
-            if t == "run.status" && end.is_none() {
-                if let (Some(run), Some(status)) = (self.runs.get_mut(run), &e.status) {
-                    run.status.clone_from(status);
-                }
+    }
+
+    /// The run an event names: opened by its first event, ended by a terminal `run.status`,
+    /// and given the status word of any other `run.status`.
+    fn apply_run(&mut self, run: &str, event: &Event<'_>) {
+        let e = &event.envelope;
+        let status = (e.event_type == "run.status")
+            .then_some(e.status.as_ref())
+            .flatten();
+        let end = status.map(String::as_str).filter(|s| {
+            matches!(
+                *s,
+                "completed" | "failed" | "cancelled" | "canceled" | "timed_out" | "lost"
+            )
+        });
+        touch(&mut self.runs, run, event, || e.task_id.clone(), end);
+        if let (Some(status), None) = (status, end) {
+            if let Some(run) = self.runs.get_mut(run) {
+                run.status.clone_from(status);
             }
         }
+    }
+
+    /// What the event's family records.
+    fn apply_family(&mut self, family: &str, event: &Event<'_>) {
+        let e = &event.envelope;
+        let t = e.event_type.as_str();
         match family {
             "session" => {
                 if let Some(status) = e.status.as_ref().or(e.phase.as_ref()) {
@@ -522,41 +558,9 @@ impl Activity {
             }
             "model" => self.apply_model(event),
             "tool" => self.apply_tool(event),
-            "process" => {
-                if let Some(id) = &e.process_id {
-                    let end = match t {
-                        "process.completed" => Some("completed"),
-                        "process.failed" => Some("failed"),
-                        "process.terminated" => Some("terminated"),
-                        _ => None,
-                    };
-                    touch(&mut self.processes, id, event, || None, end);
-                }
-            }
-            "subagent" => {
-                if let Some(id) = &e.subagent_id {
-                    let p = read::of::<read::Subagent, SubagentPayload>(event);
-                    let end = match t {
-                        "subagent.completed" => Some("completed"),
-                        "subagent.failed" => Some("failed"),
-                        "subagent.closed" => Some("closed"),
-                        _ => None,
-                    };
-                    let name = p.and_then(|p| p.role.or(p.profile_id));
-                    touch(&mut self.subagents, id, event, || name, end);
-                }
-            }
-            "job" => {
-                if let (Some(id), None) = (&e.job_id, &e.job_item_id) {
-                    let end = match t {
-                        "job.completed" => Some("completed"),
-                        "job.failed" => Some("failed"),
-                        "job.cancelled" => Some("cancelled"),
-                        _ => None,
-                    };
-                    touch(&mut self.jobs, id, event, || None, end);
-                }
-            }
+            "process" => self.apply_process(event),
+            "subagent" => self.apply_subagent(event),
+            "job" => self.apply_job(event),
             "channel" => {
                 if let Some(id) = &e.channel_id {
                     let word = t.strip_prefix("channel.").unwrap_or(t);
@@ -566,41 +570,8 @@ impl Activity {
             "permission" | "sandbox" => self.apply_permission(event),
             "routing" | "limit" | "rate_limit" | "quota" => self.apply_routing(event),
             "context" => self.apply_context(event),
-            "artifact" => {
-                let p: ArtifactPayload = event.payload_as().unwrap_or_default();
-                let id = e.artifact_id.clone().or_else(|| p.path.clone());
-                if let Some(id) = id {
-                    self.artifacts.insert(
-                        &id,
-                        ArtifactSummary {
-                            path: p.path,
-                            change: p.change,
-                            content_ref: p.content_ref.or_else(|| e.output_ref.clone()),
-                            at: At::of(event),
-                        },
-                    );
-                }
-            }
-            "evidence" => {
-                let p = read::of::<read::Evidence, EvidencePayload>(event).unwrap_or_default();
-                let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
-                let verification_outcomes = match event.payload_field("verificationOutcomes") {
-                    Some(Value::Array(outcomes)) => outcomes,
-                    _ => Vec::new(),
-                };
-                self.evidence.insert(
-                    &id,
-                    EvidenceSummary {
-                        kind: p.kind,
-                        verification: p.verification.or_else(|| e.status.clone()),
-                        evidence_ref: p.evidence_ref,
-                        verification_outcomes,
-                        thread_id: e.thread_id.clone(),
-                        task_id: e.task_id.clone(),
-                        at: At::of(event),
-                    },
-                );
-            }
+            "artifact" => self.apply_artifact(event),
+            "evidence" => self.apply_evidence(event),
             "checkpoint" => self.checkpoints.push(CheckpointRecord {
                 at: At::of(event),
                 timestamp: e.timestamp.clone(),
@@ -616,21 +587,120 @@ impl Activity {
             }
             "queue" => self.queue_changes += 1,
             "runtime" if t == "runtime.error" => self.runtime_errors.push(At::of(event)),
-            "cost" if t == "cost.recorded" => {
-                let p: CostPayload = event.payload_as().unwrap_or_default();
-                let figures = CallCost {
-                    input_tokens: p.input_tokens,
-                    output_tokens: p.output_tokens,
-                    cache_read_tokens: p.cache_read_tokens,
-                    cache_write_tokens: p.cache_write_tokens,
-                    cost_usd: p.cost_usd,
-                };
-                let revises = e.supersedes().is_some();
-                self.cost
-                    .record(e.model_request_id.as_deref(), figures, revises);
-            }
+            "cost" if t == "cost.recorded" => self.apply_cost(event),
             _ => {}
         }
+    }
+
+    /// A process: opened by its first event, closed by the event that ends it.
+    fn apply_process(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let Some(id) = &e.process_id else {
+            return;
+        };
+        let end = match e.event_type.as_str() {
+            "process.completed" => Some("completed"),
+            "process.failed" => Some("failed"),
+            "process.terminated" => Some("terminated"),
+            _ => None,
+        };
+        touch(&mut self.processes, id, event, || None, end);
+    }
+
+    /// A subagent, named by its role or profile: opened by its first event, closed by the event
+    /// that ends it.
+    fn apply_subagent(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let Some(id) = &e.subagent_id else {
+            return;
+        };
+        let p = read::of::<read::Subagent, SubagentPayload>(event);
+        let end = match e.event_type.as_str() {
+            "subagent.completed" => Some("completed"),
+            "subagent.failed" => Some("failed"),
+            "subagent.closed" => Some("closed"),
+            _ => None,
+        };
+        let name = p.and_then(|p| p.role.or(p.profile_id));
+        touch(&mut self.subagents, id, event, || name, end);
+    }
+
+    /// A job (not one of its items): opened by its first event, closed by the event that ends
+    /// it.
+    fn apply_job(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let (Some(id), None) = (&e.job_id, &e.job_item_id) else {
+            return;
+        };
+        let end = match e.event_type.as_str() {
+            "job.completed" => Some("completed"),
+            "job.failed" => Some("failed"),
+            "job.cancelled" => Some("cancelled"),
+            _ => None,
+        };
+        touch(&mut self.jobs, id, event, || None, end);
+    }
+
+    /// An artifact as its newest event tells it, by its id, else its path.
+    fn apply_artifact(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let p: ArtifactPayload = event.payload_as().unwrap_or_default();
+        let Some(id) = e.artifact_id.clone().or_else(|| p.path.clone()) else {
+            return;
+        };
+        self.artifacts.insert(
+            &id,
+            ArtifactSummary {
+                path: p.path,
+                change: p.change,
+                content_ref: p.content_ref.or_else(|| e.output_ref.clone()),
+                at: At::of(event),
+            },
+        );
+    }
+
+    /// A piece of evidence as its newest event tells it, by its id, else the event's.
+    fn apply_evidence(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let p = read::of::<read::Evidence, EvidencePayload>(event).unwrap_or_default();
+        let id = e.evidence_id.clone().unwrap_or_else(|| e.event_id.clone());
+        let verification_outcomes = match event.payload_field("verificationOutcomes") {
+            Some(Value::Array(outcomes)) => outcomes,
+            _ => Vec::new(),
+        };
+        self.evidence.insert(
+            &id,
+            EvidenceSummary {
+                kind: p.kind,
+                verification: p.verification.or_else(|| e.status.clone()),
+                evidence_ref: p.evidence_ref,
+                verification_outcomes,
+                thread_id: e.thread_id.clone(),
+                task_id: e.task_id.clone(),
+                at: At::of(event),
+            },
+        );
+    }
+
+    /// `cost.recorded`: its figures added to the totals, or replacing the call's figures when
+    /// it `supersedes` an earlier record.
+    fn apply_cost(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let p: CostPayload = event.payload_as().unwrap_or_default();
+        let figures = CallCost {
+            input_tokens: p.input_tokens,
+            output_tokens: p.output_tokens,
+            cache_read_tokens: p.cache_read_tokens,
+            cache_write_tokens: p.cache_write_tokens,
+            cost_usd: p.cost_usd,
+        };
+        let record = if e.supersedes().is_some() {
+            CostRecord::Revision
+        } else {
+            CostRecord::New
+        };
+        self.cost
+            .record(e.model_request_id.as_deref(), figures, record);
     }
 
     fn apply_thread(&mut self, thread: &str, event: &Event<'_>) {

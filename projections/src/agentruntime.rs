@@ -130,26 +130,7 @@ pub fn thread(
             Value::Object(t)
         })
         .collect();
-    let in_thread = |task: &TaskState| task.thread_id.as_deref() == Some(id);
-    let pending: Vec<Value> = state
-        .actions
-        .values()
-        .filter(|a| a.decision.is_none())
-        .filter(|a| {
-            a.task_id
-                .as_ref()
-                .and_then(|t| state.tasks.get(t))
-                .is_none_or(in_thread)
-        })
-        .map(|a| {
-            let mut m = Map::new();
-            m.insert("actionId".into(), json!(a.action_id));
-            insert_some(&mut m, "actionType", a.action_type.as_ref());
-            insert_some(&mut m, "taskId", a.task_id.as_ref());
-            insert_some(&mut m, "toolCallId", a.tool_call_id.as_ref());
-            Value::Object(m)
-        })
-        .collect();
+    let pending = pending_requests(id, state);
     let queued: Vec<Value> = summary
         .turns
         .iter()
@@ -159,7 +140,7 @@ pub fn thread(
     let incidents: Vec<Value> = state
         .tasks
         .values()
-        .filter(|t| in_thread(t))
+        .filter(|t| t.thread_id.as_deref() == Some(id))
         .flat_map(|t| t.incidents.iter())
         .map(|i| json!({"eventId": i.event_id, "rule": i.rule, "message": i.message, "position": i.position}))
         .collect();
@@ -188,6 +169,31 @@ pub fn thread(
         }),
     );
     Value::Object(out)
+}
+
+/// The thread's pending requests: the actions not yet decided whose task is in thread `id`, or
+/// that name no task this stream holds.
+fn pending_requests(id: &str, state: &StreamState) -> Vec<Value> {
+    let in_thread = |task: &TaskState| task.thread_id.as_deref() == Some(id);
+    state
+        .actions
+        .values()
+        .filter(|a| a.decision.is_none())
+        .filter(|a| {
+            a.task_id
+                .as_ref()
+                .and_then(|t| state.tasks.get(t))
+                .is_none_or(in_thread)
+        })
+        .map(|a| {
+            let mut m = Map::new();
+            m.insert("actionId".into(), json!(a.action_id));
+            insert_some(&mut m, "actionType", a.action_type.as_ref());
+            insert_some(&mut m, "taskId", a.task_id.as_ref());
+            insert_some(&mut m, "toolCallId", a.tool_call_id.as_ref());
+            Value::Object(m)
+        })
+        .collect()
 }
 
 /// The session snapshot in the spec's form.

@@ -236,19 +236,34 @@ fn action(kind: &str, id: &str, call: &Call) -> AgentAction {
 #[must_use]
 pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
     let session_id: Known<String> = activity.session_id.clone().into();
+    Ecosystem {
+        session: session(state, activity),
+        tasks: state.tasks.values().map(agent_task).collect(),
+        todos: todos(state, &session_id),
+        runs: runs(state, activity, &session_id),
+        approvals: state
+            .actions
+            .values()
+            .map(|a| AgentApprovalCheckpoint {
+                approval_id: a.action_id.clone(),
+                task_id: a.task_id.clone().into(),
+                tool_call_id: a.tool_call_id.clone().into(),
+                kind: a.action_type.clone().into(),
+                status: a.decision.clone().unwrap_or_else(|| "pending".into()),
+                decided_by: a.decided_by.clone().into(),
+                requested_at_position: a.required_at_position,
+                resolved_at_position: a.resolved_at_position.into(),
+            })
+            .collect(),
+        action_log: action_log(activity),
+        checkpoints: checkpoints(activity, &session_id),
+    }
+}
+
+/// AgentSession: the session's ids and times, its status, its current task, and its resume
+/// point's references.
+fn session(state: &StreamState, activity: &Activity) -> AgentSession {
     let unfinished: Vec<&TaskState> = state.active_tasks().collect();
-    let status = match activity.session_status.as_deref() {
-        Some(s @ ("active" | "paused" | "completed" | "failed" | "cancelled")) => s,
-        Some("waiting-approval" | "waiting_approval") => "waiting-approval",
-        _ if state.actions.values().any(|a| a.decision.is_none()) => "waiting-approval",
-        _ if !unfinished.is_empty()
-            && unfinished.iter().all(|t| t.lifecycle == Lifecycle::Paused) =>
-        {
-            "paused"
-        }
-        _ if !unfinished.is_empty() => "active",
-        _ => "unknown",
-    };
     let newest_checkpoint = activity.checkpoints.last().and_then(|c| c.payload.as_ref());
     let memory_refs = newest_checkpoint
         .and_then(|p| p.get("memoryRefs"))
@@ -260,11 +275,11 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
                 .collect()
         })
         .unwrap_or_default();
-    let session = AgentSession {
-        session_id: session_id.clone(),
+    AgentSession {
+        session_id: activity.session_id.clone().into(),
         product_id: activity.product_id.clone().into(),
         user_id: activity.user_id.clone().into(),
-        status: status.to_string(),
+        status: session_status(state, activity, &unfinished).to_string(),
         started_at: activity.first_timestamp.clone().into(),
         updated_at: activity.last_timestamp.clone().into(),
         resumable: !activity.checkpoints.is_empty() || !activity.snapshots.is_empty(),
@@ -277,45 +292,75 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
         artifact_refs: activity.artifacts.keys().map(str::to_owned).collect(),
         approval_refs: state.actions.keys().map(str::to_owned).collect(),
         dispatch_context: activity.dispatch_context.clone().into(),
+    }
+}
+
+/// The session's status: its own recorded status; else `waiting-approval` while an approval is
+/// pending, `paused` when every unfinished task is paused, `active` while one is not.
+fn session_status(
+    state: &StreamState,
+    activity: &Activity,
+    unfinished: &[&TaskState],
+) -> &'static str {
+    match activity.session_status.as_deref() {
+        Some("active") => "active",
+        Some("paused") => "paused",
+        Some("completed") => "completed",
+        Some("failed") => "failed",
+        Some("cancelled") => "cancelled",
+        Some("waiting-approval" | "waiting_approval") => "waiting-approval",
+        _ if state.actions.values().any(|a| a.decision.is_none()) => "waiting-approval",
+        _ if !unfinished.is_empty()
+            && unfinished.iter().all(|t| t.lifecycle == Lifecycle::Paused) =>
+        {
+            "paused"
+        }
+        _ if !unfinished.is_empty() => "active",
+        _ => "unknown",
+    }
+}
+
+/// AgentTask of a task.
+fn agent_task(t: &TaskState) -> AgentTask {
+    AgentTask {
+        task_id: t.task_id.clone(),
+        session_id: t.session_id.clone().into(),
+        title: t.title.clone().into(),
+        intent: t.objective.clone().into(),
+        status: task_status(t.lifecycle).to_string(),
+        priority: t.priority.clone().into(),
+        created_at: t.created_at.clone().into(),
+        updated_at: t.updated_at.clone().into(),
+    }
+}
+
+/// AgentTodo, one per item of the session's checklist.
+fn todos(state: &StreamState, session_id: &Known<String>) -> Vec<AgentTodo> {
+    let Some(c) = &state.checklist else {
+        return Vec::new();
     };
-    let tasks = state
-        .tasks
-        .values()
-        .map(|t| AgentTask {
-            task_id: t.task_id.clone(),
-            session_id: t.session_id.clone().into(),
-            title: t.title.clone().into(),
-            intent: t.objective.clone().into(),
-            status: task_status(t.lifecycle).to_string(),
-            priority: t.priority.clone().into(),
-            created_at: t.created_at.clone().into(),
-            updated_at: t.updated_at.clone().into(),
+    c.items
+        .iter()
+        .map(|i| AgentTodo {
+            todo_id: i.id.clone(),
+            session_id: session_id.clone(),
+            text: i.title.clone(),
+            status: match i.status {
+                ChecklistItemStatus::Pending => "open",
+                ChecklistItemStatus::InProgress => "in-progress",
+                ChecklistItemStatus::Completed => "done",
+                ChecklistItemStatus::Removed => "dropped",
+            }
+            .to_string(),
+            created_at: c.created_at.clone().into(),
+            updated_at: c.updated_at.clone().into(),
         })
-        .collect();
-    let todos = state
-        .checklist
-        .as_ref()
-        .map(|c| {
-            c.items
-                .iter()
-                .map(|i| AgentTodo {
-                    todo_id: i.id.clone(),
-                    session_id: session_id.clone(),
-                    text: i.title.clone(),
-                    status: match i.status {
-                        ChecklistItemStatus::Pending => "open",
-                        ChecklistItemStatus::InProgress => "in-progress",
-                        ChecklistItemStatus::Completed => "done",
-                        ChecklistItemStatus::Removed => "dropped",
-                    }
-                    .to_string(),
-                    created_at: c.created_at.clone().into(),
-                    updated_at: c.updated_at.clone().into(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let runs = activity
+        .collect()
+}
+
+/// AgentRun, one per run, its status from its end or its task.
+fn runs(state: &StreamState, activity: &Activity, session_id: &Known<String>) -> Vec<AgentRun> {
+    activity
         .runs
         .iter()
         .map(|(id, run)| {
@@ -330,22 +375,13 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
                 ended: run.ended.clone().into(),
             }
         })
-        .collect();
-    let approvals = state
-        .actions
-        .values()
-        .map(|a| AgentApprovalCheckpoint {
-            approval_id: a.action_id.clone(),
-            task_id: a.task_id.clone().into(),
-            tool_call_id: a.tool_call_id.clone().into(),
-            kind: a.action_type.clone().into(),
-            status: a.decision.clone().unwrap_or_else(|| "pending".into()),
-            decided_by: a.decided_by.clone().into(),
-            requested_at_position: a.required_at_position,
-            resolved_at_position: a.resolved_at_position.into(),
-        })
-        .collect();
-    let mut action_log: Vec<AgentAction> = [
+        .collect()
+}
+
+/// AgentActionLog: every tool call, model call, process, subagent and job, in the order they
+/// started.
+fn action_log(activity: &Activity) -> Vec<AgentAction> {
+    let mut log: Vec<AgentAction> = [
         ("tool_call", &activity.tool_calls),
         ("model_call", &activity.model_calls),
         ("process", &activity.processes),
@@ -355,8 +391,13 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
     .into_iter()
     .flat_map(|(kind, calls)| calls.iter().map(move |(id, c)| action(kind, id, c)))
     .collect();
-    action_log.sort_by_key(|a| a.started.position);
-    let checkpoints = activity
+    log.sort_by_key(|a| a.started.position);
+    log
+}
+
+/// AgentCheckpoint, one per checkpoint, in order.
+fn checkpoints(activity: &Activity, session_id: &Known<String>) -> Vec<AgentCheckpoint> {
+    activity
         .checkpoints
         .iter()
         .map(|c| AgentCheckpoint {
@@ -369,14 +410,5 @@ pub fn views(state: &StreamState, activity: &Activity) -> Ecosystem {
                 .clone()
                 .map_or(Known::Missing(Missing::Unknown), Known::Value),
         })
-        .collect();
-    Ecosystem {
-        session,
-        tasks,
-        todos,
-        runs,
-        approvals,
-        action_log,
-        checkpoints,
-    }
+        .collect()
 }

@@ -113,28 +113,46 @@ impl<'a> Merged<'a> {
         Merged { keys, a, b }
     }
 
-    /// Takes the index `from_a` says from the front (`back` false) or the back of its list.
-    fn take(&mut self, from_a: bool, back: bool) -> Option<usize> {
-        let list = if from_a { &mut self.a } else { &mut self.b };
-        let (&i, rest) = if back {
-            list.split_last()?
-        } else {
-            list.split_first()?
+    /// Takes the index at `end` of list `list`.
+    fn take(&mut self, list: List, end: End) -> Option<usize> {
+        let list = match list {
+            List::A => &mut self.a,
+            List::B => &mut self.b,
+        };
+        let (&i, rest) = match end {
+            End::Front => list.split_first()?,
+            End::Back => list.split_last()?,
         };
         *list = rest;
         Some(i)
     }
 }
 
+/// One of the two lists [`Merged`] reads.
+#[derive(Clone, Copy)]
+enum List {
+    A,
+    B,
+}
+
+/// An end of a list.
+#[derive(Clone, Copy)]
+enum End {
+    Front,
+    Back,
+}
+
 impl Iterator for Merged<'_> {
     type Item = usize;
 
     fn next(&mut self) -> Option<usize> {
-        let from_a = match (self.a.first(), self.b.first()) {
-            (Some(&x), Some(&y)) => self.keys.key(x) < self.keys.key(y),
-            (a, _) => a.is_some(),
+        // The list whose first key comes first (the one not empty, when the other is).
+        let list = match (self.a.first(), self.b.first()) {
+            (Some(&x), Some(&y)) if self.keys.key(x) < self.keys.key(y) => List::A,
+            (Some(_), None) => List::A,
+            _ => List::B,
         };
-        self.take(from_a, false)
+        self.take(list, End::Front)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -145,11 +163,13 @@ impl Iterator for Merged<'_> {
 
 impl DoubleEndedIterator for Merged<'_> {
     fn next_back(&mut self) -> Option<usize> {
-        let from_a = match (self.a.last(), self.b.last()) {
-            (Some(&x), Some(&y)) => self.keys.key(x) > self.keys.key(y),
-            (a, _) => a.is_some(),
+        // The list whose last key comes last (the one not empty, when the other is).
+        let list = match (self.a.last(), self.b.last()) {
+            (Some(&x), Some(&y)) if self.keys.key(x) > self.keys.key(y) => List::A,
+            (Some(_), None) => List::A,
+            _ => List::B,
         };
-        self.take(from_a, true)
+        self.take(list, End::Back)
     }
 }
 

@@ -1,12 +1,13 @@
-//! The runtime state folded from the log, the seeds' rules, and the commands that decide on
+//! The runtime state folded from the log, the seeds' rules, and the read models built from
 //! them.
 //!
 //! - [`rules`]: the invariants of MODEL.md §4, written once, with their names.
 //! - [`state`]: the one state machine — a pure fold of a stream's events into tasks, attempts,
 //!   actions, turns, the checklist, schedules and sensor keys; facts that break a rule are kept
 //!   and shown as incidents.
-//! - [`commands`]: seed 002's control plane; each command reads its stream, decides with
-//!   [`rules`] on [`state`], and appends atomically with the expected stream version.
+//!
+//! The control plane's commands decide with [`rules`] on [`state`]; they live in
+//! `journal-commands`, which depends on this crate.
 //!
 //! - [`projection`], [`store`], [`worker`]: the projection runtime — a named, versioned fold,
 //!   its states and checkpoint kept together in redb, a worker that resumes, rebuilds on a
@@ -27,7 +28,6 @@
 
 pub mod activity;
 pub mod agentruntime;
-pub mod commands;
 pub mod ecosystem;
 pub mod id_map;
 pub mod models;
@@ -40,7 +40,6 @@ pub mod views;
 pub mod worker;
 pub mod workload;
 
-pub use commands::{Accepted, Command, CommandError, Commands};
 pub use models::{Answer, ReadModels};
 pub use projection::{Event, Freshness, FreshnessState, Projection};
 pub use rules::{Rule, Violation};

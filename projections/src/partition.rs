@@ -46,7 +46,7 @@ mod notes;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use journal_engine::{Journal, Record};
+use journal_engine::{FrameReader, Journal, Record};
 use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN};
 
 use notes::{Note, Notes};
@@ -209,12 +209,7 @@ pub fn build(
     if partitions == 0 {
         return Ok(true);
     }
-    let mut active: Vec<&mut dyn Build> = Vec::new();
-    for worker in workers.iter_mut() {
-        if worker.begin(journal, head)? {
-            active.push(&mut **worker);
-        }
-    }
+    let mut active = begin(journal, workers, head)?;
     let Some(first) = active.first() else {
         return Ok(true);
     };
@@ -224,96 +219,33 @@ pub fn build(
         partitions,
         "building read models from the start, by partition"
     );
-    let mut notes = if partitions <= notes::NOTED_PARTITIONS_MAX {
-        Notes::create(scratch.dir, partitions, copy_limit(scratch))
-            .inspect_err(|error| {
-                tracing::warn!(%error, "stepping through the whole log in each pass instead");
-            })
-            .ok()
-    } else {
-        None
+    let mut passes = Passes {
+        journal,
+        head,
+        partitions,
+        notes: create_notes(scratch, partitions),
+        head_hash: None,
+        pass: Pass {
+            reader,
+            faulted: Vec::new(),
+            chunk: Chunk::default(),
+        },
+        frame_reader: journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES),
     };
-    let mut head_hash = None;
-    let mut pass = Pass {
-        reader,
-        faulted: Vec::new(),
-        chunk: Chunk::default(),
-    };
-    let mut frame_reader = journal.frame_reader().with_read_ahead(READ_AHEAD_BYTES);
     for partition in 0..partitions {
         if active.is_empty() {
             return Ok(true);
         }
-        debug_assert_eq!(pass.chunk.len, 0, "a pass begins with an empty chunk");
-        pass.faulted.clear();
-        pass.faulted.resize(active.len(), false);
-        let applied = match &mut notes {
-            // The later passes read their own frames, where the first noted them.
-            Some(notes) if partition > 0 => notes.read(partition, |note| {
-                match note {
-                    Note::Copied(record) => pass.push(&record, &mut active)?,
-                    Note::At(position, at) => {
-                        let record = frame_reader.read(at, position).map_err(|source| {
-                            WorkerError::Journal {
-                                projection: reader,
-                                source,
-                            }
-                        })?;
-                        pass.push(&record, &mut active)?;
-                    }
-                }
-                Ok(true)
-            }),
-            // The first pass (and each pass without notes) reads each event's stream from its
-            // body, and applies the events of its partition.
-            _ => {
-                let mut failed = None;
-                let mut unnoted = None;
-                let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
-                    if record.position.0 == head {
-                        head_hash = Some(record.hash);
-                    }
-                    let (kind, id) = stream_key_bytes(&record)?;
-                    let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
-                    let applied = match &mut notes {
-                        Some(notes) if of != partition && unnoted.is_none() => {
-                            // A note that cannot be written (a full disk) leaves the later
-                            // passes to step through the log, as without notes.
-                            if let Err(e) = notes.note(of, &record) {
-                                unnoted = Some(e);
-                            }
-                            Ok(())
-                        }
-                        _ if of == partition => pass.push(&record, &mut active),
-                        _ => Ok(()),
-                    };
-                    Ok(match applied {
-                        Ok(()) => ControlFlow::Continue(()),
-                        Err(e) => {
-                            failed = Some(e);
-                            ControlFlow::Break(())
-                        }
-                    })
-                });
-                if let (Some(notes), None) = (&mut notes, &unnoted) {
-                    unnoted = notes.flush().err();
-                }
-                if let Some(error) = unnoted {
-                    tracing::warn!(%error, "stepping through the whole log in each later pass instead");
-                    notes = None;
-                }
-                match (failed, scanned) {
-                    (Some(e), _) => Err(e),
-                    (None, Err(source)) => Err(WorkerError::Journal {
-                        projection: reader,
-                        source,
-                    }),
-                    (None, Ok(())) => Ok(()),
-                }
-            }
-        };
-        // The pass's last events, short of a full chunk.
-        let applied = applied.and_then(|()| pass.apply(&mut active));
+        debug_assert_eq!(
+            passes.pass.chunk.len, 0,
+            "a pass begins with an empty chunk"
+        );
+        passes.pass.faulted.clear();
+        passes.pass.faulted.resize(active.len(), false);
+        // The pass's last events, short of a full chunk, are applied once it has read them all.
+        let applied = passes
+            .read(partition, &mut active)
+            .and_then(|()| passes.pass.apply(&mut active));
         if let Err(error) = applied {
             // Left to the ordinary catch-up, which applies what comes before the failing event
             // (and faults on an event a projection cannot apply) as one pass would.
@@ -323,24 +255,173 @@ pub fn build(
             }
             return Ok(false);
         }
-        let mut kept = Vec::with_capacity(active.len());
-        for (worker, &faulted) in active.into_iter().zip(&pass.faulted) {
-            if faulted {
-                worker.abandon()?;
-            } else {
-                worker.flush()?;
-                let done = u128::from(head) * u128::from(partition + 1) / u128::from(partitions);
-                progress(worker.name(), u64::try_from(done).unwrap_or(head), head);
-                kept.push(worker);
-            }
-        }
-        active = kept;
+        let done = u128::from(head) * u128::from(partition + 1) / u128::from(partitions);
+        let done = u64::try_from(done).unwrap_or(head);
+        active = settle(active, &passes.pass.faulted, |name| {
+            progress(name, done, head);
+        })?;
     }
-    debug_assert_eq!(pass.chunk.len, 0, "the last pass applied its last chunk");
+    debug_assert_eq!(
+        passes.pass.chunk.len, 0,
+        "the last pass applied its last chunk"
+    );
     for worker in active {
-        worker.finish(head, head_hash)?;
+        worker.finish(head, passes.head_hash)?;
     }
     Ok(true)
+}
+
+/// The workers of `workers` that begin a build up to `head` (those at the start of a
+/// generation, keyed by stream).
+fn begin<'w>(
+    journal: &Journal,
+    workers: &'w mut [&mut dyn Build],
+    head: u64,
+) -> Result<Vec<&'w mut dyn Build>, WorkerError> {
+    let mut active: Vec<&mut dyn Build> = Vec::new();
+    for worker in workers.iter_mut() {
+        if worker.begin(journal, head)? {
+            active.push(&mut **worker);
+        }
+    }
+    Ok(active)
+}
+
+/// The scratch files for the notes of `partitions` partitions; `None` (each pass then steps
+/// through the whole log) with more than [`notes::NOTED_PARTITIONS_MAX`] partitions or files
+/// that cannot be created.
+fn create_notes(scratch: Scratch<'_>, partitions: u64) -> Option<Notes> {
+    if partitions > notes::NOTED_PARTITIONS_MAX {
+        return None;
+    }
+    Notes::create(scratch.dir, partitions, copy_limit(scratch))
+        .inspect_err(|error| {
+            tracing::warn!(%error, "stepping through the whole log in each pass instead");
+        })
+        .ok()
+}
+
+/// The workers that go on after a pass: a worker that faulted in it (`faulted`, one flag per
+/// worker) leaves the build; each other writes its partition's states, and `flushed` is told
+/// its name.
+fn settle<'w>(
+    active: Vec<&'w mut dyn Build>,
+    faulted: &[bool],
+    mut flushed: impl FnMut(&str),
+) -> Result<Vec<&'w mut dyn Build>, WorkerError> {
+    let mut kept = Vec::with_capacity(active.len());
+    for (worker, &faulted) in active.into_iter().zip(faulted) {
+        if faulted {
+            worker.abandon()?;
+        } else {
+            worker.flush()?;
+            flushed(worker.name());
+            kept.push(worker);
+        }
+    }
+    Ok(kept)
+}
+
+/// A build's reading of the log, pass after pass.
+struct Passes<'j> {
+    journal: &'j Journal,
+    /// The last position built.
+    head: u64,
+    partitions: u64,
+    /// The later partitions' frames, noted by the first pass; `None` when each pass steps
+    /// through the whole log.
+    notes: Option<Notes>,
+    /// The chain link of the event at `head`, once the first pass has read it.
+    head_hash: Option<ChainHash>,
+    pass: Pass,
+    /// Reads the frames the notes hold no copy of.
+    frame_reader: FrameReader,
+}
+
+impl Passes<'_> {
+    /// Reads partition `partition`'s events into the pass, which applies them to `active`
+    /// chunk by chunk: a later pass from its notes, the first pass (and each pass without
+    /// notes) from the log.
+    fn read(&mut self, partition: u64, active: &mut [&mut dyn Build]) -> Result<(), WorkerError> {
+        match &mut self.notes {
+            // The later passes read their own frames, where the first noted them.
+            Some(notes) if partition > 0 => {
+                let (pass, frame_reader) = (&mut self.pass, &mut self.frame_reader);
+                notes.read(partition, |note| {
+                    match note {
+                        Note::Copied(record) => pass.push(&record, active)?,
+                        Note::At(position, at) => {
+                            let record = frame_reader.read(at, position).map_err(|source| {
+                                WorkerError::Journal {
+                                    projection: pass.reader,
+                                    source,
+                                }
+                            })?;
+                            pass.push(&record, active)?;
+                        }
+                    }
+                    Ok(true)
+                })
+            }
+            _ => self.scan(partition, active),
+        }
+    }
+
+    /// Steps through the log, reading each event's stream from its body: applies the events
+    /// of `partition`, and notes the others for their own passes while notes can be written
+    /// (a note that cannot, on a full disk, leaves the later passes to step through the log,
+    /// as without notes).
+    fn scan(&mut self, partition: u64, active: &mut [&mut dyn Build]) -> Result<(), WorkerError> {
+        let (head, partitions) = (self.head, self.partitions);
+        let Passes {
+            journal,
+            notes,
+            head_hash,
+            pass,
+            ..
+        } = self;
+        let mut failed = None;
+        let mut unnoted = None;
+        let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
+            if record.position.0 == head {
+                *head_hash = Some(record.hash);
+            }
+            let (kind, id) = stream_key_bytes(&record)?;
+            let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
+            let applied = match notes {
+                Some(notes) if of != partition && unnoted.is_none() => {
+                    if let Err(e) = notes.note(of, &record) {
+                        unnoted = Some(e);
+                    }
+                    Ok(())
+                }
+                _ if of == partition => pass.push(&record, active),
+                _ => Ok(()),
+            };
+            Ok(match applied {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            })
+        });
+        if let (Some(notes), None) = (notes.as_mut(), &unnoted) {
+            unnoted = notes.flush().err();
+        }
+        if let Some(error) = unnoted {
+            tracing::warn!(%error, "stepping through the whole log in each later pass instead");
+            *notes = None;
+        }
+        match (failed, scanned) {
+            (Some(e), _) => Err(e),
+            (None, Err(source)) => Err(WorkerError::Journal {
+                projection: pass.reader,
+                source,
+            }),
+            (None, Ok(())) => Ok(()),
+        }
+    }
 }
 
 /// What the build keeps from one event to the next, and from one pass to the next.

@@ -1,4 +1,4 @@
-//! The seeds' invariants (MODEL.md §4), written once. Commands ([`crate::commands`]) refuse what
+//! The seeds' invariants (MODEL.md §4), written once. Commands (`journal-commands`) refuse what
 //! breaks them; the state fold ([`crate::state`]) records facts that break them anyway (facts are
 //! never refused for their meaning) and shows each as an incident naming the rule.
 

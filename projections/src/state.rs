@@ -165,6 +165,179 @@ impl TaskState {
     pub fn current_attempt(&self) -> Option<&Attempt> {
         self.attempts.last().filter(|a| a.status == "running")
     }
+
+    /// The thread and turn the task was first seen in, and the time of its newest event.
+    fn note_context(&mut self, e: &Envelope) {
+        if self.thread_id.is_none() {
+            self.thread_id.clone_from(&e.thread_id);
+        }
+        if self.turn_id.is_none() {
+            self.turn_id.clone_from(&e.turn_id);
+        }
+        self.updated_at = Some(e.timestamp.clone());
+    }
+
+    /// What `task.created` records; a second creation is applied and shown as an incident.
+    fn apply_created(&mut self, event: &Event<'_>, p: &TaskPayload) {
+        let e = &event.envelope;
+        if self.lifecycle != Lifecycle::Unknown {
+            self.incidents.push(incident(
+                event,
+                Violation::new(
+                    Rule::TaskExists,
+                    format!("task {} created twice", self.task_id),
+                ),
+            ));
+        }
+        self.session_id = e.session_id.clone();
+        self.runtime_id = e.runtime_id.clone();
+        self.parent_task_id = e.parent_task_id.clone();
+        self.title = p.title.clone();
+        self.objective = p.objective.clone();
+        self.created_at = Some(e.timestamp.clone());
+        self.priority = p.priority.clone();
+        self.source = p.source.clone();
+        self.idempotency_key = e.idempotency_key.clone();
+        self.evidence_requirements = p.evidence_requirements.clone();
+    }
+
+    /// The completion decision of `task.completion.decided`, which replaces any before it.
+    fn apply_decision(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        if let Some(d) = event.payload_as::<CompletionDecisionPayload>() {
+            self.decision = Some(Decision {
+                accepted: d.accepted,
+                reasons: d.reasons,
+                event_id: e.event_id.clone(),
+                attempt_id: e.attempt_id.clone(),
+            });
+        }
+    }
+
+    /// `task.attempt.completed` or `failed`: the status of the attempt it names (the newest
+    /// when it names none).
+    fn end_attempt(&mut self, e: &Envelope) {
+        let status = if e.event_type.ends_with("completed") {
+            "completed"
+        } else {
+            "failed"
+        };
+        let id = e.attempt_id.as_deref();
+        if let Some(a) = self
+            .attempts
+            .iter_mut()
+            .rev()
+            .find(|a| id.is_none_or(|id| a.attempt_id == id))
+        {
+            a.status = status.into();
+        }
+    }
+
+    /// The lifecycle step of a `task.*` event, if it takes one: checked against the rules (a
+    /// forbidden step is taken and shown as an incident), a new attempt for
+    /// `task.attempt.started`, and the outcome of a terminal step. `missing` are the declared
+    /// artifacts that do not exist.
+    fn apply_step(&mut self, event: &Event<'_>, p: &TaskPayload, missing: &[String]) {
+        let e = &event.envelope;
+        let t = e.event_type.as_str();
+        let Some(to) = rules::target_of(t) else {
+            return;
+        };
+        if let Err(v) = rules::check_transition(&self.task_id, self.lifecycle, to, t) {
+            self.incidents.push(incident(event, v));
+        }
+        if t == "task.attempt.started" {
+            self.start_attempt(event);
+        }
+        self.lifecycle = to;
+        match t {
+            "task.completed" => self.apply_completed(event, p, missing),
+            "task.failed" | "task.timed_out" => {
+                self.outcome = Some(Outcome::Failed);
+                self.finish_running_attempt("failed");
+            }
+            "task.cancelled" => self.outcome = Some(Outcome::Cancelled),
+            _ => {}
+        }
+    }
+
+    /// A new running attempt (any other still running failed), with no outcome or decision yet.
+    fn start_attempt(&mut self, event: &Event<'_>) {
+        let e = &event.envelope;
+        let attempt_id = e.attempt_id.clone().unwrap_or_else(|| e.event_id.clone());
+        for a in self.attempts.iter_mut().filter(|a| a.status == "running") {
+            a.status = "failed".into();
+        }
+        self.attempts.push(Attempt {
+            attempt_id,
+            status: "running".into(),
+            started_at_position: event.position.0,
+            run_id: e.run_id.clone(),
+        });
+        self.outcome = None;
+        self.decision = None;
+    }
+
+    /// `task.completed`: its outcome (`ok` unless it says otherwise), `unverified` with an
+    /// incident for each rule of seed 004's gate it broke, and the running attempt completed.
+    fn apply_completed(&mut self, event: &Event<'_>, p: &TaskPayload, missing: &[String]) {
+        let mut outcome = p
+            .outcome
+            .as_deref()
+            .and_then(|o| serde_json::from_value(Value::String(o.into())).ok())
+            .unwrap_or(Outcome::Ok);
+        let broke = self.completion_violations(missing);
+        if !broke.is_empty() {
+            outcome = Outcome::Unverified;
+        }
+        for v in broke {
+            self.incidents.push(incident(event, v));
+        }
+        self.outcome = Some(outcome);
+        self.finish_running_attempt("completed");
+    }
+
+    /// The rules a completion breaks: no accepted decision, declared artifacts `missing`, a
+    /// machine status other than `ok`.
+    fn completion_violations(&self, missing: &[String]) -> Vec<Violation> {
+        let mut broke = Vec::new();
+        if !self.decision.as_ref().is_some_and(|d| d.accepted) {
+            broke.push(Violation::new(
+                Rule::CompletionNotAccepted,
+                format!(
+                    "task {} completed without an accepted completion decision",
+                    self.task_id
+                ),
+            ));
+        }
+        if !missing.is_empty() {
+            broke.push(Violation::new(
+                Rule::EvidenceMissing,
+                format!(
+                    "task {} completed without its required artifacts: {}",
+                    self.task_id,
+                    missing.join(", ")
+                ),
+            ));
+        }
+        if self.machine_status.is_some_and(|m| m != MachineStatus::Ok) {
+            broke.push(Violation::new(
+                Rule::MachineStatusNotOk,
+                format!(
+                    "task {} completed with machine status {:?}",
+                    self.task_id, self.machine_status
+                ),
+            ));
+        }
+        broke
+    }
+
+    /// Ends the newest attempt with `status` when it is still running.
+    fn finish_running_attempt(&mut self, status: &str) {
+        if let Some(a) = self.attempts.last_mut().filter(|a| a.status == "running") {
+            a.status = status.into();
+        }
+    }
 }
 
 /// A required action (a pending human or policy decision).
@@ -353,110 +526,142 @@ impl StreamState {
     pub fn apply(&mut self, event: &Event<'_>) {
         self.version = event.stream_version;
         self.position = event.position.0;
-        let e = &event.envelope;
-        let t = e.event_type.as_str();
+        let t = event.envelope.event_type.as_str();
         match t {
             "action.required" => self.apply_action_required(event),
             "action.resolved" => self.apply_action_resolved(event),
             "turn.submitted" | "turn.started" | "turn.completed" | "turn.failed" => {
-                if let Some(turn_id) = &e.turn_id {
-                    let status = match t {
-                        "turn.submitted" => "submitted",
-                        "turn.started" => "running",
-                        "turn.completed" => "completed",
-                        _ if e.status.as_deref() == Some("interrupted") => "interrupted",
-                        _ => "failed",
-                    };
-                    self.turns.insert(
-                        turn_id,
-                        TurnState {
-                            turn_id: turn_id.clone(),
-                            thread_id: e.thread_id.clone(),
-                            status: status.into(),
-                        },
-                    );
-                }
+                self.apply_turn(&event.envelope);
             }
             "checklist.created" | "checklist.updated" | "checklist.verification_nudged" => {
-                if let Some(p) = event.payload_as::<ChecklistPayload>() {
-                    if let Err(v) = Checklist::check_items(&p.items) {
-                        self.incidents.push(incident(event, v));
-                    }
-                    let created_at = self
-                        .checklist
-                        .as_ref()
-                        .and_then(|c| c.created_at.clone())
-                        .or_else(|| Some(e.timestamp.clone()));
-                    self.checklist = Some(Checklist {
-                        items: p.items,
-                        verification_nudge_needed: p.verification_nudge_needed,
-                        event_id: e.event_id.clone(),
-                        created_at,
-                        updated_at: Some(e.timestamp.clone()),
-                    });
-                }
+                self.apply_checklist(event);
             }
-            "task.dependency.updated" => {
-                if let Some(rel) = &e.task_relationship {
-                    let field = |k: &str| rel.get(k).and_then(Value::as_str).map(str::to_string);
-                    let from = field("fromTaskId").or(e.task_id.clone());
-                    if let (Some(from), Some(to), Some("depends_on")) =
-                        (from, field("toTaskId"), field("kind").as_deref())
-                    {
-                        self.add_dependency(&from, &to);
-                    }
-                }
-            }
-            "artifact.changed" => {
-                let p: journal_format::payload::ArtifactPayload =
-                    event.payload_as().unwrap_or_default();
-                let keys = [p.path.clone(), e.artifact_id.clone()];
-                let gone = p.exists == Some(false) || p.change.as_deref() == Some("deleted");
-                for key in keys.into_iter().flatten() {
-                    if gone {
-                        self.artifacts.remove(&key);
-                    } else {
-                        self.artifacts.insert(key);
-                    }
-                }
-            }
-            "schedule.upserted" => {
-                if let Some(p) = event.payload_as::<SchedulePayload>() {
-                    let previous = self.schedules.get(&p.schedule_id);
-                    let last_run_at = previous.and_then(|s| s.last_run_at.clone());
-                    self.schedules.insert(
-                        p.schedule_id.clone(),
-                        ScheduleState {
-                            next_run_at: p.next_run_at.clone(),
-                            last_run_at,
-                            schedule: p,
-                        },
-                    );
-                }
-            }
-            "schedule.fired" => {
-                if let Some(p) = event.payload_as::<journal_format::payload::ScheduleFiredPayload>()
-                {
-                    if let Some(s) = self.schedules.get_mut(&p.schedule_id) {
-                        s.next_run_at = p.next_run_at;
-                        s.last_run_at = Some(p.evaluated_at);
-                    }
-                }
-            }
-            "sensor.event.recorded" => {
-                if let Some(p) = event.payload_as::<SensorPayload>() {
-                    self.sensor_keys
-                        .entry(p.dedupe_key)
-                        .or_insert_with(|| e.event_id.clone());
-                    self.sensor_events
-                        .insert(format!("{}/{}", p.sensor_id, p.sensor_event_id));
-                }
-            }
+            "task.dependency.updated" => self.apply_dependency(&event.envelope),
+            "artifact.changed" => self.apply_artifact(event),
+            "schedule.upserted" => self.apply_schedule_upserted(event),
+            "schedule.fired" => self.apply_schedule_fired(event),
+            "sensor.event.recorded" => self.apply_sensor_recorded(event),
             _ => {}
         }
         if t.starts_with("task.") {
             self.apply_task_event(event);
         }
+    }
+
+    /// A turn's status from `turn.submitted`, `started`, `completed` or `failed` (`interrupted`
+    /// when the failure says so).
+    fn apply_turn(&mut self, e: &Envelope) {
+        let Some(turn_id) = &e.turn_id else {
+            return;
+        };
+        let status = match e.event_type.as_str() {
+            "turn.submitted" => "submitted",
+            "turn.started" => "running",
+            "turn.completed" => "completed",
+            _ if e.status.as_deref() == Some("interrupted") => "interrupted",
+            _ => "failed",
+        };
+        self.turns.insert(
+            turn_id,
+            TurnState {
+                turn_id: turn_id.clone(),
+                thread_id: e.thread_id.clone(),
+                status: status.into(),
+            },
+        );
+    }
+
+    /// The whole checklist from a checklist event; a list that breaks seed 001's rules is kept
+    /// and shown as an incident.
+    fn apply_checklist(&mut self, event: &Event<'_>) {
+        let Some(p) = event.payload_as::<ChecklistPayload>() else {
+            return;
+        };
+        let e = &event.envelope;
+        if let Err(v) = Checklist::check_items(&p.items) {
+            self.incidents.push(incident(event, v));
+        }
+        let created_at = self
+            .checklist
+            .as_ref()
+            .and_then(|c| c.created_at.clone())
+            .or_else(|| Some(e.timestamp.clone()));
+        self.checklist = Some(Checklist {
+            items: p.items,
+            verification_nudge_needed: p.verification_nudge_needed,
+            event_id: e.event_id.clone(),
+            created_at,
+            updated_at: Some(e.timestamp.clone()),
+        });
+    }
+
+    /// A `depends_on` edge from `task.dependency.updated` (its source the event's task when the
+    /// relationship names none).
+    fn apply_dependency(&mut self, e: &Envelope) {
+        let Some(rel) = &e.task_relationship else {
+            return;
+        };
+        let field = |k: &str| rel.get(k).and_then(Value::as_str).map(str::to_string);
+        let from = field("fromTaskId").or(e.task_id.clone());
+        if let (Some(from), Some(to), Some("depends_on")) =
+            (from, field("toTaskId"), field("kind").as_deref())
+        {
+            self.add_dependency(&from, &to);
+        }
+    }
+
+    /// An artifact that exists, or no longer does, by its path and by its id.
+    fn apply_artifact(&mut self, event: &Event<'_>) {
+        let p: journal_format::payload::ArtifactPayload = event.payload_as().unwrap_or_default();
+        let keys = [p.path.clone(), event.envelope.artifact_id.clone()];
+        let gone = p.exists == Some(false) || p.change.as_deref() == Some("deleted");
+        for key in keys.into_iter().flatten() {
+            if gone {
+                self.artifacts.remove(&key);
+            } else {
+                self.artifacts.insert(key);
+            }
+        }
+    }
+
+    /// A schedule as upserted, keeping when it last fired.
+    fn apply_schedule_upserted(&mut self, event: &Event<'_>) {
+        let Some(p) = event.payload_as::<SchedulePayload>() else {
+            return;
+        };
+        let previous = self.schedules.get(&p.schedule_id);
+        let last_run_at = previous.and_then(|s| s.last_run_at.clone());
+        self.schedules.insert(
+            p.schedule_id.clone(),
+            ScheduleState {
+                next_run_at: p.next_run_at.clone(),
+                last_run_at,
+                schedule: p,
+            },
+        );
+    }
+
+    /// A fired schedule's next run and last run.
+    fn apply_schedule_fired(&mut self, event: &Event<'_>) {
+        let Some(p) = event.payload_as::<journal_format::payload::ScheduleFiredPayload>() else {
+            return;
+        };
+        if let Some(s) = self.schedules.get_mut(&p.schedule_id) {
+            s.next_run_at = p.next_run_at;
+            s.last_run_at = Some(p.evaluated_at);
+        }
+    }
+
+    /// A sensor event's dedupe key (with the first event that carried it) and its ids.
+    fn apply_sensor_recorded(&mut self, event: &Event<'_>) {
+        let Some(p) = event.payload_as::<SensorPayload>() else {
+            return;
+        };
+        self.sensor_keys
+            .entry(p.dedupe_key)
+            .or_insert_with(|| event.envelope.event_id.clone());
+        self.sensor_events
+            .insert(format!("{}/{}", p.sensor_id, p.sensor_event_id));
     }
 
     fn task_mut(&mut self, envelope: &Envelope) -> Option<&mut TaskState> {
@@ -467,38 +672,22 @@ impl StreamState {
         self.tasks.get_mut(task_id)
     }
 
+    /// A `task.*` event on its task: the fields it records, the decision or attempt it ends,
+    /// its lifecycle step (a step the rules forbid is taken and shown as an incident), and a
+    /// new task's place among its parent's children.
     fn apply_task_event(&mut self, event: &Event<'_>) {
         let e = &event.envelope;
         let t = e.event_type.as_str();
-        let position = event.position.0;
-        let artifacts_present = |reqs: &EvidenceRequirements, artifacts: &BTreeSet<String>| {
-            reqs.required_artifacts
-                .iter()
-                .filter(|a| !artifacts.contains(*a))
-                .cloned()
-                .collect::<Vec<_>>()
-        };
         // The required artifacts a completion lacks, looked up before the task is borrowed.
-        let missing: Vec<String> = match (t, e.task_id.as_ref()) {
-            ("task.completed", Some(id)) => self
-                .tasks
-                .get(id)
-                .and_then(|task| task.evidence_requirements.as_ref())
-                .map(|reqs| artifacts_present(reqs, &self.artifacts))
-                .unwrap_or_default(),
-            _ => Vec::new(),
+        let missing = if t == "task.completed" {
+            self.missing_artifacts(e)
+        } else {
+            Vec::new()
         };
-        let parent = e.parent_task_id.clone();
         let Some(task) = self.task_mut(e) else {
             return;
         };
-        if task.thread_id.is_none() {
-            task.thread_id.clone_from(&e.thread_id);
-        }
-        if task.turn_id.is_none() {
-            task.turn_id.clone_from(&e.turn_id);
-        }
-        task.updated_at = Some(e.timestamp.clone());
+        task.note_context(e);
         let p: TaskPayload = if t.starts_with("task.attempt.") || t.starts_with("task.completion.")
         {
             TaskPayload::default()
@@ -506,25 +695,7 @@ impl StreamState {
             event.payload_as().unwrap_or_default()
         };
         if t == "task.created" {
-            if task.lifecycle != Lifecycle::Unknown {
-                task.incidents.push(incident(
-                    event,
-                    Violation::new(
-                        Rule::TaskExists,
-                        format!("task {} created twice", task.task_id),
-                    ),
-                ));
-            }
-            task.session_id = e.session_id.clone();
-            task.runtime_id = e.runtime_id.clone();
-            task.parent_task_id = parent.clone();
-            task.title = p.title.clone();
-            task.objective = p.objective.clone();
-            task.created_at = Some(e.timestamp.clone());
-            task.priority = p.priority.clone();
-            task.source = p.source.clone();
-            task.idempotency_key = e.idempotency_key.clone();
-            task.evidence_requirements = p.evidence_requirements.clone();
+            task.apply_created(event, &p);
         }
         if let Some(m) = p.machine_status {
             task.machine_status = Some(m);
@@ -533,125 +704,40 @@ impl StreamState {
             task.reason = p.reason.clone();
         }
         match t {
-            "task.completion.decided" => {
-                if let Some(d) = event.payload_as::<CompletionDecisionPayload>() {
-                    task.decision = Some(Decision {
-                        accepted: d.accepted,
-                        reasons: d.reasons,
-                        event_id: e.event_id.clone(),
-                        attempt_id: e.attempt_id.clone(),
-                    });
-                }
-                return;
-            }
+            "task.completion.decided" => return task.apply_decision(event),
+            "task.attempt.completed" | "task.attempt.failed" => return task.end_attempt(e),
             "task.cancel_requested" => task.cancel_requested = true,
-            "task.attempt.completed" | "task.attempt.failed" => {
-                let status = if t.ends_with("completed") {
-                    "completed"
-                } else {
-                    "failed"
-                };
-                let id = e.attempt_id.as_deref();
-                if let Some(a) = task
-                    .attempts
-                    .iter_mut()
-                    .rev()
-                    .find(|a| id.is_none_or(|id| a.attempt_id == id))
-                {
-                    a.status = status.into();
-                }
-                return;
-            }
             _ => {}
         }
-        let Some(to) = rules::target_of(t) else {
-            return;
-        };
-        let from = task.lifecycle;
-        if let Err(v) = rules::check_transition(&task.task_id, from, to, t) {
-            task.incidents.push(incident(event, v));
-        }
-        if t == "task.attempt.started" {
-            let attempt_id = e.attempt_id.clone().unwrap_or_else(|| e.event_id.clone());
-            for a in task.attempts.iter_mut().filter(|a| a.status == "running") {
-                a.status = "failed".into();
-            }
-            task.attempts.push(Attempt {
-                attempt_id,
-                status: "running".into(),
-                started_at_position: position,
-                run_id: e.run_id.clone(),
-            });
-            task.outcome = None;
-            task.decision = None;
-        }
-        task.lifecycle = to;
-        match t {
-            "task.completed" => {
-                let mut outcome = p
-                    .outcome
-                    .as_deref()
-                    .and_then(|o| serde_json::from_value(Value::String(o.into())).ok())
-                    .unwrap_or(Outcome::Ok);
-                let mut broke = Vec::new();
-                if !task.decision.as_ref().is_some_and(|d| d.accepted) {
-                    broke.push(Violation::new(
-                        Rule::CompletionNotAccepted,
-                        format!(
-                            "task {} completed without an accepted completion decision",
-                            task.task_id
-                        ),
-                    ));
-                }
-                {
-                    if !missing.is_empty() {
-                        broke.push(Violation::new(
-                            Rule::EvidenceMissing,
-                            format!(
-                                "task {} completed without its required artifacts: {}",
-                                task.task_id,
-                                missing.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                if task.machine_status.is_some_and(|m| m != MachineStatus::Ok) {
-                    broke.push(Violation::new(
-                        Rule::MachineStatusNotOk,
-                        format!(
-                            "task {} completed with machine status {:?}",
-                            task.task_id, task.machine_status
-                        ),
-                    ));
-                }
-                if !broke.is_empty() {
-                    outcome = Outcome::Unverified;
-                }
-                for v in broke {
-                    task.incidents.push(incident(event, v));
-                }
-                task.outcome = Some(outcome);
-                if let Some(a) = task.attempts.last_mut().filter(|a| a.status == "running") {
-                    a.status = "completed".into();
-                }
-            }
-            "task.failed" | "task.timed_out" => {
-                task.outcome = Some(Outcome::Failed);
-                if let Some(a) = task.attempts.last_mut().filter(|a| a.status == "running") {
-                    a.status = "failed".into();
-                }
-            }
-            "task.cancelled" => task.outcome = Some(Outcome::Cancelled),
-            _ => {}
-        }
+        task.apply_step(event, &p, &missing);
         if t == "task.created" {
-            if let Some(parent) = parent {
-                let child = e.task_id.clone().unwrap_or_default();
-                if let Some(p) = self.tasks.get_mut(&parent) {
-                    if !p.children.contains(&child) {
-                        p.children.push(child);
-                    }
-                }
+            if let Some(parent) = &e.parent_task_id {
+                self.add_child(parent, e.task_id.clone().unwrap_or_default());
+            }
+        }
+    }
+
+    /// The artifacts the task of `e` declared that do not exist.
+    fn missing_artifacts(&self, e: &Envelope) -> Vec<String> {
+        e.task_id
+            .as_ref()
+            .and_then(|id| self.tasks.get(id))
+            .and_then(|task| task.evidence_requirements.as_ref())
+            .map(|reqs| {
+                reqs.required_artifacts
+                    .iter()
+                    .filter(|a| !self.artifacts.contains(*a))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Lists `child` among the children of `parent`, once.
+    fn add_child(&mut self, parent: &str, child: String) {
+        if let Some(p) = self.tasks.get_mut(parent) {
+            if !p.children.contains(&child) {
+                p.children.push(child);
             }
         }
     }

@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use redb::{
-    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
-    TableHandle,
+    Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition, TableHandle,
 };
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +100,16 @@ pub struct Meta {
     pub fault: Option<Fault>,
 }
 
+/// Whether a commit reaches the disk before it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// It does: a crash after it keeps it.
+    Immediate,
+    /// It need not: a crash may roll back to an earlier durable commit (state and checkpoint
+    /// together).
+    Deferred,
+}
+
 /// The keys whose states changed and the aliases to write in one transaction; the states are
 /// encoded one at a time while writing, so a batch never holds them all encoded at once.
 #[derive(Debug, Default)]
@@ -113,8 +122,7 @@ pub struct Batch {
 
 /// Encodes the state of a key for [`Store::commit`] into the buffer given, which it finds empty:
 /// `false` when the key has no state to write. One buffer serves every key of a commit, so that
-/// a large state is not grown again from nothing for each key (`docs/PERFORMANCE.md`, twelfth
-/// session). A commit calls it once for each of its keys, in their order, and never twice for
+/// a large state is not grown again from nothing for each key (`docs/PERFORMANCE.md`). A commit calls it once for each of its keys, in their order, and never twice for
 /// one key: an encoder may hand its state over as it encodes it (a build by partition frees
 /// each state then).
 pub type Encode<'a> = dyn FnMut(&str, &mut Vec<u8>) -> Result<bool, String> + 'a;
@@ -461,7 +469,7 @@ impl Store {
         self.guard(|| {
             let err = self.err(&format!("committing a partition of {name} v{version}"));
             let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-            txn.set_durability(Durability::None)
+            txn.set_durability(redb::Durability::None)
                 .map_err(|e| err(e.into()))?;
             {
                 self.write_states(&txn, name, version, keys, encode)?;
@@ -530,8 +538,8 @@ impl Store {
 
     /// Writes `batch` (each state as `encode` gives it) into generation `version` of `name` and
     /// sets its checkpoint to `meta`, in one transaction; returns the bytes of state written; drops the tables of every other
-    /// generation of `name` that `meta` no longer names. `durable` makes the transaction reach the disk before returning; without
-    /// it, a crash may roll back to an earlier durable commit (state and checkpoint together).
+    /// generation of `name` that `meta` no longer names; `durability` says whether the transaction
+    /// reaches the disk before returning.
     ///
     /// # Errors
     /// [`StoreError`]; nothing of the batch is written then.
@@ -542,16 +550,15 @@ impl Store {
         batch: &Batch,
         encode: &mut Encode<'_>,
         meta: &Meta,
-        durable: bool,
+        durability: Durability,
     ) -> Result<u64, StoreError> {
         self.guard(|| {
             let err = self.err(&format!("committing {name} v{version}"));
             let written;
             let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-            txn.set_durability(if durable {
-                Durability::Immediate
-            } else {
-                Durability::None
+            txn.set_durability(match durability {
+                Durability::Immediate => redb::Durability::Immediate,
+                Durability::Deferred => redb::Durability::None,
             })
             .map_err(|e| err(e.into()))?;
             {
@@ -632,7 +639,7 @@ impl Store {
         self.guard(|| {
             let err = self.err(&format!("resetting {name}"));
             let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-            txn.set_durability(Durability::Immediate)
+            txn.set_durability(redb::Durability::Immediate)
                 .map_err(|e| err(e.into()))?;
             let prefixes = [format!("model:{name}:v"), format!("alias:{name}:v")];
             let tables: Vec<_> = txn
@@ -839,7 +846,7 @@ mod tests {
                 &batch,
                 &mut |_, _| Ok(false),
                 &Meta::default(),
-                false,
+                Durability::Deferred,
             )
             .expect("commit");
         assert_eq!(
@@ -877,7 +884,14 @@ mod tests {
             aliases: Vec::new(),
         };
         let written = store
-            .commit("p", 1, &batch, &mut encode, &Meta::default(), false)
+            .commit(
+                "p",
+                1,
+                &batch,
+                &mut encode,
+                &Meta::default(),
+                Durability::Deferred,
+            )
             .expect("commit");
         assert_eq!(written, 5003);
         for (key, state) in &states {
@@ -886,7 +900,14 @@ mod tests {
         assert_eq!(store.get("p", 1, "c").expect("get"), None);
         let mut failing = |_: &str, _: &mut Vec<u8>| Err("no".to_string());
         let error = store
-            .commit("p", 1, &batch, &mut failing, &Meta::default(), false)
+            .commit(
+                "p",
+                1,
+                &batch,
+                &mut failing,
+                &Meta::default(),
+                Durability::Deferred,
+            )
             .expect_err("an encoding that fails")
             .to_string();
         assert!(error.contains("encoding the state of a in p"), "{error}");

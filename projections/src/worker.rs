@@ -18,7 +18,7 @@ use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
 use crate::projection::{Event, Fault, Projection};
-use crate::store::{Batch, Generation, Meta, Store, StoreError};
+use crate::store::{Batch, Durability, Generation, Meta, Store, StoreError};
 
 /// Events applied per transaction by default. A commit rewrites every state the batch
 /// changed, so fewer, larger batches cost less when catching up over many events; a worker
@@ -218,7 +218,6 @@ impl<P: Projection> Worker<P> {
         journal: &Journal,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Reached, WorkerError> {
-        let name = self.projection.name();
         let head = journal.head().position.0;
         let (stored, mut meta, mut generation) = match self.prepare(journal, head)? {
             Prepared::Faulted(fault) => return Ok(Reached::Faulted(fault)),
@@ -233,19 +232,17 @@ impl<P: Projection> Worker<P> {
                 // Nothing to read; a build that has caught up (a rebuild of an empty log, or a
                 // first build) commits its checkpoint and serves.
                 if meta.building.is_some() || meta != stored {
-                    self.commit(&mut meta, generation, &Batch::default(), true)?;
+                    let batch = Batch::default();
+                    self.commit(&mut meta, generation, &batch, Durability::Immediate)?;
                 }
                 progress(generation.position, head);
                 return Ok(Reached::Position(generation.position));
             }
             let from = generation.position + 1;
-            let len = if self.grow_batches {
-                self.batch_events
-                    .max(self.last_written / WRITE_BYTES_PER_EVENT)
-            } else {
-                self.batch_events
-            };
-            let to = generation.position.saturating_add(len).min(head);
+            let to = generation
+                .position
+                .saturating_add(self.batch_len())
+                .min(head);
             // Applying changes the cached states beyond the checkpoint: they are valid again
             // only once committed (`commit` says so), never after an error on the way.
             self.cached = None;
@@ -253,57 +250,87 @@ impl<P: Projection> Worker<P> {
                 Applied::All(batch, last) => {
                     generation.position = to;
                     generation.hash = last;
-                    self.commit(&mut meta, generation, &batch, to >= head)?;
+                    // The last batch reaches the disk before the catch-up returns.
+                    let durability = if to >= head {
+                        Durability::Immediate
+                    } else {
+                        Durability::Deferred
+                    };
+                    self.commit(&mut meta, generation, &batch, durability)?;
                     progress(to, head);
                     if to >= head {
                         return Ok(Reached::Position(to));
                     }
                 }
                 Applied::FaultAt(fault) => {
-                    // The failing event may have left its state half-changed: forget the
-                    // batch and apply it again up to the event before.
-                    self.cache.clear();
-                    let batch = if fault.position > from {
-                        match self.apply_range(
-                            journal,
-                            generation.version,
-                            from,
-                            fault.position - 1,
-                        )? {
-                            Applied::All(batch, last) => {
-                                generation.hash = last;
-                                batch
-                            }
-                            Applied::FaultAt(again) => {
-                                return Err(WorkerError::Codec {
-                                    projection: name,
-                                    key: again.event_id,
-                                    message: format!(
-                                        "the fold is not deterministic: {} failed only on a second pass",
-                                        again.position
-                                    ),
-                                })
-                            }
-                        }
-                    } else {
-                        Batch::default()
-                    };
-                    generation.position = fault.position - 1;
-                    meta.fault = Some(fault.clone());
-                    self.commit(&mut meta, generation, &batch, true)?;
-                    self.cache.clear();
-                    tracing::warn!(
-                        projection = name,
-                        position = fault.position,
-                        event_id = %fault.event_id,
-                        error = %fault.error,
-                        "projection faulted"
-                    );
-                    progress(generation.position, head);
+                    let fault = self.stop_at_fault(journal, &mut meta, generation, from, fault)?;
+                    progress(fault.position - 1, head);
                     return Ok(Reached::Faulted(fault));
                 }
             }
         }
+    }
+
+    /// How many events the next batch takes: the batch size, or with growing batches at least
+    /// the last commit's bytes ÷ [`WRITE_BYTES_PER_EVENT`].
+    fn batch_len(&self) -> u64 {
+        if self.grow_batches {
+            self.batch_events
+                .max(self.last_written / WRITE_BYTES_PER_EVENT)
+        } else {
+            self.batch_events
+        }
+    }
+
+    /// Stops at `fault`, met in the batch that began at `from`: the failing event may have left
+    /// its state half-changed, so the batch is forgotten and applied again up to the event
+    /// before, and committed with the fault in the checkpoint.
+    ///
+    /// # Errors
+    /// [`WorkerError`] when the journal or the store fails, or the fold fails earlier on the
+    /// second application (it is not deterministic).
+    fn stop_at_fault(
+        &mut self,
+        journal: &Journal,
+        meta: &mut Meta,
+        mut generation: Generation,
+        from: u64,
+        fault: Fault,
+    ) -> Result<Fault, WorkerError> {
+        let name = self.projection.name();
+        self.cache.clear();
+        let batch = if fault.position > from {
+            match self.apply_range(journal, generation.version, from, fault.position - 1)? {
+                Applied::All(batch, last) => {
+                    generation.hash = last;
+                    batch
+                }
+                Applied::FaultAt(again) => {
+                    return Err(WorkerError::Codec {
+                        projection: name,
+                        key: again.event_id,
+                        message: format!(
+                            "the fold is not deterministic: {} failed only on a second pass",
+                            again.position
+                        ),
+                    })
+                }
+            }
+        } else {
+            Batch::default()
+        };
+        generation.position = fault.position - 1;
+        meta.fault = Some(fault.clone());
+        self.commit(meta, generation, &batch, Durability::Immediate)?;
+        self.cache.clear();
+        tracing::warn!(
+            projection = name,
+            position = fault.position,
+            event_id = %fault.event_id,
+            error = %fault.error,
+            "projection faulted"
+        );
+        Ok(fault)
     }
 
     /// Reads the checkpoint and settles what to write next: starts over when the log no longer
@@ -381,7 +408,7 @@ impl<P: Projection> Worker<P> {
         meta: &mut Meta,
         generation: Generation,
         batch: &Batch,
-        durable: bool,
+        durability: Durability,
     ) -> Result<(), WorkerError> {
         match &mut meta.building {
             Some((g, target)) => {
@@ -399,7 +426,7 @@ impl<P: Projection> Worker<P> {
             batch,
             &mut encode_cached(&self.cache),
             meta,
-            durable,
+            durability,
         )?;
         self.last_written = written;
         if self.cache.len() > CACHE_KEYS_MAX || written > CACHE_BYTES_MAX {
@@ -650,7 +677,12 @@ impl<P: Projection> crate::partition::Build for Worker<P> {
         generation.hash = hash;
         self.cache.clear();
         self.last_written = 0;
-        self.commit(&mut meta, generation, &Batch::default(), true)
+        self.commit(
+            &mut meta,
+            generation,
+            &Batch::default(),
+            Durability::Immediate,
+        )
     }
 
     fn abandon(&mut self) -> Result<(), WorkerError> {

@@ -73,6 +73,48 @@ impl Session {
     }
 }
 
+/// The ids of one turn: its thread and turn (stamped on its events), its task and its run.
+struct Turn {
+    number: usize,
+    thread: String,
+    turn_id: String,
+    task: String,
+    run: String,
+}
+
+impl Turn {
+    fn new(index: usize, number: usize, thread: &str) -> Turn {
+        Turn {
+            number,
+            thread: thread.to_string(),
+            turn_id: format!("turn_{index:05}_{number}"),
+            task: format!("task_{index:05}_{number}"),
+            run: format!("run_{index:05}_{number}"),
+        }
+    }
+
+    /// Stamps an event with the turn's thread and turn.
+    fn stamp(&self, e: &mut Envelope) {
+        e.thread_id = Some(self.thread.clone());
+        e.turn_id = Some(self.turn_id.clone());
+    }
+}
+
+/// How a tool call's result reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ToolOutcome {
+    Success,
+    /// The last call of an attempt that is retried.
+    Failure,
+}
+
+/// Whether a turn's task recorded its declared artifact and the evidence of its tests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    Recorded,
+    Absent,
+}
+
 /// The events of one session with `turns` turns.
 fn session(rng: &mut Rng, index: usize, turns: usize) -> Vec<Envelope> {
     let mut s = Session {
@@ -91,166 +133,8 @@ fn session(rng: &mut Rng, index: usize, turns: usize) -> Vec<Envelope> {
             {"id": "i2", "title": "Fix", "kind": "implementation", "status": "pending"}
         ], "verificationNudgeNeeded": false})),
     );
-    for turn in 0..turns {
-        let turn_id = format!("turn_{index:05}_{turn}");
-        let task = format!("task_{index:05}_{turn}");
-        let run = format!("run_{index:05}_{turn}");
-        let stamp = |e: &mut Envelope| {
-            e.thread_id = Some(thread.clone());
-            e.turn_id = Some(turn_id.clone());
-        };
-        stamp(s.event(
-            "turn.submitted",
-            Some(json!({"input": [{"type": "text", "text": format!("step {turn}")}]})),
-        ));
-        stamp(s.event("turn.started", None));
-        let e = s.event(
-            "task.created",
-            Some(json!({"title": format!("Step {turn}"),
-                "evidenceRequirements": {"requiredArtifacts": [format!("out/{task}.md")]}})),
-        );
-        stamp(e);
-        e.task_id = Some(task.clone());
-        let attempts = if rng.chance(15) { 2 } else { 1 };
-        for attempt in 1..=attempts {
-            let attempt_id = format!("{task}_a{attempt}");
-            for (t, p) in [
-                ("task.attempt.started", json!({"attemptNumber": attempt})),
-                ("task.started", json!({})),
-            ] {
-                let e = s.event(t, Some(p));
-                stamp(e);
-                e.task_id = Some(task.clone());
-                e.attempt_id = Some(attempt_id.clone());
-                e.run_id = Some(run.clone());
-            }
-            let calls = 1 + rng.below(3);
-            for call in 0..calls {
-                let request = format!("{run}_m{attempt}_{call}");
-                for t in ["model.requested", "model.completed"] {
-                    let e = s.event(t, Some(json!({"model": "gpt-5.4"})));
-                    stamp(e);
-                    e.model_request_id = Some(request.clone());
-                    e.run_id = Some(run.clone());
-                }
-                let e = s.event(
-                    "cost.recorded",
-                    Some(
-                        json!({"model": "gpt-5.4", "inputTokens": 1200 + rng.below(800),
-                        "outputTokens": 100 + rng.below(400), "costUsd": 0.0125}),
-                    ),
-                );
-                e.run_id = Some(run.clone());
-                let tool_call = format!("{run}_t{attempt}_{call}");
-                let e = s.event(
-                    "tool.started",
-                    Some(json!({"toolName": "shell", "arguments": {"cmd": "cargo test"}})),
-                );
-                stamp(e);
-                e.tool_call_id = Some(tool_call.clone());
-                e.run_id = Some(run.clone());
-                if call == 0 && rng.chance(20) {
-                    let action = format!("{tool_call}_approval");
-                    let e = s.event(
-                        "action.required",
-                        Some(json!({"actionType": "tool_permission", "prompt": "Run cargo test?"})),
-                    );
-                    e.action_id = Some(action.clone());
-                    e.task_id = Some(task.clone());
-                    e.tool_call_id = Some(tool_call.clone());
-                    let e = s.event(
-                        "action.resolved",
-                        Some(json!({"decision": "approve", "decidedBy": "user:reviewer"})),
-                    );
-                    e.action_id = Some(action);
-                    e.task_id = Some(task.clone());
-                }
-                if rng.chance(3) {
-                    continue; // a call with no result stays open
-                }
-                let failed = attempt < attempts && call + 1 == calls;
-                let e = s.event(
-                    "tool.result",
-                    Some(json!({"toolName": "shell",
-                        "status": if failed { "failure" } else { "success" },
-                        "output": "x".repeat(64 + rng.below(256) as usize)})),
-                );
-                stamp(e);
-                e.tool_call_id = Some(tool_call);
-                e.run_id = Some(run.clone());
-            }
-            if attempt < attempts {
-                for (t, p) in [
-                    ("task.attempt.failed", json!({"status": "failed"})),
-                    (
-                        "task.failed",
-                        json!({"reason": "tool.failed", "outcome": "failed"}),
-                    ),
-                    ("task.retrying", json!({})),
-                ] {
-                    let e = s.event(t, Some(p));
-                    e.task_id = Some(task.clone());
-                    e.attempt_id = Some(attempt_id.clone());
-                }
-            }
-        }
-        if rng.chance(10) {
-            s.event(
-                "context.compaction.started",
-                Some(json!({"trigger": "auto", "tokensBefore": 180_000})),
-            );
-            s.event(
-                "context.compaction.completed",
-                Some(json!({"tokensAfter": 40_000, "summary": "summary of earlier turns"})),
-            );
-        }
-        if rng.chance(10) {
-            let sub = format!("{run}_sub");
-            for t in ["subagent.spawned", "subagent.completed"] {
-                let e = s.event(t, Some(json!({"role": "reviewer"})));
-                e.subagent_id = Some(sub.clone());
-                e.task_id = Some(task.clone());
-            }
-        }
-        let evidence = rng.chance(85);
-        if evidence {
-            let e = s.event(
-                "artifact.changed",
-                Some(json!({"change": "created", "path": format!("out/{task}.md")})),
-            );
-            e.artifact_id = Some(format!("out/{task}.md"));
-            e.task_id = Some(task.clone());
-            let e = s.event(
-                "evidence.changed",
-                Some(json!({"kind": "test_run", "verification": "passed"})),
-            );
-            e.evidence_id = Some(format!("{task}_ev"));
-            e.task_id = Some(task.clone());
-        }
-        // Most tasks are completed through an accepted decision; some without one (an
-        // incident) and a few are left running.
-        let ending = rng.below(100);
-        if ending < 90 {
-            if ending < 84 && evidence {
-                let e = s.event(
-                    "task.completion.decided",
-                    Some(json!({"accepted": true, "reasons": ["tests pass"], "decidedBy": "reviewer"})),
-                );
-                e.task_id = Some(task.clone());
-            }
-            let e = s.event(
-                "task.completed",
-                Some(json!({"outcome": "ok", "machineStatus": "ok"})),
-            );
-            e.task_id = Some(task.clone());
-        }
-        if rng.chance(5) {
-            s.event(
-                "checkpoint.captured",
-                Some(json!({"checkpointId": format!("{task}_cp"), "statusAtCapture": "running"})),
-            );
-        }
-        stamp(s.event("turn.completed", None));
+    for number in 0..turns {
+        s.turn(rng, &Turn::new(index, number, &thread));
     }
     s.event(
         "checklist.updated",
@@ -260,6 +144,206 @@ fn session(rng: &mut Rng, index: usize, turns: usize) -> Vec<Envelope> {
         ], "verificationNudgeNeeded": true})),
     );
     s.events
+}
+
+impl Session {
+    /// One turn: its task with one attempt or two, maybe a compaction and a subagent, most
+    /// often the task's evidence, its ending, maybe a checkpoint.
+    fn turn(&mut self, rng: &mut Rng, t: &Turn) {
+        t.stamp(self.event(
+            "turn.submitted",
+            Some(json!({"input": [{"type": "text", "text": format!("step {}", t.number)}]})),
+        ));
+        t.stamp(self.event("turn.started", None));
+        let e = self.event(
+            "task.created",
+            Some(json!({"title": format!("Step {}", t.number),
+                "evidenceRequirements": {"requiredArtifacts": [format!("out/{}.md", t.task)]}})),
+        );
+        t.stamp(e);
+        e.task_id = Some(t.task.clone());
+        let attempts = if rng.chance(15) { 2 } else { 1 };
+        for attempt in 1..=attempts {
+            self.attempt(rng, t, attempt, attempts);
+        }
+        if rng.chance(10) {
+            self.event(
+                "context.compaction.started",
+                Some(json!({"trigger": "auto", "tokensBefore": 180_000})),
+            );
+            self.event(
+                "context.compaction.completed",
+                Some(json!({"tokensAfter": 40_000, "summary": "summary of earlier turns"})),
+            );
+        }
+        if rng.chance(10) {
+            let sub = format!("{}_sub", t.run);
+            for kind in ["subagent.spawned", "subagent.completed"] {
+                let e = self.event(kind, Some(json!({"role": "reviewer"})));
+                e.subagent_id = Some(sub.clone());
+                e.task_id = Some(t.task.clone());
+            }
+        }
+        let evidence = if rng.chance(85) {
+            self.evidence(t);
+            Evidence::Recorded
+        } else {
+            Evidence::Absent
+        };
+        self.ending(rng, t, evidence);
+        if rng.chance(5) {
+            self.event(
+                "checkpoint.captured",
+                Some(
+                    json!({"checkpointId": format!("{}_cp", t.task), "statusAtCapture": "running"}),
+                ),
+            );
+        }
+        t.stamp(self.event("turn.completed", None));
+    }
+
+    /// Attempt `attempt` of `attempts` of the turn's task: one to three model and tool calls,
+    /// the last failing and the attempt failed and retried when another attempt follows.
+    fn attempt(&mut self, rng: &mut Rng, t: &Turn, attempt: u32, attempts: u32) {
+        let attempt_id = format!("{}_a{attempt}", t.task);
+        for (kind, p) in [
+            ("task.attempt.started", json!({"attemptNumber": attempt})),
+            ("task.started", json!({})),
+        ] {
+            let e = self.event(kind, Some(p));
+            t.stamp(e);
+            e.task_id = Some(t.task.clone());
+            e.attempt_id = Some(attempt_id.clone());
+            e.run_id = Some(t.run.clone());
+        }
+        let calls = 1 + rng.below(3);
+        for call in 0..calls {
+            let outcome = if attempt < attempts && call + 1 == calls {
+                ToolOutcome::Failure
+            } else {
+                ToolOutcome::Success
+            };
+            self.call(rng, t, attempt, call, outcome);
+        }
+        if attempt < attempts {
+            for (kind, p) in [
+                ("task.attempt.failed", json!({"status": "failed"})),
+                (
+                    "task.failed",
+                    json!({"reason": "tool.failed", "outcome": "failed"}),
+                ),
+                ("task.retrying", json!({})),
+            ] {
+                let e = self.event(kind, Some(p));
+                e.task_id = Some(t.task.clone());
+                e.attempt_id = Some(attempt_id.clone());
+            }
+        }
+    }
+
+    /// Call `call` of attempt `attempt`: a model call with its cost, then a tool call (the
+    /// first sometimes behind an approval), whose result is sometimes never recorded.
+    fn call(&mut self, rng: &mut Rng, t: &Turn, attempt: u32, call: u64, outcome: ToolOutcome) {
+        let run = &t.run;
+        let request = format!("{run}_m{attempt}_{call}");
+        for kind in ["model.requested", "model.completed"] {
+            let e = self.event(kind, Some(json!({"model": "gpt-5.4"})));
+            t.stamp(e);
+            e.model_request_id = Some(request.clone());
+            e.run_id = Some(run.clone());
+        }
+        let e = self.event(
+            "cost.recorded",
+            Some(
+                json!({"model": "gpt-5.4", "inputTokens": 1200 + rng.below(800),
+                "outputTokens": 100 + rng.below(400), "costUsd": 0.0125}),
+            ),
+        );
+        e.run_id = Some(run.clone());
+        let tool_call = format!("{run}_t{attempt}_{call}");
+        let e = self.event(
+            "tool.started",
+            Some(json!({"toolName": "shell", "arguments": {"cmd": "cargo test"}})),
+        );
+        t.stamp(e);
+        e.tool_call_id = Some(tool_call.clone());
+        e.run_id = Some(run.clone());
+        if call == 0 && rng.chance(20) {
+            self.approval(t, &tool_call);
+        }
+        if rng.chance(3) {
+            return; // a call with no result stays open
+        }
+        let status = match outcome {
+            ToolOutcome::Failure => "failure",
+            ToolOutcome::Success => "success",
+        };
+        let e = self.event(
+            "tool.result",
+            Some(json!({"toolName": "shell",
+                "status": status,
+                "output": "x".repeat(64 + rng.below(256) as usize)})),
+        );
+        t.stamp(e);
+        e.tool_call_id = Some(tool_call);
+        e.run_id = Some(run.clone());
+    }
+
+    /// An approval of a tool call, required and granted.
+    fn approval(&mut self, t: &Turn, tool_call: &str) {
+        let action = format!("{tool_call}_approval");
+        let e = self.event(
+            "action.required",
+            Some(json!({"actionType": "tool_permission", "prompt": "Run cargo test?"})),
+        );
+        e.action_id = Some(action.clone());
+        e.task_id = Some(t.task.clone());
+        e.tool_call_id = Some(tool_call.to_string());
+        let e = self.event(
+            "action.resolved",
+            Some(json!({"decision": "approve", "decidedBy": "user:reviewer"})),
+        );
+        e.action_id = Some(action);
+        e.task_id = Some(t.task.clone());
+    }
+
+    /// The task's declared artifact, and evidence that its tests passed.
+    fn evidence(&mut self, t: &Turn) {
+        let task = &t.task;
+        let e = self.event(
+            "artifact.changed",
+            Some(json!({"change": "created", "path": format!("out/{task}.md")})),
+        );
+        e.artifact_id = Some(format!("out/{task}.md"));
+        e.task_id = Some(task.clone());
+        let e = self.event(
+            "evidence.changed",
+            Some(json!({"kind": "test_run", "verification": "passed"})),
+        );
+        e.evidence_id = Some(format!("{task}_ev"));
+        e.task_id = Some(task.clone());
+    }
+
+    /// How the task ends: most tasks are completed through an accepted decision (only those
+    /// with recorded evidence); some without one (an incident) and a few are left running.
+    fn ending(&mut self, rng: &mut Rng, t: &Turn, evidence: Evidence) {
+        let ending = rng.below(100);
+        if ending >= 90 {
+            return;
+        }
+        if ending < 84 && evidence == Evidence::Recorded {
+            let e = self.event(
+                "task.completion.decided",
+                Some(json!({"accepted": true, "reasons": ["tests pass"], "decidedBy": "reviewer"})),
+            );
+            e.task_id = Some(t.task.clone());
+        }
+        let e = self.event(
+            "task.completed",
+            Some(json!({"outcome": "ok", "machineStatus": "ok"})),
+        );
+        e.task_id = Some(t.task.clone());
+    }
 }
 
 /// About `events` events over `sessions` sessions, interleaved as concurrent sessions would

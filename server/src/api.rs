@@ -15,10 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
+use journal_commands::Command;
 use journal_engine::input::{line_bytes_max, Checker, InputBatch};
 use journal_engine::{AppendOptions, Filter, VerifyOptions};
 use journal_format::{ChainHash, Position};
-use journal_projections::Command;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -429,7 +429,7 @@ async fn command(
         Err(e) => Err(match e.violation() {
             Some(v) => ApiError::rule(&v),
             None => match e {
-                journal_projections::CommandError::Journal(e) => ApiError::engine(e),
+                journal_commands::CommandError::Journal(e) => ApiError::engine(e),
                 e => ApiError::kind(StatusCode::CONFLICT, "contended", e.to_string()),
             },
         }),

@@ -5,7 +5,7 @@
 //!
 //! NOTE: this crate decides nothing about events. Input is checked by
 //! [`journal_engine::input`] (the checks of `journal append`), commands decide in
-//! `journal-projections`, and every answer comes from the engine's public API. It is not a
+//! `journal-commands`, and every answer comes from the engine's public API. It is not a
 //! TLS terminator and has no clients; the CLI (`journal serve`, `journal token`) is its only
 //! user.
 
@@ -26,10 +26,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use journal_commands::Commands;
 use journal_engine::{Journal, Limits};
 use journal_format::conformance::Schema;
 use journal_projections::store::Store;
-use journal_projections::{Commands, ReadModels};
+use journal_projections::ReadModels;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

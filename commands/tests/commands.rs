@@ -1,9 +1,10 @@
 //! Commands against a real journal: every invariant of MODEL.md §4 refused with its rule named
 //! (or recorded as the seed says), the happy paths, and concurrent writers racing on one stream.
 
+use journal_commands::{CommandError, Commands};
 use journal_engine::{Journal, Options};
 use journal_format::StoredEvent;
-use journal_projections::{CommandError, Commands, Rule, StreamState};
+use journal_projections::{Rule, StreamState};
 use serde_json::{json, Value};
 
 struct Fixture {
