@@ -4,6 +4,7 @@
 //!   ids, observed or inferred; gaps shown as gaps; the final state and why.
 //! - [`text`]: the narrative for a terminal.
 //! - [`load`]: the events of a scope from a journal, and the narrative as of a position.
+//! - [`pack`]: a session's replay or evidence pack, as files or one tar archive.
 //! - [`import`]: sessions other runtimes wrote (Claude Code, Codex, OpenHands) turned into
 //!   events and appended, so that they can be replayed.
 
@@ -16,6 +17,7 @@
 pub mod html;
 pub mod import;
 pub mod narrative;
+pub mod pack;
 pub mod text;
 
 use std::collections::BTreeMap;
