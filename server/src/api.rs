@@ -1,6 +1,13 @@
-//! The routes: the router, authentication, and every handler but the event stream's
-//! (`stream.rs`). Journal calls that block (reads, status, verify, read models) run on the
-//! blocking pool; appends await the writer.
+//! The routes: the router, authentication, and the handlers of events, commands, read models
+//! and the journal's state; the event stream's is in `stream.rs`, the replay and evidence
+//! pack's in [`review`], the schemas' in [`schemas`]. Every route is registered once, with its
+//! `#[utoipa::path]` description, in [`routes`]: the router and the OpenAPI document
+//! ([`openapi`], `GET /openapi.json`) both come from it. Journal calls that block (reads,
+//! status, verify, read models, replays) run on the blocking pool; appends await the writer.
+
+mod openapi;
+mod review;
+mod schemas;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,15 +19,17 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::StreamExt;
 use journal_commands::Command;
 use journal_engine::input::{line_bytes_max, Checker, InputBatch};
 use journal_engine::{AppendOptions, Filter, VerifyOptions};
 use journal_format::{ChainHash, Position};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, Refusal};
 use crate::tokens::{Grant, Scope};
@@ -40,17 +49,29 @@ pub const MODEL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// The JSON Lines media type.
 const NDJSON: &str = "application/x-ndjson";
 
+/// Every route with its description: one `routes!` per path.
+pub(crate) fn routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(append, read))
+        .routes(routes!(follow))
+        .routes(routes!(command))
+        .routes(routes!(model))
+        .routes(routes!(review::replay))
+        .routes(routes!(review::evidence))
+        .routes(routes!(schemas::list))
+        .routes(routes!(schemas::one))
+        .routes(routes!(status))
+        .routes(routes!(digest))
+        .routes(routes!(verify))
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi::openapi_json))
+}
+
+/// The router of [`routes`], with the fallback and the count of refusals.
 pub(crate) fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/v1/events", post(append).get(read))
-        .route("/v1/events/stream", get(crate::stream::follow))
-        .route("/v1/commands/{name}", post(command))
-        .route("/v1/models/{kind}/{id}", get(model))
-        .route("/v1/status", get(status))
-        .route("/v1/digest", get(digest))
-        .route("/v1/verify", get(verify))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+    let (router, _) = routes().split_for_parts();
+    router
         .fallback(not_found)
         .layer(middleware::map_response_with_state(
             Arc::clone(&state),
@@ -210,10 +231,15 @@ fn parse_events(body: &[u8], checker: Checker) -> Result<InputBatch, ApiError> {
     Ok(batch)
 }
 
-#[derive(Deserialize)]
+/// The query of `POST /v1/events`.
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct AppendQuery {
+    /// The version the batch's one stream must be at (optimistic concurrency; `If-Match`
+    /// says the same).
+    #[param(minimum = 0)]
     expected_version: Option<u64>,
 }
 
@@ -239,7 +265,40 @@ fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>,
     }
 }
 
-/// `POST /v1/events`.
+/// Appends one atomic batch: all of it is stored, or none of it. The body is JSON Lines
+/// (`application/x-ndjson`, one event a line) or a JSON array of events, checked as
+/// `journal append` checks its input; answered once durable, in the body's form.
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    operation_id = "appendEvents",
+    tag = "events",
+    params(
+        AppendQuery,
+        ("If-Match" = Option<String>, Header, description = "The expected stream version (a number, quoted or not); must agree with `expectedVersion`"),
+    ),
+    request_body(
+        description = "The events, in the Agent Runtime event form (`event`)",
+        content(
+            (ref("#/components/schemas/EventBatch") = "application/json"),
+            (String = "application/x-ndjson"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "One acknowledgement per event, once the batch is durable", content(
+            (ref("#/components/schemas/Acks") = "application/json"),
+            (String = "application/x-ndjson"),
+        )),
+        (status = 400, description = "`invalid_event` naming the `line`, or `bad_request` (an empty body, a bad parameter); nothing is written", body = ref("#/components/schemas/Error")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `append`, or an event is outside its sessions", body = ref("#/components/schemas/Error")),
+        (status = 409, description = "`conflict` (the expected version), or `id_reused` (an event id stored with another body)", body = ref("#/components/schemas/Error")),
+        (status = 413, description = "`too_large`: an event, the batch, or the body over its limit", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the writer is poisoned or the journal closed", body = ref("#/components/schemas/Error")),
+        (status = 507, description = "`disk_full`", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn append(
     State(state): State<Arc<AppState>>,
     q: Result<Query<AppendQuery>, QueryRejection>,
@@ -289,16 +348,28 @@ async fn append(
 }
 
 /// The filters of `GET /v1/events` and `GET /v1/events/stream`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ReadQuery {
+    /// The first position (inclusive).
+    #[param(minimum = 0)]
     pub from: Option<u64>,
+    /// The last position (inclusive).
+    #[param(minimum = 0)]
     pub to: Option<u64>,
+    /// Only this session's events.
     pub session: Option<String>,
+    /// Only this task's events.
     pub task: Option<String>,
+    /// Only this run's events.
     pub run: Option<String>,
+    /// Only events whose type starts with this.
     #[serde(rename = "type")]
     pub type_prefix: Option<String>,
+    /// The page size (default 100; a larger one than 1,000 is lowered to it). Not used by
+    /// the stream.
+    #[param(minimum = 1)]
     pub limit: Option<usize>,
 }
 
@@ -347,6 +418,24 @@ fn encode(value: &str) -> String {
 
 /// `GET /v1/events`: a page of events as JSON Lines; the `Link` header (`rel="next"`) names the
 /// next page, from the position after the last event this page looked at.
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    operation_id = "readEvents",
+    tag = "events",
+    params(ReadQuery),
+    responses(
+        (status = 200, description = "A page of stored events (`StoredEvent`), one a line",
+            content((String = "application/x-ndjson")),
+            headers(("Link" = String, description = "`</v1/events?from=N&limit=L&…>; rel=\"next\"`: the next page")),
+        ),
+        (status = 400, description = "`bad_request`: a bad or unknown query parameter", body = ref("#/components/schemas/Error")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `read`, or is limited to sessions and `session` names none of them", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the journal is closed", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn read(
     State(state): State<Arc<AppState>>,
     q: Result<Query<ReadQuery>, QueryRejection>,
@@ -401,7 +490,59 @@ async fn read(
     Ok(response)
 }
 
-/// `POST /v1/commands/{name}`: the body is the command's arguments (a JSON object).
+/// Follows the journal (Server-Sent Events): the history from `from` (or after
+/// `Last-Event-ID`), then live appends, each event's `id:` its position; without `from` only
+/// new events; with `to` the stream ends after that position.
+#[utoipa::path(
+    get,
+    path = "/v1/events/stream",
+    operation_id = "followEvents",
+    tag = "events",
+    params(
+        ReadQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this position"),
+    ),
+    responses(
+        (status = 200, description = "`id: POSITION` and `data: STORED EVENT` frames, `:heartbeat` comments, a final comment saying why it ended",
+            content((String = "text/event-stream")),
+        ),
+        (status = 400, description = "`bad_request`: a bad query parameter or `Last-Event-ID`", body = ref("#/components/schemas/Error")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `read`, or is limited to sessions and `session` names none of them", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
+async fn follow(
+    state: State<Arc<AppState>>,
+    q: Result<Query<ReadQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    crate::stream::follow(state, q, headers).await
+}
+
+/// Runs a control-plane command: the body is its arguments (a JSON object, `command.<name>`);
+/// answered with the events it appended.
+#[utoipa::path(
+    post,
+    path = "/v1/commands/{name}",
+    operation_id = "runCommand",
+    tag = "commands",
+    params(("name" = String, Path, description = "The command (`GET /v1/schema` lists `command.<name>`)")),
+    request_body(
+        description = "The command's arguments",
+        content((ref("#/components/schemas/CommandArguments") = "application/json")),
+    ),
+    responses(
+        (status = 200, description = "The events the command appended, and its note", body = ref("#/components/schemas/CommandResult")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `command`, or the command's session is outside its sessions", body = ref("#/components/schemas/Error")),
+        (status = 409, description = "`contended`: other writers kept changing the stream; `conflict`, `id_reused`", body = ref("#/components/schemas/Error")),
+        (status = 413, description = "`too_large`: the arguments over 4 MiB", body = ref("#/components/schemas/Error")),
+        (status = 422, description = "A rule refused it (`rule`): `invalid_arguments` for an unknown command or bad arguments", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the writer is poisoned or the journal closed", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn command(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -450,17 +591,48 @@ const SESSION_KINDS: [&str; 9] = [
     "activity",
 ];
 
-#[derive(Deserialize)]
+/// The query of `GET /v1/models/{kind}/{id}`.
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 struct ModelQuery {
+    /// Wait until the read models reflect this position (read your own writes).
+    #[param(minimum = 0)]
     min_position: Option<u64>,
+    /// How long to wait for `minPosition`, in milliseconds (default 5,000, at most 60,000).
+    #[param(minimum = 0)]
     timeout_ms: Option<u64>,
+    /// `history`: the first position of the window (default 1).
+    #[param(minimum = 0)]
     cursor: Option<u64>,
+    /// `history`: the window's size (default 100, at most 1,000).
+    #[param(minimum = 0)]
     limit: Option<usize>,
 }
 
-/// `GET /v1/models/{kind}/{id}`: `404` when nothing is recorded about the id.
+/// `GET /v1/models/{kind}/{id}`: a read model with its freshness (`journal get KIND ID`);
+/// `404` when nothing is recorded about the id.
+#[utoipa::path(
+    get,
+    path = "/v1/models/{kind}/{id}",
+    operation_id = "getModel",
+    tag = "models",
+    params(
+        ("kind" = String, Path, description = "The read model (`model.<kind>` is its schema)"),
+        ("id" = String, Path, description = "A session id (or a stream key), or the task's, thread's or run's id"),
+        ModelQuery,
+    ),
+    responses(
+        (status = 200, description = "The model and its freshness (`behind` when `minPosition` was not reached in time)", body = ref("#/components/schemas/ModelAnswer")),
+        (status = 400, description = "`bad_request`: a bad query parameter", body = ref("#/components/schemas/Error")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `read`, or is limited to other sessions (and then reads only a session's models)", body = ref("#/components/schemas/Error")),
+        (status = 404, description = "`not_found`: nothing is recorded about the id; `unknown_model`: no such kind", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the journal is closed", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn model(
     State(state): State<Arc<AppState>>,
     Path((kind, id)): Path<(String, String)>,
@@ -516,7 +688,20 @@ async fn model(
     .await?
 }
 
-/// `GET /v1/status`: `journal status`.
+/// `journal status`, with the read models' projections.
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    operation_id = "status",
+    tag = "journal",
+    responses(
+        (status = 200, description = "The journal's state", body = ref("#/components/schemas/Status")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `read`", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the journal is closed", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn status(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -535,24 +720,70 @@ async fn status(
     .await?
 }
 
-/// `GET /v1/digest`: the head's position and chain link.
+/// A position and its chain link: check the journal against it later with
+/// `journal verify --digest POSITION:HASH`.
+#[derive(Serialize, ToSchema)]
+struct Digest {
+    /// The position (0 for an empty journal).
+    #[schema(minimum = 0)]
+    position: u64,
+    /// Its chain link, BLAKE3, hex.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    hash: String,
+}
+
+/// `journal digest`: the head's position and chain link.
+#[utoipa::path(
+    get,
+    path = "/v1/digest",
+    operation_id = "digest",
+    tag = "journal",
+    responses(
+        (status = 200, description = "The head", body = Digest),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `read`", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn digest(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers, Scope::Read)?;
     let head = state.journal.head();
-    Ok(Json(json!({"position": head.position.0, "hash": head.hash.to_hex()})).into_response())
+    Ok(Json(Digest {
+        position: head.position.0,
+        hash: head.hash.to_hex(),
+    })
+    .into_response())
 }
 
-#[derive(Deserialize)]
+/// The query of `GET /v1/verify`.
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct VerifyQuery {
+    /// `POSITION:HASH` (`GET /v1/digest` kept earlier): the journal must hold that link there.
     digest: Option<String>,
 }
 
 /// `GET /v1/verify[?digest=POSITION:HASH]`: `journal verify`'s report (`ok` says whether it
 /// holds; `200` either way, `400` when the digest does not parse).
+#[utoipa::path(
+    get,
+    path = "/v1/verify",
+    operation_id = "verify",
+    tag = "journal",
+    params(VerifyQuery),
+    responses(
+        (status = 200, description = "The report; `ok` says whether the journal holds", body = ref("#/components/schemas/VerifyReport")),
+        (status = 400, description = "`bad_request`: a digest that does not parse", body = ref("#/components/schemas/Error")),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `admin`", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: the journal is closed", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn verify(
     State(state): State<Arc<AppState>>,
     q: Result<Query<VerifyQuery>, QueryRejection>,
@@ -586,20 +817,55 @@ async fn verify(
     .await?
 }
 
-/// `GET /healthz`: `200` while the writer takes appends, `503` once it is poisoned. No token.
-async fn healthz(State(state): State<Arc<AppState>>) -> Response {
-    let head = state.journal.head().position.0;
-    match state.journal.status().ok().and_then(|s| s.poisoned) {
-        None => Json(json!({"ok": true, "head": head})).into_response(),
-        Some(why) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ok": false, "head": head, "poisoned": why})),
-        )
-            .into_response(),
-    }
+/// The answer of `GET /healthz`.
+#[derive(Serialize, ToSchema)]
+struct Health {
+    /// Whether the writer takes appends.
+    ok: bool,
+    /// The head position.
+    #[schema(minimum = 0)]
+    head: u64,
+    /// Why the writer stopped taking appends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poisoned: Option<String>,
 }
 
-/// `GET /metrics`: Prometheus text.
+/// `200` while the writer takes appends, `503` once it is poisoned. No token.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "health",
+    tag = "journal",
+    responses(
+        (status = 200, description = "The writer takes appends", body = Health),
+        (status = 503, description = "The writer is poisoned", body = Health),
+    ),
+)]
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let head = state.journal.head().position.0;
+    let poisoned = state.journal.status().ok().and_then(|s| s.poisoned);
+    let status = if poisoned.is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let ok = poisoned.is_none();
+    (status, Json(Health { ok, head, poisoned })).into_response()
+}
+
+/// The server's counters, Prometheus text.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "journal",
+    responses(
+        (status = 200, description = "Prometheus text", content((String = "text/plain"))),
+        (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
+        (status = 403, description = "The token lacks `admin`", body = ref("#/components/schemas/Error")),
+    ),
+    security(("bearer" = [])),
+)]
 async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
