@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware;
@@ -156,6 +156,12 @@ fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))
 }
 
+/// A path that does not decode (a segment that is not UTF-8), as a `400`.
+fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    p.map(|Path(p)| p)
+        .map_err(|e| ApiError::bad_request(format!("path: {}", e.body_text())))
+}
+
 /// Reads a body of at most `limit` bytes; a longer one is refused `413` as soon as it is past
 /// the limit, without reading the rest.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
@@ -278,16 +284,20 @@ fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>,
         ("If-Match" = Option<String>, Header, description = "The expected stream version (a number, quoted or not); must agree with `expectedVersion`"),
     ),
     request_body(
-        description = "The events, in the Agent Runtime event form (`event`)",
+        description = "The events, in the Agent Runtime event form (`event`). For JSON Lines the schema describes the sequence of lines: each item is one line",
         content(
-            (ref("#/components/schemas/EventBatch") = "application/json"),
-            (String = "application/x-ndjson"),
+            (ref("#/components/schemas/EventBatch") = "application/json", example = json!([
+                {"type": "session.created", "eventId": "example-e1", "timestamp": "2026-05-11T10:00:00Z", "sessionId": "example-s1"}
+            ])),
+            (ref("#/components/schemas/EventBatch") = "application/x-ndjson", example = json!([
+                {"type": "session.created", "eventId": "example-e2", "timestamp": "2026-05-11T10:00:01Z", "sessionId": "example-s1"}
+            ])),
         ),
     ),
     responses(
-        (status = 200, description = "One acknowledgement per event, once the batch is durable", content(
+        (status = 200, description = "One acknowledgement per event, once the batch is durable: a JSON array for an array, JSON Lines (each item of the schema one line) for JSON Lines", content(
             (ref("#/components/schemas/Acks") = "application/json"),
-            (String = "application/x-ndjson"),
+            (ref("#/components/schemas/Acks") = "application/x-ndjson"),
         )),
         (status = 400, description = "`invalid_event` naming the `line`, or `bad_request` (an empty body, a bad parameter); nothing is written", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
@@ -425,8 +435,8 @@ fn encode(value: &str) -> String {
     tag = "events",
     params(ReadQuery),
     responses(
-        (status = 200, description = "A page of stored events (`StoredEvent`), one a line",
-            content((String = "application/x-ndjson")),
+        (status = 200, description = "A page of stored events as JSON Lines: each item of the schema is one line",
+            content((ref("#/components/schemas/StoredEvents") = "application/x-ndjson")),
             headers(("Link" = String, description = "`</v1/events?from=N&limit=L&…>; rel=\"next\"`: the next page")),
         ),
         (status = 400, description = "`bad_request`: a bad or unknown query parameter", body = ref("#/components/schemas/Error")),
@@ -527,13 +537,16 @@ async fn follow(
     path = "/v1/commands/{name}",
     operation_id = "runCommand",
     tag = "commands",
-    params(("name" = String, Path, description = "The command (`GET /v1/schema` lists `command.<name>`)")),
+    params(("name" = String, Path, description = "The command (`GET /v1/schema` lists `command.<name>`)", example = "create_task")),
     request_body(
         description = "The command's arguments",
-        content((ref("#/components/schemas/CommandArguments") = "application/json")),
+        content((ref("#/components/schemas/CommandArguments") = "application/json", example = json!(
+            {"sessionId": "example-s1", "taskId": "example-t1", "title": "An example task"}
+        ))),
     ),
     responses(
         (status = 200, description = "The events the command appended, and its note", body = ref("#/components/schemas/CommandResult")),
+        (status = 400, description = "`bad_request`: a name that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `command`, or the command's session is outside its sessions", body = ref("#/components/schemas/Error")),
         (status = 409, description = "`contended`: other writers kept changing the stream; `conflict`, `id_reused`", body = ref("#/components/schemas/Error")),
@@ -545,11 +558,12 @@ async fn follow(
 )]
 async fn command(
     State(state): State<Arc<AppState>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let grant = authorize(&state, &headers, Scope::Command)?;
+    let name = path(name)?;
     let bytes = read_body(&headers, body, line_bytes_max(&state.config.limits)).await?;
     let text = String::from_utf8(bytes).map_err(|e| {
         ApiError::rule(&journal_projections::Violation::new(
@@ -625,7 +639,7 @@ struct ModelQuery {
     ),
     responses(
         (status = 200, description = "The model and its freshness (`behind` when `minPosition` was not reached in time)", body = ref("#/components/schemas/ModelAnswer")),
-        (status = 400, description = "`bad_request`: a bad query parameter", body = ref("#/components/schemas/Error")),
+        (status = 400, description = "`bad_request`: a bad query parameter, or an id that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `read`, or is limited to other sessions (and then reads only a session's models)", body = ref("#/components/schemas/Error")),
         (status = 404, description = "`not_found`: nothing is recorded about the id; `unknown_model`: no such kind", body = ref("#/components/schemas/Error")),
@@ -635,11 +649,12 @@ struct ModelQuery {
 )]
 async fn model(
     State(state): State<Arc<AppState>>,
-    Path((kind, id)): Path<(String, String)>,
+    kind_id: Result<Path<(String, String)>, PathRejection>,
     q: Result<Query<ModelQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let grant = authorize(&state, &headers, Scope::Read)?;
+    let (kind, id) = path(kind_id)?;
     let q = query(q)?;
     if grant.sessions().is_some() {
         if !SESSION_KINDS.contains(&kind.as_str()) {

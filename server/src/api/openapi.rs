@@ -289,6 +289,7 @@ fn answer_components() -> Map<String, Value> {
             "additionalProperties": false,
         },
         "Acks": {"type": "array", "items": {"$ref": format!("{COMPONENTS}Ack")}},
+        "StoredEvents": {"type": "array", "items": {"$ref": format!("{COMPONENTS}StoredEvent")}},
         "EventBatch": {
             "description": "A batch to append: events in the Agent Runtime event form.",
             "type": "array",

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +20,7 @@ use journal_replay::{Narrative, Scope as ReplayScope};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{authorize, check_session, forbidden, query};
+use super::{authorize, check_session, forbidden, path, query};
 use crate::error::ApiError;
 use crate::tokens::{Grant, Scope};
 use crate::AppState;
@@ -142,7 +142,7 @@ fn nothing(what: String) -> ApiError {
             (String = "text/plain"),
             (String = "text/html"),
         )),
-        (status = 400, description = "A kind or format that does not exist, or a bad query parameter", body = ref("#/components/schemas/Error")),
+        (status = 400, description = "A kind or format that does not exist, a bad query parameter, or an id that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `read`, or is limited to other sessions (and then reads only sessions)", body = ref("#/components/schemas/Error")),
         (status = 404, description = "Nothing is recorded about the id (as of `at`)", body = ref("#/components/schemas/Error")),
@@ -152,11 +152,12 @@ fn nothing(what: String) -> ApiError {
 )]
 pub(crate) async fn replay(
     State(state): State<Arc<AppState>>,
-    Path((kind, id)): Path<(String, String)>,
+    kind_id: Result<Path<(String, String)>, PathRejection>,
     q: Result<Query<ReplayQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let grant = authorize(&state, &headers, Scope::Read)?;
+    let (kind, id) = path(kind_id)?;
     let kind = ReplayKind::parse(&kind)?;
     let q = query(q)?;
     if grant.sessions().is_some() {
@@ -235,6 +236,7 @@ fn file_stem(session: &str) -> String {
             content(("application/x-tar")),
             headers(("Content-Disposition" = String, description = "`attachment; filename=\"evidence-<session>.tar\"`")),
         ),
+        (status = 400, description = "`bad_request`: a session id that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `read`, or is limited to other sessions", body = ref("#/components/schemas/Error")),
         (status = 404, description = "Nothing is recorded about the session", body = ref("#/components/schemas/Error")),
@@ -244,10 +246,11 @@ fn file_stem(session: &str) -> String {
 )]
 pub(crate) async fn evidence(
     State(state): State<Arc<AppState>>,
-    Path(session): Path<String>,
+    session: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let grant = authorize(&state, &headers, Scope::Read)?;
+    let session = path(session)?;
     check_session(&grant, Some(&session))?;
     let stem = file_stem(&session);
     let prefix = stem.clone();

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -11,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::authorize;
+use super::{authorize, path};
 use crate::error::ApiError;
 use crate::tokens::Scope;
 use crate::AppState;
@@ -63,6 +64,7 @@ pub(crate) async fn list(
     params(("name" = String, Path, description = "A name `GET /v1/schema` lists")),
     responses(
         (status = 200, description = "The schema", body = Object),
+        (status = 400, description = "`bad_request`: a name that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `read`", body = ref("#/components/schemas/Error")),
         (status = 404, description = "No schema has that name", body = ref("#/components/schemas/Error")),
@@ -71,10 +73,11 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn one(
     State(state): State<Arc<AppState>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers, Scope::Read)?;
+    let name = path(name)?;
     let schema = catalog().get(&name).ok_or_else(|| {
         ApiError::kind(
             StatusCode::NOT_FOUND,
