@@ -11,7 +11,7 @@
 # the replay, evidence and read-model routes are then asked about them half of the time (and
 # about generated ids the other half), so that their answers are checked, not only their 404s.
 #
-# Environment: SCHEMATHESIS_EXAMPLES (examples per operation, default 25), SCHEMATHESIS_SEED
+# Environment: SCHEMATHESIS_EXAMPLES (examples per operation, default 100), SCHEMATHESIS_SEED
 # (default 1, for a run that can be repeated), SCHEMATHESIS_VENV (the virtual environment it
 # installs Schemathesis into, default target/schemathesis-venv), SCHEMATHESIS_REPORT (a
 # directory for a JUnit report, default none).
@@ -33,7 +33,7 @@ url="${1%/}"
 export JOURNAL_TOKEN="$2"
 shift 2
 venv="${SCHEMATHESIS_VENV:-$root/target/schemathesis-venv}"
-examples="${SCHEMATHESIS_EXAMPLES:-25}"
+examples="${SCHEMATHESIS_EXAMPLES:-100}"
 seed="${SCHEMATHESIS_SEED:-1}"
 
 if [[ ! -x "$venv/bin/schemathesis" ]]; then
