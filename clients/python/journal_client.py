@@ -437,6 +437,47 @@ class Client:
         path = f"/v1/models/{urllib.parse.quote(kind, safe='')}/{urllib.parse.quote(id, safe='')}"
         return self._json(path, query, timeout=self.timeout + min(wait, 60))
 
+    # ---- review and schemas ----------------------------------------------------------------
+
+    def replay(
+        self, kind: str, id: str, at: Optional[int] = None, format: str = "json"
+    ) -> Union[Dict[str, Any], str]:
+        """The narrative of a run, task or session (``GET /v1/replay/{kind}/{id}``), as
+        ``journal replay`` prints it.
+
+        :param kind: ``run``, ``task`` or ``session``.
+        :param at: the narrative as of this position (default the head).
+        :param format: ``json`` (a dict, schema ``replay.narrative``), ``text`` or ``html``
+            (a str).
+        :raises JournalError: ``404 not_found`` when nothing is recorded about ``id`` (as of
+            ``at``), ``400 bad_request`` for an unknown kind or format.
+        """
+        path = f"/v1/replay/{urllib.parse.quote(kind, safe='')}/{urllib.parse.quote(id, safe='')}"
+        _, _, data = self._request("GET", path, _query({"at": at, "format": format}))
+        return json.loads(data) if format == "json" else data.decode("utf-8")
+
+    def evidence(self, session: str) -> bytes:
+        """A session's evidence pack (``GET /v1/evidence/{session}``): a tar archive of the
+        files ``journal export evidence`` writes (``events.jsonl``, ``head.json``, ``blobs/``,
+        the replay, ``MANIFEST.json``) under ``evidence-<session>/``. Open it with
+        ``tarfile.open(fileobj=io.BytesIO(data))``.
+
+        :raises JournalError: ``404 not_found`` when nothing is recorded about the session.
+        """
+        path = f"/v1/evidence/{urllib.parse.quote(session, safe='')}"
+        _, _, data = self._request("GET", path, timeout=max(self.timeout, 300))
+        return data
+
+    def schema(self, name: Optional[str] = None) -> Any:
+        """One JSON Schema by name (``GET /v1/schema/{name}``, as ``journal schema NAME``), or
+        without a name the list of names (``GET /v1/schema``).
+
+        :raises JournalError: ``404 not_found`` for an unknown name.
+        """
+        if name is None:
+            return self._json("/v1/schema")["names"]
+        return self._json(f"/v1/schema/{urllib.parse.quote(name, safe='')}")
+
     # ---- the journal ----------------------------------------------------------------------
 
     def status(self) -> Dict[str, Any]:

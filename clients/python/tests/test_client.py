@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import faulthandler
+import io
 import json
 import os
 import select
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -383,6 +385,75 @@ class AppendReadTests(ServerTestCase):
         health = self.client.health()
         self.assertTrue(health["ok"])
         self.assertIn("journal_head_position", self.client.metrics())
+
+
+def import_claude_code(directory: Path) -> str:
+    """Imports the repository's real Claude Code session (testdata/) into the journal at
+    `directory`; its session id."""
+    logs = HERE.parents[2] / "testdata" / "agent-logs" / "claude-code"
+    out = subprocess.run(
+        [journal_bin(), "--dir", str(directory), "import", "claude-code",
+         str(logs / "cctrace_phase0-investigation_main.jsonl"),
+         "--blobs", str(logs / "cctrace_file-history"), "--json"],
+        check=True, capture_output=True,
+    )
+    return json.loads(out.stdout)["sessions"][0]
+
+
+class ReviewTests(ServerTestCase):
+    """Replays, evidence packs and schemas, on a real Claude Code session."""
+
+    @classmethod
+    def prepare(cls, directory: Path) -> None:
+        cls.session = import_claude_code(directory)
+
+    def test_replay_answers_the_narrative_in_each_format(self) -> None:
+        narrative = self.client.replay("session", self.session)
+        self.assertEqual(narrative["scope"], {"kind": "session", "id": self.session})
+        self.assertEqual(narrative["counts"]["toolCalls"], 152)
+        self.assertEqual(narrative["counts"]["subagents"], 3)
+        text = self.client.replay("session", self.session, format="text")
+        self.assertTrue(text.startswith(f"Replay of session {self.session}"), text[:200])
+        html = self.client.replay("session", self.session, format="html")
+        self.assertIn("<html", html[:500].lower())
+        early = self.client.replay("session", self.session, at=100)
+        self.assertEqual(early["asOf"], 100)
+        self.assertEqual(early["counts"]["events"], 100)
+
+    def test_replay_refuses_what_is_not_recorded_or_not_a_replay(self) -> None:
+        with self.assertRaises(JournalError) as caught:
+            self.client.replay("session", "no-such-session")
+        self.assertEqual((caught.exception.status, caught.exception.kind), (404, "not_found"))
+        with self.assertRaises(JournalError) as caught:
+            self.client.replay("sessions", self.session)
+        self.assertEqual((caught.exception.status, caught.exception.kind), (400, "bad_request"))
+        with self.assertRaises(JournalError) as caught:
+            self.client.replay("session", self.session, format="pdf")
+        self.assertEqual(caught.exception.status, 400)
+
+    def test_evidence_is_a_tar_archive_of_the_pack(self) -> None:
+        data = self.client.evidence(self.session)
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            names = archive.getnames()
+            prefix = f"evidence-{self.session}/"
+            self.assertTrue(all(n.startswith(prefix) for n in names), names[:5])
+            manifest = json.load(archive.extractfile(prefix + "MANIFEST.json"))
+            events = archive.extractfile(prefix + "events.jsonl").read().decode().splitlines()
+        self.assertEqual(manifest["exported"]["session"], self.session)
+        self.assertEqual(len(events), manifest["exported"]["events"])
+        self.assertEqual({prefix + f["file"] for f in manifest["files"]} | {prefix + "MANIFEST.json"}, set(names))
+        self.assertGreaterEqual(manifest["exported"]["blobs"], 10)
+        with self.assertRaises(JournalError) as caught:
+            self.client.evidence("no-such-session")
+        self.assertEqual((caught.exception.status, caught.exception.kind), (404, "not_found"))
+
+    def test_schemas_by_name(self) -> None:
+        names = self.client.schema()
+        self.assertIn("replay.narrative", names)
+        self.assertIn("eventId", self.client.schema("event")["properties"])
+        with self.assertRaises(JournalError) as caught:
+            self.client.schema("no.such")
+        self.assertEqual((caught.exception.status, caught.exception.kind), (404, "not_found"))
 
 
 class FollowTests(ServerTestCase):

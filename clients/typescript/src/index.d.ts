@@ -144,6 +144,12 @@ export declare class Client {
     id: string,
     options?: { minPosition?: number; timeoutMs?: number; cursor?: number; limit?: number },
   ): Promise<ModelAnswer<M>>;
+  replay(kind: 'run' | 'task' | 'session', id: string, options?: { at?: number; format?: 'json' }): Promise<Record<string, any>>;
+  replay(kind: 'run' | 'task' | 'session', id: string, options: { at?: number; format: 'text' | 'html' }): Promise<string>;
+  /** The bytes of the session's evidence pack, a tar archive. */
+  evidence(session: string): Promise<Uint8Array>;
+  schema(): Promise<string[]>;
+  schema(name: string): Promise<Record<string, any>>;
   status(): Promise<Record<string, any>>;
   digest(): Promise<Digest>;
   verify(digest?: string | Digest | null): Promise<VerifyReport>;

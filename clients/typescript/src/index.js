@@ -161,7 +161,13 @@ export class Client {
     const bytes = await response.arrayBuffer();
     const text = new TextDecoder().decode(bytes);
     if (!ok.includes(response.status)) throw JournalError.fromAnswer(response.status, text);
-    return { status: response.status, headers: response.headers, text, size: bytes.byteLength };
+    return {
+      status: response.status,
+      headers: response.headers,
+      text,
+      bytes: new Uint8Array(bytes),
+      size: bytes.byteLength,
+    };
   }
 
   /**
@@ -371,6 +377,46 @@ export class Client {
       query({ minPosition, timeoutMs, cursor, limit }),
       this.timeout + wait,
     );
+  }
+
+  /**
+   * The narrative of a run, task or session (`GET /v1/replay/{kind}/{id}`), as `journal replay`
+   * prints it: an object (schema `replay.narrative`) for `format` `json` (the default), a
+   * string for `text` and `html`. `at`: as of this position (default the head). Throws
+   * JournalError `404 not_found` when nothing is recorded about the id, `400 bad_request` for
+   * an unknown kind or format.
+   * @param {'run'|'task'|'session'} kind
+   * @param {string} id
+   * @param {{at?: number, format?: 'json'|'text'|'html'}} [options]
+   */
+  async replay(kind, id, { at, format = 'json' } = {}) {
+    const { text } = await this.request('GET', `/v1/replay/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`, {
+      query: query({ at, format }),
+    });
+    return format === 'json' ? JSON.parse(text) : text;
+  }
+
+  /**
+   * A session's evidence pack (`GET /v1/evidence/{session}`): the bytes of a tar archive of
+   * the files `journal export evidence` writes, under `evidence-<session>/`. Throws
+   * JournalError `404 not_found` when nothing is recorded about the session.
+   * @param {string} session
+   */
+  async evidence(session) {
+    const { bytes } = await this.request('GET', `/v1/evidence/${encodeURIComponent(session)}`, {
+      timeout: Math.max(this.timeout, 300_000),
+    });
+    return bytes;
+  }
+
+  /**
+   * One JSON Schema by name (`GET /v1/schema/{name}`, as `journal schema NAME`), or without a
+   * name the list of names (`GET /v1/schema`). Throws `404 not_found` for an unknown name.
+   * @param {string|null} [name]
+   */
+  async schema(name = null) {
+    if (name == null) return (await this.json('/v1/schema')).names;
+    return this.json(`/v1/schema/${encodeURIComponent(name)}`);
   }
 
   /** `journal status` with the read models' freshness (`GET /v1/status`). */

@@ -326,6 +326,86 @@ describe('append, read, commands, read models', { timeout: 30_000 }, () => {
   });
 });
 
+/** Imports the repository's real Claude Code session (testdata/) into `dir`; its session id. */
+function importClaudeCode(dir) {
+  const logs = path.resolve(here, '../../../testdata/agent-logs/claude-code');
+  const out = execFileSync(
+    journalBin(),
+    [
+      '--dir', dir, 'import', 'claude-code', path.join(logs, 'cctrace_phase0-investigation_main.jsonl'),
+      '--blobs', path.join(logs, 'cctrace_file-history'), '--json',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  return JSON.parse(out).sessions[0];
+}
+
+/** The files of an uncompressed tar archive (ustar): name to bytes. */
+function untar(bytes) {
+  const files = new Map();
+  const text = (from, length) => new TextDecoder().decode(bytes.subarray(from, from + length)).replace(/\0.*$/s, '');
+  for (let at = 0; at + 512 <= bytes.length; ) {
+    const name = text(at, 100);
+    if (!name) break;
+    const prefix = text(at + 345, 155);
+    const size = parseInt(text(at + 124, 12).trim(), 8);
+    files.set(prefix ? `${prefix}/${name}` : name, bytes.subarray(at + 512, at + 512 + size));
+    at += 512 + Math.ceil(size / 512) * 512;
+  }
+  return files;
+}
+
+describe('replay, evidence, schemas', { timeout: 30_000 }, () => {
+  let session;
+  const ctx = serverSuite([], (dir) => {
+    session = importClaudeCode(dir);
+  });
+
+  it('replays a session in each format', async () => {
+    const { client } = ctx;
+    const narrative = await client.replay('session', session);
+    assert.deepEqual(narrative.scope, { kind: 'session', id: session });
+    assert.equal(narrative.counts.toolCalls, 152);
+    assert.equal(narrative.counts.subagents, 3);
+    const text = await client.replay('session', session, { format: 'text' });
+    assert.ok(text.startsWith(`Replay of session ${session}`), text.slice(0, 200));
+    const html = await client.replay('session', session, { format: 'html' });
+    assert.match(html.slice(0, 500).toLowerCase(), /<html/);
+    const early = await client.replay('session', session, { at: 100 });
+    assert.deepEqual([early.asOf, early.counts.events], [100, 100]);
+  });
+
+  it('refuses what is not recorded, or not a replay', async () => {
+    const { client } = ctx;
+    await refused(404, 'not_found', () => client.replay('session', 'no-such-session'));
+    await refused(400, 'bad_request', () => client.replay('sessions', session));
+    await refused(400, 'bad_request', () => client.replay('session', session, { format: 'pdf' }));
+  });
+
+  it('answers the evidence pack as a tar archive', async () => {
+    const { client } = ctx;
+    const files = untar(await client.evidence(session));
+    const prefix = `evidence-${session}/`;
+    const manifest = JSON.parse(new TextDecoder().decode(files.get(`${prefix}MANIFEST.json`)));
+    assert.equal(manifest.exported.session, session);
+    const lines = new TextDecoder().decode(files.get(`${prefix}events.jsonl`)).trim().split('\n');
+    assert.equal(lines.length, manifest.exported.events);
+    assert.deepEqual(
+      new Set(files.keys()),
+      new Set([...manifest.files.map((f) => prefix + f.file), `${prefix}MANIFEST.json`]),
+    );
+    assert.ok(manifest.exported.blobs >= 10);
+    await refused(404, 'not_found', () => client.evidence('no-such-session'));
+  });
+
+  it('answers schemas by name', async () => {
+    const { client } = ctx;
+    assert.ok((await client.schema()).includes('replay.narrative'));
+    assert.ok('eventId' in (await client.schema('event')).properties);
+    await refused(404, 'not_found', () => client.schema('no.such'));
+  });
+});
+
 describe('follow', { timeout: 30_000 }, () => {
   const ctx = serverSuite(['--heartbeat-ms', '300']);
 
