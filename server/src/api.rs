@@ -779,6 +779,7 @@ async fn digest(
 #[into_params(parameter_in = Query)]
 struct VerifyQuery {
     /// `POSITION:HASH` (`GET /v1/digest` kept earlier): the journal must hold that link there.
+    #[param(pattern = "^[0-9]{1,19}:[0-9a-fA-F]{64}$")]
     digest: Option<String>,
 }
 

@@ -375,3 +375,61 @@ fn answer_components() -> Map<String, Value> {
         _ => Map::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_are_hoisted_shared_when_equal_and_prefixed_when_not() {
+        let catalog = json!({
+            "a": {"$schema": "x", "$ref": "#/$defs/Same", "properties": {"d": {"$ref": "#/$defs/Differs"}}, "$defs": {
+                "Same": {"type": "string"},
+                "Differs": {"type": "integer"},
+            }},
+            "b": {"items": {"$ref": "#/$defs/Differs"}, "properties": {"s": {"$ref": "#/$defs/Same"}, "me": {"$ref": "#"}}, "$defs": {
+                "Same": {"type": "string"},
+                "Differs": {"type": "boolean"},
+            }},
+            "agentruntime.x": {"type": "object"},
+        });
+        let Value::Object(catalog) = catalog else {
+            panic!()
+        };
+        let out = catalog_components(&catalog);
+        let names: Vec<&str> = out.keys().map(String::as_str).collect();
+        assert_eq!(names, ["a", "Same", "a.Differs", "b", "b.Differs"]);
+        assert_eq!(out["a"]["$ref"], "#/components/schemas/Same");
+        assert_eq!(
+            out["a"]["properties"]["d"]["$ref"],
+            "#/components/schemas/a.Differs"
+        );
+        assert_eq!(out["b"]["items"]["$ref"], "#/components/schemas/b.Differs");
+        assert_eq!(
+            out["b"]["properties"]["me"]["$ref"],
+            "#/components/schemas/b"
+        );
+        assert!(out["a"].get("$schema").is_none() && out["a"].get("$defs").is_none());
+    }
+
+    #[test]
+    fn pointer_tokens_are_decoded() {
+        assert_eq!(unescape_pointer("Known%3CString%3E"), "Known<String>");
+        assert_eq!(unescape_pointer("a~1b~0c"), "a/b~c");
+        assert_eq!(unescape_pointer("100%"), "100%");
+        assert_eq!(sanitize("Known<String>"), "Known_String_");
+    }
+
+    #[test]
+    fn the_document_names_every_route_and_its_components() {
+        let doc = document();
+        assert!(doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")));
+        let paths = doc["paths"].as_object().map(|p| p.len());
+        assert_eq!(paths, Some(14));
+        let name = &doc["paths"]["/v1/commands/{name}"]["post"]["parameters"][0]["schema"];
+        assert_eq!(name["enum"][0], "create_task");
+        assert!(doc["components"]["schemas"]["event"].is_object());
+    }
+}

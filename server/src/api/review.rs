@@ -275,3 +275,17 @@ pub(crate) async fn evidence(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_stem_is_safe_whatever_the_session_id() {
+        assert_eq!(file_stem("s1"), "evidence-s1");
+        assert_eq!(file_stem("../etc/passwd"), "evidence-_etc_passwd");
+        assert_eq!(file_stem("..."), "evidence-");
+        assert_eq!(file_stem("a b/é"), "evidence-a_b__");
+        assert_eq!(file_stem(&"x".repeat(100)).len(), "evidence-".len() + 64);
+    }
+}
