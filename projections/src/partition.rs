@@ -46,7 +46,7 @@ mod notes;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use journal_engine::{FrameReader, Journal, Record};
+use journal_engine::{Chain, FrameReader, Journal, Record};
 use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN};
 
 use notes::{Note, Notes};
@@ -382,30 +382,35 @@ impl Passes<'_> {
         } = self;
         let mut failed = None;
         let mut unnoted = None;
-        let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
-            if record.position.0 == head {
-                *head_hash = Some(record.hash);
-            }
-            let (kind, id) = stream_key_bytes(&record)?;
-            let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
-            let applied = match notes {
-                Some(notes) if of != partition && unnoted.is_none() => {
-                    if let Err(e) = notes.note(of, &record) {
-                        unnoted = Some(e);
+        let scanned = journal.scan(
+            Position(1),
+            Some(Position(head)),
+            Chain::Unverified,
+            |record| {
+                if record.position.0 == head {
+                    *head_hash = Some(record.hash);
+                }
+                let (kind, id) = stream_key_bytes(&record)?;
+                let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
+                let applied = match notes {
+                    Some(notes) if of != partition && unnoted.is_none() => {
+                        if let Err(e) = notes.note(of, &record) {
+                            unnoted = Some(e);
+                        }
+                        Ok(())
                     }
-                    Ok(())
-                }
-                _ if of == partition => pass.push(&record, active),
-                _ => Ok(()),
-            };
-            Ok(match applied {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(e) => {
-                    failed = Some(e);
-                    ControlFlow::Break(())
-                }
-            })
-        });
+                    _ if of == partition => pass.push(&record, active),
+                    _ => Ok(()),
+                };
+                Ok(match applied {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                })
+            },
+        );
         if let (Some(notes), None) = (notes.as_mut(), &unnoted) {
             unnoted = notes.flush().err();
         }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 // rebuild applies, with short string keys, where SipHash alone was 3% of a rebuild. Its seed is
 // random per process, as std's is.
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use journal_engine::Chain;
 use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
@@ -448,7 +449,7 @@ impl<P: Projection> Worker<P> {
         let mut dirty: HashSet<String> = HashSet::new();
         let mut aliases = Aliases::default();
         let mut last = None;
-        for event in journal.read(Position(from), Some(Position(to)), false) {
+        for event in journal.read(Position(from), Some(Position(to)), Chain::Unverified) {
             let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
                 projection: name,
                 source,

@@ -27,7 +27,7 @@ use journal_format::{ChainHash, Position};
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::log::entries::{IndexBatch, IndexEntry};
-use crate::log::read;
+use crate::log::read::{self, Chain};
 use crate::log::Log;
 use crate::progress::{IndexProgress, INDEX_LAG_MAX};
 use crate::write::answer::CommittedGroup;
@@ -106,7 +106,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
     // Each event's stream key, built here: the body holds its kind and id apart.
     let mut stream_key = String::new();
     let mut last = ChainHash::GENESIS;
-    read::for_each_frame(log, from, to, false, &mut |raw| {
+    read::for_each_frame(log, from, to, Chain::Unverified, &mut |raw| {
         // The index needs five ids of each event: read them without decoding the whole body.
         // The frame's checksums are checked; the rest of the body is not decoded here, so a
         // body that is damaged past its ids (yet passes its CRC) is indexed, and found by

@@ -14,7 +14,7 @@ use crate::evidence::{self, IndexVerdict};
 use crate::index::indexer;
 use crate::index::{Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
-use crate::log::read::{self};
+use crate::log::read::{self, Chain};
 use crate::log::recovery::{self, Opening};
 use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::{quarantine, segment};
@@ -256,10 +256,16 @@ fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
         return Ok(i64::MIN);
     }
     let mut ns = i64::MIN;
-    read::for_each_frame(log, head.position, head.position, false, &mut |raw| {
-        ns = raw.header.meta.recorded_at_ns;
-        Ok(false)
-    })?;
+    read::for_each_frame(
+        log,
+        head.position,
+        head.position,
+        Chain::Unverified,
+        &mut |raw| {
+            ns = raw.header.meta.recorded_at_ns;
+            Ok(false)
+        },
+    )?;
     Ok(ns)
 }
 

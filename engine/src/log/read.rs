@@ -13,6 +13,25 @@ use crate::log::map::Log;
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
 use crate::log::segment::Segment;
 
+/// Whether a read checks the hash chain as well as each frame's checksums (which every read
+/// checks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chain {
+    /// Each link group's chain link is checked before any of its events is handed out.
+    Verified,
+    /// Checksums only: the faster read, for a reader that trusts the chain or checks it
+    /// elsewhere (`verify`).
+    Unverified,
+}
+
+impl Chain {
+    /// Whether the chain is checked.
+    #[must_use]
+    pub fn verified(self) -> bool {
+        self == Chain::Verified
+    }
+}
+
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]
 pub(crate) struct RawFrame<'a> {
@@ -57,7 +76,8 @@ impl Cursor {
     /// from the segment's previous link. From a frame inside the segment (its nearest sparse
     /// entry), the link before is not known: the frames up to the first that ends a group are
     /// checked only for storing one link, and every group after them fully.
-    pub(crate) fn open(log: &Log, position: Position, verify_chain: bool) -> Result<Cursor> {
+    pub(crate) fn open(log: &Log, position: Position, chain: Chain) -> Result<Cursor> {
+        let verify_chain = chain.verified();
         let Some(segment) = log.segment_of(position) else {
             return Err(Error::InvalidInput(format!(
                 "position {position} is not in the log"
@@ -188,15 +208,15 @@ impl Cursor {
 }
 
 /// Walks frames `from..=to` in position order and calls `f` with each until it returns
-/// `false`, checking checksums always and chain links when `verify_chain` is set.
+/// `false`, checking checksums always and chain links when `chain` says so.
 pub(crate) fn for_each_frame(
     log: &Log,
     from: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
-    for_each_selected_frame(log, from, to, verify_chain, &mut |_| true, f)
+    for_each_selected_frame(log, from, to, chain, &mut |_| true, f)
 }
 
 /// As [`for_each_frame`], calling `f` only with the frames whose position `select` accepts.
@@ -208,14 +228,14 @@ pub(crate) fn for_each_selected_frame(
     log: &Log,
     from: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     select: &mut dyn FnMut(Position) -> bool,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
     let mut next = from.max(Position::FIRST);
     while next <= to {
         let opened_at = next;
-        let mut cursor = Cursor::open(log, next, verify_chain)?.look_ahead(to);
+        let mut cursor = Cursor::open(log, next, chain)?.look_ahead(to);
         loop {
             let expected = cursor.expected();
             let in_range = expected >= next;
@@ -699,7 +719,7 @@ pub(crate) fn read_frame_at(log: &Log, at: Located) -> Result<(FrameHeader, Vec<
 /// Reads one event by position, through the segments' sparse indexes.
 pub(crate) fn read_position(log: &Log, position: Position) -> Result<StoredEvent> {
     let mut found = None;
-    for_each_frame(log, position, position, false, &mut |raw| {
+    for_each_frame(log, position, position, Chain::Unverified, &mut |raw| {
         found = Some(decode(&raw)?);
         Ok(false)
     })?;
@@ -712,24 +732,19 @@ pub struct EventIter {
     log: Arc<Log>,
     next: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     cursor: Option<Cursor>,
     opened_at: Position,
     failed: bool,
 }
 
 impl EventIter {
-    pub(crate) fn new(
-        log: Arc<Log>,
-        from: Position,
-        to: Position,
-        verify_chain: bool,
-    ) -> EventIter {
+    pub(crate) fn new(log: Arc<Log>, from: Position, to: Position, chain: Chain) -> EventIter {
         EventIter {
             log,
             next: from.max(Position::FIRST),
             to,
-            verify_chain,
+            chain,
             cursor: None,
             opened_at: Position::ZERO,
             failed: false,
@@ -742,9 +757,8 @@ impl EventIter {
                 return Ok(None);
             }
             if self.cursor.is_none() {
-                self.cursor = Some(
-                    Cursor::open(&self.log, self.next, self.verify_chain)?.look_ahead(self.to),
-                );
+                self.cursor =
+                    Some(Cursor::open(&self.log, self.next, self.chain)?.look_ahead(self.to));
                 self.opened_at = self.next;
             }
             let Some(cursor) = self.cursor.as_mut() else {
