@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use journal_benches::workload_event;
-use journal_engine::{Chain, AppendOptions, Durability, Journal, Options};
+use journal_engine::{AppendOptions, Chain, Durability, Journal, Options};
 use journal_format::frame::{decode_frame, encode_frame, link_group};
 use journal_format::{
     ChainHash, Envelope, FrameFlags, FrameMeta, GroupCheck, Position, FRAME_HEADER_LEN,

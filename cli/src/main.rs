@@ -126,7 +126,7 @@ struct ReplayArgs {
 #[derive(Args, Debug)]
 struct GetArgs {
     /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, `ecosystem`
-    /// (seed 000's Agent* views), `resume` (what a runtime restores from), `history` (a window
+    /// (the ecosystem contract's Agent* views), `resume` (what a runtime restores from), `history` (a window
     /// of the session's events: --cursor, --limit), or the raw projections `state` and
     /// `activity`.
     kind: String,

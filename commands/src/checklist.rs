@@ -1,4 +1,4 @@
-//! Checklist commands (seed 001): `checklist_create` and `checklist_update`, each the whole
+//! Checklist commands (the session runtime): `checklist_create` and `checklist_update`, each the whole
 //! ordered list, with the verification nudge raised when its condition becomes true.
 
 use std::collections::BTreeSet;
