@@ -6,16 +6,14 @@
 //! [`GATHER_IDLE_SLICES`] slices brought nothing, and applies at once whenever a reader is
 //! waiting for the index. It sleeps instead of waiting on its channel because a commit that
 //! sends to a receiver blocked on the channel must wake it, a system call on the committing
-//! caller's path: single appends reach 0.83–0.90 × the bound this way, 0.76–0.80 × with the
-//! wake-up (`compare --cell 1x1`).
+//! caller's path, which single appends feel (`compare --cell 1x1`).
 //!
 //! An apply's cost is mostly per key and per transaction, not per event (see the index's
 //! blocks), so fewer, larger applies leave more of the CPU to the writer and the callers; when
 //! nobody reads the index it lags the log by at most [`GATHER_ENTRIES`], or about
 //! [`GATHER_IDLE_SLICES`] ms in which no commit came, and a reader that needs it waits at most
 //! a slice longer. Single appends are gathered too: applied one by one, each would cost an index
-//! transaction and a renewal of the writer's read view (0.57–0.66 × the bound, against
-//! 0.83–0.92 × gathered, `compare --cell 1x1`).
+//! transaction and a renewal of the writer's read view.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -50,8 +48,8 @@ const APPLY_ENTRIES_MAX: usize = 50_000;
 const GATHER_IDLE_SLICES: u32 = 10;
 /// How many entries it gathers before it applies without waiting longer. Half of
 /// [`INDEX_LAG_MAX`], so that appends outrunning the index are not held back while it gathers.
-/// Larger applies cost the indexer less CPU per event, which on two cores leaves more to the
-/// appends at batches of 100 and 1000 (`compare --cell 1000x1 --cell 100x8 --cell 1000x8`).
+/// Larger applies cost the indexer less CPU per event, which on a small machine leaves more to
+/// the appends of large batches.
 const GATHER_ENTRIES: usize = 25_000;
 const _: () = assert!(GATHER_ENTRIES as u64 * 2 <= INDEX_LAG_MAX);
 /// How long a gathering indexer sleeps before it takes the messages that came and looks for

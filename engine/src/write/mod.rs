@@ -37,8 +37,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 // foldhash, not std's SipHash: the writer looks up and inserts event ids and stream keys in
-// these maps several times per event, on the commit path, where SipHash took about 2,600
-// instructions per event. Its seed is random per process, as std's is.
+// these maps several times per event, on the commit path, where SipHash was one of the largest
+// costs of an append. Its seed is random per process, as std's is.
 use foldhash::{HashMap, HashMapExt};
 use journal_format::frame::{encode_unlinked, link_group, LINK_GROUP_BYTES};
 use journal_format::{
@@ -171,8 +171,8 @@ pub(crate) struct Writer {
 }
 
 /// How long the writer waits for the index thread to index the backlog open left it before it
-/// answers appends with the index's error (the backlog is at most 20,000 events: well under a
-/// second on any disk this was measured on).
+/// answers appends with the index's error (the backlog is small, see `DEFERRED_CATCH_UP_MAX`:
+/// a wait this long means the index thread is stuck, not slow).
 const INDEX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 
 /// How long an append waits for an index that lags too far before it goes on regardless.
@@ -591,9 +591,9 @@ impl Writer {
     }
 
     /// An empty staging area for a write after the tail's last frame: the one the last commit
-    /// left in `spare` when there is one, so that its buffer and maps are reused (a 64 KiB
-    /// buffer allocated and freed per commit cost a single append about 2,000 instructions in
-    /// the allocator's consolidation of freed chunks).
+    /// left in `spare` when there is one, so that its buffer and maps are reused (a large
+    /// buffer allocated and freed per commit makes the allocator consolidate freed chunks on
+    /// every single append).
     fn new_staged(&mut self) -> Staged {
         let mut staged = self.spare.take().unwrap_or_else(|| Staged {
             buf: Vec::with_capacity(STAGED_BYTES),
