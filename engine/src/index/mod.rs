@@ -13,8 +13,8 @@
 //! of up to [`BLOCK_EVENTS`] of its events in position order, keyed by the key and the first
 //! event's number (its stream version for a stream, its position for a task or run). An apply
 //! fills the key's last block before it starts another, so a transaction writes one value per
-//! key and block instead of one per event: the indexer's cost per event no longer grows with
-//! the number of secondary tables. Events of a session are found through their stream (an
+//! key and block instead of one per event: the indexer's cost per event does not grow with the
+//! number of secondary tables. Events of a session are found through their stream (an
 //! event with a `sessionId` always belongs to the stream `session:<id>`), so there is no
 //! separate session table.
 //!
