@@ -610,8 +610,8 @@ fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
     assert!(
         cut.contains(&format!(
             "the copy of the frame of position {position} (segment {} at {}) is {} bytes, not the frame's {} bytes",
-            at.segment,
-            at.offset,
+            at.location.segment,
+            at.location.offset,
             frame.len() - 1,
             at.len
         )),
@@ -694,12 +694,12 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     let first_of = |segment| {
         scanned
             .iter()
-            .find(|(_, at, _, _)| at.segment == segment)
+            .find(|(_, at, _, _)| at.location.segment == segment)
             .unwrap()
     };
-    let (p0, a0, _, _) = first_of(scanned[0].1.segment);
-    let (p1, a1, h1, b1) = first_of(scanned[299].1.segment);
-    assert_ne!(a0.segment, a1.segment);
+    let (p0, a0, _, _) = first_of(scanned[0].1.location.segment);
+    let (p1, a1, h1, b1) = first_of(scanned[299].1.location.segment);
+    assert_ne!(a0.location.segment, a1.location.segment);
     let mut ahead = journal.frame_reader().with_read_ahead(1 << 20);
     ahead.read(*a0, *p0).unwrap();
     let record = ahead.read(*a1, *p1).unwrap();
@@ -735,7 +735,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
             ..*at
         },
         journal_engine::FrameAt {
-            offset: u64::MAX - 100,
+            location: journal_format::Location {
+                offset: u64::MAX - 100,
+                ..at.location
+            },
             ..*at
         },
     ] {
@@ -743,7 +746,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
         assert!(refused.contains("holds no frame of"), "{refused}");
     }
     let nowhere = journal_engine::FrameAt {
-        segment: journal_format::SegmentId(999),
+        location: journal_format::Location {
+            segment: journal_format::SegmentId(999),
+            ..at.location
+        },
         ..*at
     };
     let nowhere = refused(frames.read(nowhere, *position));
@@ -752,11 +758,12 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     // A body damaged on disk after it was scanned is corruption, named where it is.
     let file = segment_files(dir.path())
         .into_iter()
-        .find(|f| f.ends_with(at.segment.file_name()))
+        .find(|f| f.ends_with(at.location.segment.file_name()))
         .unwrap();
     let mut bytes = std::fs::read(&file).unwrap();
-    let in_body =
-        usize::try_from(at.offset).unwrap() + journal_format::FRAME_HEADER_LEN + body.len() / 2;
+    let in_body = usize::try_from(at.location.offset).unwrap()
+        + journal_format::FRAME_HEADER_LEN
+        + body.len() / 2;
     bytes[in_body] ^= 0x20;
     // A read-ahead reader that fetched the frame before the damage serves it from its buffer
     // (committed frames do not change while the journal is open; this damage is done behind
@@ -764,7 +771,7 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     let mut ahead = journal.frame_reader().with_read_ahead(64 * 1024);
     let (before, before_at, _, _) = &scanned[40];
     assert_eq!(
-        before_at.segment, at.segment,
+        before_at.location.segment, at.location.segment,
         "frames 41 and 42 share a segment"
     );
     ahead.read(*before_at, *before).unwrap();
@@ -776,7 +783,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
             offset,
             position: Some(p),
             ..
-        }) => assert_eq!((segment, offset, p), (at.segment, at.offset, *position)),
+        }) => assert_eq!(
+            (segment, offset, p),
+            (at.location.segment, at.location.offset, *position)
+        ),
         other => panic!("expected corruption, got {other:?}"),
     }
 }

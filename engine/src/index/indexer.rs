@@ -20,7 +20,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use journal_format::{ChainHash, Position};
+use journal_format::{ChainHash, Location, Position};
 
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -134,8 +134,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
             stream_version: raw.header.meta.stream_version,
             task: ids.task_id,
             run: ids.run_id,
-            segment: raw.segment,
-            offset: raw.offset,
+            location: Location::new(raw.segment, raw.offset),
             end_offset: raw.offset + raw.header.frame_len(),
         });
         if chunk.len() >= CATCH_UP_CHUNK {

@@ -307,8 +307,8 @@ impl<'a> Record<'a> {
             .map_err(|mismatch| {
                 Error::InvalidInput(format!(
                     "the copy of the frame of position {position} (segment {} at {}) {}",
-                    at.segment,
-                    at.offset,
+                    at.location.segment,
+                    at.location.offset,
                     mismatch.what(frame.len(), at, position)
                 ))
             })
@@ -368,8 +368,7 @@ impl<'a> Record<'a> {
         // A body is at most `FRAME_BODY_LEN_MAX` (16 MiB), so the frame's length fits.
         let len = FRAME_HEADER_LEN + self.body.len();
         FrameAt {
-            segment: self.segment,
-            offset: self.offset,
+            location: Location::new(self.segment, self.offset),
             len: u32::try_from(len).unwrap_or(u32::MAX),
         }
     }
@@ -398,10 +397,8 @@ impl<'a> Record<'a> {
 /// between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameAt {
-    /// The segment holding the frame.
-    pub segment: SegmentId,
-    /// The frame's byte offset in that segment.
-    pub offset: u64,
+    /// Where the frame lies.
+    pub location: Location,
     /// The frame's length: [`FRAME_HEADER_LEN`] plus its body's.
     pub len: u32,
 }
@@ -486,12 +483,12 @@ impl FrameReader {
             )));
         }
         let segment = match &self.segment {
-            Some(segment) if segment.id == at.segment => Arc::clone(segment),
+            Some(segment) if segment.id == at.location.segment => Arc::clone(segment),
             _ => {
-                let segment = self.log.segment(at.segment).ok_or_else(|| {
+                let segment = self.log.segment(at.location.segment).ok_or_else(|| {
                     Error::InvalidInput(format!(
                         "segment {} is not in the log (looking for position {position})",
-                        at.segment
+                        at.location.segment
                     ))
                 })?;
                 self.segment = Some(Arc::clone(&segment));
@@ -501,7 +498,7 @@ impl FrameReader {
             }
         };
         let len = at.len as usize;
-        let end = at.offset.saturating_add(u64::from(at.len));
+        let end = at.location.offset.saturating_add(u64::from(at.len));
         let committed_end = segment.end().end_offset;
         // A location the log does not hold is refused before anything is read or allocated
         // for it: no frame is shorter than its header or longer than the largest body allows,
@@ -512,34 +509,34 @@ impl FrameReader {
         {
             return Err(Error::InvalidInput(format!(
                 "segment {} holds no frame of {len} bytes at {} (looking for position {position})",
-                at.segment, at.offset
+                at.location.segment, at.location.offset
             )));
         }
         // Without a read-ahead, every read goes to the file, as the default promises.
         let buffered_end = self.buf_offset + self.buf.len() as u64;
-        if self.read_ahead == 0 || at.offset < self.buf_offset || end > buffered_end {
+        if self.read_ahead == 0 || at.location.offset < self.buf_offset || end > buffered_end {
             // A miss: fetch the frame, and the read-ahead's worth of committed bytes after it.
             let fetch = u64::try_from(len.max(self.read_ahead))
                 .unwrap_or(u64::MAX)
-                .min(committed_end - at.offset);
+                .min(committed_end - at.location.offset);
             let fetch = usize::try_from(fetch).unwrap_or(len);
-            let mut fetched = self.fetch(&segment, at.offset, fetch);
+            let mut fetched = self.fetch(&segment, at.location.offset, fetch);
             if fetched.is_err() && fetch > len {
                 // A failure past the frame (a bad block further on) must not fail the frame:
                 // read it alone, and report that read's error if it fails too.
-                fetched = self.fetch(&segment, at.offset, len);
+                fetched = self.fetch(&segment, at.location.offset, len);
             }
             fetched.map_err(Error::io_with(|| {
                 format!(
                     "reading {len} bytes of segment {} at {} (looking for position {position})",
-                    at.segment, at.offset
+                    at.location.segment, at.location.offset
                 )
             }))?;
         }
         debug_assert!(
-            at.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64
+            at.location.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64
         );
-        let start = usize::try_from(at.offset - self.buf_offset).unwrap_or(usize::MAX);
+        let start = usize::try_from(at.location.offset - self.buf_offset).unwrap_or(usize::MAX);
         let frame = self
             .buf
             .get(start..start.saturating_add(len))
@@ -548,22 +545,25 @@ impl FrameReader {
                 Error::Internal(format!(
                 "the frame reader's buffer (segment {} from {}, {} bytes) lacks the frame at {} \
                  (looking for position {position})",
-                at.segment,
+                at.location.segment,
                 self.buf_offset,
                 self.buf.len(),
-                at.offset
+                at.location.offset
             ))
             })?;
         match check_frame(frame, at, position) {
             Ok(raw) => Ok(raw.record()),
             // The bytes are the log's: a checksum that fails is the log's corruption.
-            Err(Mismatch::Header(e) | Mismatch::Body(e)) => {
-                Err(corruption(at.segment, at.offset, position, e.to_string()))
-            }
+            Err(Mismatch::Header(e) | Mismatch::Body(e)) => Err(corruption(
+                at.location.segment,
+                at.location.offset,
+                position,
+                e.to_string(),
+            )),
             Err(mismatch) => Err(Error::InvalidInput(format!(
                 "segment {} at {} {}",
-                at.segment,
-                at.offset,
+                at.location.segment,
+                at.location.offset,
                 mismatch.what(frame.len(), at, position)
             ))),
         }
@@ -631,8 +631,8 @@ fn check_frame(
     }
     header.check_body(body).map_err(Mismatch::Body)?;
     Ok(RawFrame {
-        segment: at.segment,
-        offset: at.offset,
+        segment: at.location.segment,
+        offset: at.location.offset,
         header,
         body,
         frame,

@@ -1095,8 +1095,7 @@ impl Writer {
             stream_version: version,
             task: event.task.map(|id| ids.get(id)),
             run: event.run.map(|id| ids.get(id)),
-            segment: self.tail.id,
-            offset,
+            location: Location::new(self.tail.id, offset),
             end_offset: offset + frame_len as u64,
         });
         Ok(ends_group)
