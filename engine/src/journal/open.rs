@@ -27,6 +27,9 @@ use crate::journal::{Inner, Journal};
 use crate::write::syncer::{Publisher, Syncer};
 use crate::write::{self, Poison, Writer};
 
+/// A read-only journal sets nothing aside: damage refuses it.
+const NO_SALVAGE: bool = false;
+
 /// The lock file inside the journal directory.
 const LOCK_FILE: &str = "LOCK";
 
@@ -163,13 +166,13 @@ impl Journal {
 
     fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
         let storage = Arc::clone(&options.storage);
-        let (record, _) = read_head_record(&*storage, &dir, false)?;
+        let (record, _) = read_head_record(&*storage, &dir, NO_SALVAGE)?;
         let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
         let recovered = recovery::recover(
             &*storage,
             &dir,
             Opening {
-                salvage: false,
+                salvage: NO_SALVAGE,
                 committed,
                 read_only: true,
             },
@@ -178,7 +181,7 @@ impl Journal {
         let log = Arc::new(Log::new(recovered.segments, head));
         let mut report = recovered.report;
         let no_index = (Position::ZERO, ChainHash::GENESIS);
-        evidence::check(&log, record, no_index, false, &mut report)?;
+        evidence::check(&log, record, no_index, NO_SALVAGE, &mut report)?;
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
         Ok(Journal {
             inner: Arc::new(Inner {

@@ -62,7 +62,7 @@ use crate::write::recent::Recent;
 use crate::write::syncer::{Publisher, Reply, Syncer, Written};
 
 use answer::same_body;
-pub(crate) use answer::{Appended, Committed, Poison};
+pub(crate) use answer::{Appended, Committed, Poison, Stored};
 use lookup::{Lookup, LookupView};
 
 /// An event checked and encoded by the caller, ready to be framed.
@@ -799,7 +799,7 @@ impl Writer {
                     position: Some(committed.position),
                 });
             }
-            out.push(Some(committed.answer(&event.event_id, true)));
+            out.push(Some(committed.answer(&event.event_id, Stored::Before)));
         }
         Ok(out)
     }
@@ -1134,7 +1134,7 @@ impl Writer {
             if let Some(event) = request.events.get(j) {
                 self.recent.push(&event.event_id, committed);
                 if let Some(slot) = answers.get_mut(j) {
-                    *slot = Some(committed.answer(&event.event_id, false));
+                    *slot = Some(committed.answer(&event.event_id, Stored::Now));
                 }
             }
         }
