@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, set, task_event, Context, Decided};
+use crate::context::{drop_nulls, set, task_event, Context, Decided};
+use crate::scope::Scope;
 use crate::task::{known_task, pending, refuse_terminal};
 
 /// `decide_completion`: records the coding-agent runtime's CompletionDecision for the current attempt.

@@ -11,8 +11,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, event, set, task_event, Context, Decided};
+use crate::context::{drop_nulls, event, set, task_event, Context, Decided};
+use crate::scope::Scope;
 
 /// `enqueue_task` (the queue runtime).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -12,9 +12,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::command::Scope;
-use crate::decision::{event, Context, Decided};
+use crate::context::{event, Context, Decided};
 use crate::queue::new_task_events;
+use crate::scope::Scope;
 
 /// `upsert_schedule` (the queue runtime's RecurringScheduleRecord).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -11,8 +11,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, event, Context, Decided};
+use crate::context::{drop_nulls, event, Context, Decided};
+use crate::scope::Scope;
 use crate::task::known_task;
 
 /// `capture_checkpoint`.

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, set, task_event, with_details, Context, Decided};
+use crate::context::{drop_nulls, set, task_event, with_details, Context, Decided};
+use crate::scope::Scope;
 
 /// `create_task`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

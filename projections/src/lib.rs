@@ -38,6 +38,7 @@ pub mod state;
 pub mod store;
 pub mod views;
 pub mod worker;
+mod worker_error;
 pub mod workload;
 
 pub use models::{Answer, ReadModels};

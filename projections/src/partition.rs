@@ -52,7 +52,7 @@ use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent, FRAM
 use notes::{Note, Notes};
 
 use crate::projection::{Event, Fault};
-use crate::worker::WorkerError;
+use crate::worker_error::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
 /// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many

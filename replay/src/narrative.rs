@@ -9,6 +9,7 @@
 
 mod builder;
 mod ending;
+mod open;
 mod step;
 
 use std::collections::BTreeMap;

@@ -56,7 +56,7 @@ impl Journal {
         from: Position,
         to: Option<Position>,
         chain: Chain,
-        f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+        f: impl FnMut(read::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
     ) -> Result<()> {
         self.scan_where(from, to, chain, |_| true, f)
     }
@@ -76,7 +76,7 @@ impl Journal {
         to: Option<Position>,
         chain: Chain,
         mut select: impl FnMut(Position) -> bool,
-        mut f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+        mut f: impl FnMut(read::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
     ) -> Result<()> {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
@@ -92,8 +92,8 @@ impl Journal {
     /// for a reader that comes back for some of the frames it scanned, as a build by partition
     /// does for each partition's, without stepping through the others again.
     #[must_use]
-    pub fn frame_reader(&self) -> crate::FrameReader {
-        crate::FrameReader::new(Arc::clone(&self.inner.log))
+    pub fn frame_reader(&self) -> read::FrameReader {
+        read::FrameReader::new(Arc::clone(&self.inner.log))
     }
 
     /// The event with this id.

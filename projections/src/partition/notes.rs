@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use journal_engine::{FrameAt, Record};
 use journal_format::{Location, Position, SegmentId, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN};
 
-use crate::worker::WorkerError;
+use crate::worker_error::WorkerError;
 
 /// The bytes of one note: position, segment, offset, length, and whether the frame follows.
 pub const NOTE_BYTES: usize = 29;
