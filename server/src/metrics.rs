@@ -18,6 +18,8 @@ pub struct Metrics {
     pub subscribers: AtomicU64,
     /// Subscribers closed for falling behind.
     pub subscribers_dropped: AtomicU64,
+    /// Connections open now.
+    pub connections: AtomicU64,
     /// Refusals and failures, by rule or kind.
     refusals: Mutex<BTreeMap<String, u64>>,
 }
@@ -32,6 +34,16 @@ impl Drop for SubscriberGuard<'_> {
     }
 }
 
+/// Decrements the connection gauge when dropped.
+#[derive(Debug)]
+pub struct ConnectionGuard<'m>(&'m Metrics);
+
+impl Drop for ConnectionGuard<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Metrics {
     /// Counts a refusal (or failure) by its rule or kind.
     pub fn refused(&self, reason: &str) {
@@ -43,6 +55,12 @@ impl Metrics {
     pub fn subscriber(&self) -> SubscriberGuard<'_> {
         self.subscribers.fetch_add(1, Ordering::Relaxed);
         SubscriberGuard(self)
+    }
+
+    /// Counts an open connection until the guard is dropped.
+    pub fn connection(&self) -> ConnectionGuard<'_> {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self)
     }
 
     /// The Prometheus text exposition, with the journal's head position.
@@ -84,6 +102,12 @@ impl Metrics {
             "counter",
             "Subscribers closed for falling behind.",
             load(&self.subscribers_dropped),
+        );
+        one(
+            "journal_connections",
+            "gauge",
+            "Connections open now.",
+            load(&self.connections),
         );
         one(
             "journal_head_position",

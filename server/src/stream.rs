@@ -6,6 +6,9 @@
 //! channel. The writer never waits for a subscriber: a subscriber that falls
 //! `subscriber_buffer_events` behind is closed with a final comment saying so (it resumes from
 //! the last id it got), and shutdown closes every stream with a comment too.
+//!
+//! At most `Config::max_subscribers` clients follow at once: one more is refused `503
+//! too_many_subscribers` before anything is read for it.
 
 use std::convert::Infallible;
 use std::ops::ControlFlow;
@@ -14,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use journal_engine::{Filter, Subscription};
@@ -67,6 +70,9 @@ pub(crate) async fn follow(
         check_session(&grant, q.session.as_deref())?;
     }
     let from = start(&state, &q, &headers)?;
+    let slot = Arc::clone(&state.subscriber_slots)
+        .try_acquire_owned()
+        .map_err(|_| too_many(&state))?;
     let buffer = state.config.subscriber_buffer_events.max(1);
     let (tx, rx) = mpsc::channel::<Event>(buffer);
     let reason: Reason = Arc::new(Mutex::new(None));
@@ -80,6 +86,8 @@ pub(crate) async fn follow(
     };
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
+        // Held while the task feeds the stream: the subscriber's place under the cap.
+        let _slot = slot;
         let _counted = subscriber.state.metrics.subscriber();
         let ended = subscriber
             .feed(from, &mut subscription, &mut shutdown)
@@ -95,6 +103,19 @@ pub(crate) async fn follow(
     Ok(Sse::new(events(rx, reason))
         .keep_alive(keep_alive)
         .into_response())
+}
+
+/// The refusal of a subscriber over the cap.
+fn too_many(state: &AppState) -> ApiError {
+    let max = state.config.max_subscribers;
+    ApiError::kind(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_subscribers",
+        format!(
+            "the server already has {max} subscribers following the event stream, its cap (--max-subscribers); retry later, or page with GET /v1/events"
+        ),
+    )
+    .with("maxSubscribers", max)
 }
 
 /// The response's events: those the subscriber's task sends, then a comment saying why the
