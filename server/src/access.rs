@@ -69,3 +69,17 @@ fn clip(text: &str) -> String {
         None => text.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_field_is_clipped_on_a_character_boundary() {
+        assert_eq!(clip("short"), "short");
+        let long = "é".repeat(FIELD_CHARS_MAX + 10);
+        let clipped = clip(&long);
+        assert_eq!(clipped.chars().count(), FIELD_CHARS_MAX + 1);
+        assert!(clipped.ends_with('…'));
+    }
+}

@@ -6,7 +6,8 @@
 //! must a TLS handshake. A head over `guard::HEAD_BYTES_MAX` is refused by hyper (`431`).
 //!
 //! On stop the loop stops accepting, asks every connection to finish its request in flight
-//! and close, and returns once all are closed.
+//! and close, and returns once all are closed, or after [`DRAIN_TIME_MAX`] (a client that does
+//! not read its answer cannot keep the server from stopping).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,6 +37,10 @@ pub(crate) struct Peer(pub SocketAddr);
 /// How long the loop waits after an accept fails (too many open files, say) before it tries
 /// again, so that it does not spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// How long a stopping server waits for its connections to finish: longer than the longest
+/// read-model wait (60 s).
+pub const DRAIN_TIME_MAX: Duration = Duration::from_secs(90);
 
 /// How long a refused connection is given to take its `503`.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
@@ -85,9 +90,15 @@ pub(crate) async fn serve(
     drop(listener);
     let _ = closing.send(true);
     // Every connection holds a slot until it is closed.
-    let _ = slots
-        .acquire_many(u32::try_from(max).unwrap_or(u32::MAX))
-        .await;
+    let all = slots.acquire_many(u32::try_from(max).unwrap_or(u32::MAX));
+    if tokio::time::timeout(DRAIN_TIME_MAX, all).await.is_err() {
+        let open = max.saturating_sub(slots.available_permits());
+        tracing::warn!(
+            target: "journal::connection",
+            "stopping with {open} connection(s) still open after {} s",
+            DRAIN_TIME_MAX.as_secs()
+        );
+    }
 }
 
 /// hyper's settings for every connection.

@@ -115,3 +115,52 @@ fn content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 pub(crate) fn accepted_types() -> HeaderValue {
     HeaderValue::from_static("application/x-ndjson, application/jsonl, application/json")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn json_and_json_lines_are_taken_with_parameters_and_in_any_case() {
+        for ok in [
+            "application/json",
+            "application/x-ndjson; charset=utf-8",
+            "Application/JSONL",
+            " application/json ;q=1",
+        ] {
+            assert!(
+                content_type(&headers(&[("content-type", ok)])).is_ok(),
+                "{ok}"
+            );
+        }
+        assert!(
+            content_type(&HeaderMap::new()).is_ok(),
+            "no type: taken as JSON"
+        );
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "application/jsonx",
+            "",
+        ] {
+            assert!(
+                content_type(&headers(&[("content-type", bad)])).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_bytes_count_names_values_and_separators() {
+        let map = headers(&[("x-a", "12345"), ("x-a", "6")]);
+        assert_eq!(header_bytes(&map), (3 + 5 + 4) + (3 + 1 + 4));
+    }
+}
