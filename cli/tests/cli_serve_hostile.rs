@@ -395,6 +395,18 @@ fn a_slowloris_head_and_an_idle_connection_are_closed_after_the_read_timeout() {
         "the slow writer saw its connection closed"
     );
     unharmed(&server, 1);
+    // Logged with why (by a thread of its own: the lines may come a little later).
+    let logged = (0..50).any(|_| {
+        let log = server.log();
+        let n = log
+            .matches("connection closed: read header from client timeout")
+            .count();
+        if n < 2 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        n >= 2
+    });
+    assert!(logged, "{}", server.log());
 }
 
 #[test]

@@ -167,8 +167,16 @@ impl Connection {
                 conn.await
             }
         };
-        if let Err(e) = ended {
-            tracing::info!(target: "journal::connection", peer = %peer.0, "connection closed: {e}");
+        match ended {
+            Ok(()) => {}
+            // What a limit cut: worth a line.
+            Err(e) if e.is_timeout() || e.is_parse() => {
+                tracing::info!(target: "journal::connection", peer = %peer.0, "connection closed: {e}");
+            }
+            // A client that went away mid-answer (an event stream it stopped following, say).
+            Err(e) => {
+                tracing::debug!(target: "journal::connection", peer = %peer.0, "connection closed: {e}");
+            }
         }
     }
 }

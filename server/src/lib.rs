@@ -61,6 +61,9 @@ pub const SUBSCRIBER_BUFFER_EVENTS_DEFAULT: usize = 1024;
 /// finish a TLS handshake); an idle connection is closed after it too.
 pub const READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
+/// The longest read timeout taken: a longer one is lowered to it.
+pub const READ_TIMEOUT_MAX: Duration = Duration::from_secs(24 * 3600);
+
 /// How many clients may follow the event stream at once by default.
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 256;
 
@@ -83,9 +86,11 @@ pub struct Config {
     /// Strict mode: the Agent Runtime schema every appended event must also validate against
     /// (the journal must be opened with the same `Options::conformance`).
     pub conformance: Option<Schema>,
-    /// How long a client may take to send a request's head, and its body.
+    /// How long a client may take to send a request's head, and its body (taken between 1 ms
+    /// and [`READ_TIMEOUT_MAX`]).
     pub read_timeout: Duration,
-    /// How many clients may follow the event stream at once.
+    /// How many clients may follow the event stream at once (at most
+    /// [`Semaphore::MAX_PERMITS`]).
     pub max_subscribers: usize,
     /// How many connections may be open at once.
     pub max_connections: usize,
@@ -191,6 +196,11 @@ impl Server {
         config: Config,
     ) -> Result<Server, ServeError> {
         config.check()?;
+        let mut config = config;
+        config.read_timeout = config
+            .read_timeout
+            .clamp(Duration::from_millis(1), READ_TIMEOUT_MAX);
+        config.max_subscribers = config.max_subscribers.min(Semaphore::MAX_PERMITS);
         let mut notes = Vec::new();
         let tokens = match &config.tokens {
             Some(path) => {
@@ -267,10 +277,12 @@ impl Server {
 
     /// Serves until `stop` completes; then stops accepting, closes the event streams, lets
     /// requests in flight finish (an append under way is answered), stops the read-model
-    /// workers and returns, having dropped every handle it held to the journal.
+    /// workers and returns, having dropped every handle it held to the journal. Connections
+    /// still open 90 s after `stop` (a client that does not read its answer) are left to end
+    /// with the process, holding theirs.
     ///
     /// # Errors
-    /// [`ServeError::Io`] when serving fails.
+    /// None so far: a failed accept (too many open files, say) is logged and retried.
     pub async fn run(
         self,
         stop: impl Future<Output = ()> + Send + 'static,
