@@ -24,16 +24,6 @@ pub struct Metrics {
     refusals: Mutex<BTreeMap<String, u64>>,
 }
 
-/// Decrements the subscriber gauge when dropped.
-#[derive(Debug)]
-pub struct SubscriberGuard<'m>(&'m Metrics);
-
-impl Drop for SubscriberGuard<'_> {
-    fn drop(&mut self) {
-        self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Decrements the connection gauge when dropped.
 #[derive(Debug)]
 pub struct ConnectionGuard<'m>(&'m Metrics);
@@ -49,12 +39,6 @@ impl Metrics {
     pub fn refused(&self, reason: &str) {
         let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
         *refusals.entry(reason.to_string()).or_default() += 1;
-    }
-
-    /// Counts a subscriber until the guard is dropped.
-    pub fn subscriber(&self) -> SubscriberGuard<'_> {
-        self.subscribers.fetch_add(1, Ordering::Relaxed);
-        SubscriberGuard(self)
     }
 
     /// Counts an open connection until the guard is dropped.

@@ -24,6 +24,7 @@ use journal_engine::{Filter, Subscription};
 use journal_format::{Position, StoredEvent};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::api::{authorize, check_session, ReadQuery};
 use crate::error::ApiError;
@@ -70,9 +71,7 @@ pub(crate) async fn follow(
         check_session(&grant, q.session.as_deref())?;
     }
     let from = start(&state, &q, &headers)?;
-    let slot = Arc::clone(&state.subscriber_slots)
-        .try_acquire_owned()
-        .map_err(|_| too_many(&state))?;
+    let place = Place::take(&state)?;
     let buffer = state.config.subscriber_buffer_events.max(1);
     let (tx, rx) = mpsc::channel::<Event>(buffer);
     let reason: Reason = Arc::new(Mutex::new(None));
@@ -86,9 +85,7 @@ pub(crate) async fn follow(
     };
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
-        // Held while the task feeds the stream: the subscriber's place under the cap.
-        let _slot = slot;
-        let _counted = subscriber.state.metrics.subscriber();
+        let _place = place;
         let ended = subscriber
             .feed(from, &mut subscription, &mut shutdown)
             .await;
@@ -103,6 +100,36 @@ pub(crate) async fn follow(
     Ok(Sse::new(events(rx, reason))
         .keep_alive(keep_alive)
         .into_response())
+}
+
+/// A subscriber's place, held while its task feeds the stream: its permit under the cap and its
+/// count in the `journal_subscribers` gauge, both given back when dropped.
+struct Place {
+    _slot: OwnedSemaphorePermit,
+    state: Arc<AppState>,
+}
+
+impl Place {
+    /// A place, or `503` when every one is taken.
+    fn take(state: &Arc<AppState>) -> Result<Place, ApiError> {
+        let slot = Arc::clone(&state.subscriber_slots)
+            .try_acquire_owned()
+            .map_err(|_| too_many(state))?;
+        state.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        Ok(Place {
+            _slot: slot,
+            state: Arc::clone(state),
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.state
+            .metrics
+            .subscribers
+            .fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The refusal of a subscriber over the cap.
