@@ -10,6 +10,7 @@ mod demo;
 mod export;
 mod import;
 mod lines;
+mod log;
 mod models;
 mod out;
 mod pack;

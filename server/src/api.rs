@@ -156,7 +156,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<
     let mut stream = body.into_data_stream();
     let mut out = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        let chunk = chunk.map_err(|e| ApiError::body(&e))?;
         if out.len() + chunk.len() > limit {
             return Err(too_large(None));
         }
