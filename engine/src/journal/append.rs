@@ -135,7 +135,7 @@ impl Journal {
     }
 
     /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it
-    /// (see `write::lead`).
+    /// (see `write::thread::lead`).
     fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
         let tx = tx.as_ref().ok_or(Error::Closed)?;
@@ -151,7 +151,7 @@ impl Journal {
     }
 
     /// Prepares a batch and hands it to the writer thread; a blocking caller commits it on its
-    /// own thread instead when the writer is idle (see `write::lead`).
+    /// own thread instead when the writer is idle (see `write::thread::lead`).
     fn submit(
         &self,
         events: Cow<'_, [Envelope]>,
@@ -178,7 +178,7 @@ impl Journal {
         };
         let request = match (&self.inner.cell, caller) {
             (Some(cell), Caller::Blocking) => {
-                write::lead(cell, &self.inner.progress, &self.inner.log, request)
+                write::thread::lead(cell, &self.inner.progress, &self.inner.log, request)
             }
             _ => Some(request),
         };
@@ -280,7 +280,7 @@ mod tests {
     }
 
     /// Every command sent to the writer thread is uncounted once committed: a count left
-    /// behind would send every later append through the writer thread's queue (`write::lead`).
+    /// behind would send every later append through the writer thread's queue (`write::thread::lead`).
     #[test]
     fn queued_commands_are_uncounted_once_committed() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -140,7 +140,7 @@ impl Journal {
             let log = Arc::clone(&log);
             std::thread::Builder::new()
                 .name("journal-writer".into())
-                .spawn(move || write::run(&cell, &progress, &log, rx))
+                .spawn(move || write::thread::run(&cell, &progress, &log, rx))
                 .map_err(Error::io("starting the writer thread"))?
         };
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
