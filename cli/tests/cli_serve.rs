@@ -689,6 +689,33 @@ fn sigterm_closes_streams_and_the_journal_then_opens_and_verifies() {
     assert_eq!(report["events"], 4);
 }
 
+/// A subscriber whose server restarts resumes with `Last-Event-ID` from the new process: the
+/// events it had not seen, those appended while the server was down included, with no gap and
+/// no duplicate.
+#[test]
+fn the_event_stream_resumes_across_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    post(&server.url("/v1/events"), None, &events("r", "s1", 0..6));
+    let mut stream = Stream::open(&server.url("/v1/events/stream?from=1"), None);
+    assert_eq!(stream.positions(4), vec![1, 2, 3, 4]);
+    let (code, stderr) = server.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+    // Appended while no server runs.
+    let out =
+        common::output_with_stdin(journal(dir.path()).arg("append"), &events("d", "s1", 0..2));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(dir.path(), &[]);
+    let mut stream = Stream::open(&server.url("/v1/events/stream"), Some(4));
+    assert_eq!(stream.positions(4), vec![5, 6, 7, 8]);
+    post(&server.url("/v1/events"), None, &events("r", "s1", 6..8));
+    assert_eq!(stream.positions(2), vec![9, 10]);
+}
+
 /// `n` client threads appending batches of 3 events until `stop` is set or the server is
 /// gone (at most 2,000 requests each); every event id answered `200` goes into `acked`.
 fn appending_clients(
