@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use journal_benches::workload_event;
-use journal_engine::{AppendOptions, Durability, Journal, Options};
+use journal_engine::{AppendOptions, Chain, Durability, Journal, Options};
 use journal_format::frame::{decode_frame, encode_frame, link_group};
 use journal_format::{
     ChainHash, Envelope, FrameFlags, FrameMeta, GroupCheck, Position, FRAME_HEADER_LEN,
@@ -150,11 +150,16 @@ fn reads(c: &mut Criterion) {
     let mut group = c.benchmark_group("read_sequential");
     group.throughput(Throughput::Elements(n));
     group.sample_size(10);
-    for verified in [false, true] {
-        group.bench_function(if verified { "verified" } else { "unverified" }, |b| {
+    for chain in [Chain::Unverified, Chain::Verified] {
+        let name = if chain.verified() {
+            "verified"
+        } else {
+            "unverified"
+        };
+        group.bench_function(name, |b| {
             b.iter(|| {
                 journal
-                    .read(Position(1), None, verified)
+                    .read(Position(1), None, chain)
                     .map(|e| e.expect("reads").position.0)
                     .sum::<u64>()
             });
@@ -196,7 +201,7 @@ fn session_events() -> (tempfile::TempDir, Vec<journal_format::StoredEvent>) {
             .expect("appends");
     }
     let events = journal
-        .read(Position(1), None, false)
+        .read(Position(1), None, Chain::Unverified)
         .map(|e| e.expect("reads"))
         .collect();
     journal.close();

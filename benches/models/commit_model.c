@@ -1,9 +1,9 @@
 /*
  * A model of the journal's durable commit on the disk at hand, without the journal: a batch of
  * BATCH bytes written with `pwrite` and made durable, N times, with or without a thread that
- * writes and syncs zeros ahead of the writes (the engine's filler, `engine/src/filler.rs`:
+ * writes and syncs zeros ahead of the writes (the engine's filler, `engine/src/write/filler.rs`:
  * 1 MiB at a time, 2 MiB ahead). It answers "would this way of syncing pay?" before the engine
- * is changed (docs/PERFORMANCE.md, "Where the time goes", twenty-fourth session).
+ * is changed (docs/PERFORMANCE.md, "Where the time goes").
  *
  * Not part of the build or of CI. Needs liburing (Debian: liburing-dev):
  *

@@ -10,6 +10,7 @@ mod demo;
 mod export;
 mod import;
 mod lines;
+mod log;
 mod models;
 mod out;
 mod pack;
@@ -126,7 +127,7 @@ struct ReplayArgs {
 #[derive(Args, Debug)]
 struct GetArgs {
     /// `session`, `thread`, `task`, `run`, `checklist`, `queue`, `evidence`, `ecosystem`
-    /// (seed 000's Agent* views), `resume` (what a runtime restores from), `history` (a window
+    /// (the ecosystem contract's Agent* views), `resume` (what a runtime restores from), `history` (a window
     /// of the session's events: --cursor, --limit), or the raw projections `state` and
     /// `activity`.
     kind: String,

@@ -2,18 +2,22 @@
 //! read-model store and the journal for writing, prints the bound address as its first line on
 //! standard output (`{"listening":"127.0.0.1:7070"}`), logs on standard error, and on SIGTERM
 //! or SIGINT stops accepting, lets requests in flight finish, closes event streams and closes
-//! the journal (its lock released) before exiting 0.
+//! the journal (its lock released) before exiting 0. The TLS certificate and key are read before
+//! the journal is opened, so that a bad one opens nothing.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use journal_engine::seams::{Clock, SystemClock};
 use journal_format::time_fmt::format_rfc3339_ns;
+use journal_server::tls::{Tls, TlsError};
 use journal_server::tokens::{Scope, TokensFile};
 use journal_server::{Config, Server, LISTEN_DEFAULT};
 use serde_json::json;
 
+use crate::log::{self, LogFormat};
 use crate::{fail, models, open, out, Access, Cli, Failure, Profile};
 
 /// The tokens file's name in the journal directory, used when `--tokens` is not given.
@@ -39,6 +43,26 @@ pub struct ServeArgs {
     /// How many events a subscriber may fall behind before its stream is closed.
     #[arg(long, default_value_t = journal_server::SUBSCRIBER_BUFFER_EVENTS_DEFAULT)]
     subscriber_buffer_events: usize,
+    /// How long a client may take to send a request's head, and then its body, in
+    /// milliseconds (a TLS handshake too); an idle connection is closed after it.
+    #[arg(long, default_value_t = 30_000)]
+    read_timeout_ms: u64,
+    /// How many clients may follow the event stream at once; one more is answered 503.
+    #[arg(long, default_value_t = journal_server::MAX_SUBSCRIBERS_DEFAULT)]
+    max_subscribers: usize,
+    /// How many connections may be open at once; one more is answered 503 and closed.
+    #[arg(long, default_value_t = journal_server::MAX_CONNECTIONS_DEFAULT)]
+    max_connections: usize,
+    /// The log's format on standard error: text, or json (one object per line).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs
+    /// --tls-key.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -61,7 +85,7 @@ pub enum TokenCommand {
         #[arg(long)]
         tokens: Option<PathBuf>,
     },
-    /// Revoke a token by its id (a server reads the file at start: restart it).
+    /// Revoke a token by its id (a running server refuses it within about a second).
     Revoke {
         /// The token's id (`tok_…`, from `journal token list`).
         id: String,
@@ -144,8 +168,8 @@ pub fn token(dir: &Path, command: &TokenCommand) -> Result<u8, Failure> {
     }
 }
 
-/// `journal serve`.
-pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
+/// The server's configuration from the flags; the TLS files are read and checked here.
+fn config(cli: &Cli, args: &ServeArgs) -> Result<Config, Failure> {
     let default_tokens = cli.dir.join(TOKENS_FILE);
     let tokens = args
         .tokens
@@ -154,10 +178,31 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
     let mut config = Config::new(args.listen);
     config.tokens = tokens;
     config.conformance = args.strict.map(Profile::schema);
-    config.heartbeat = std::time::Duration::from_millis(args.heartbeat_ms.max(1));
+    config.heartbeat = Duration::from_millis(args.heartbeat_ms.max(1));
     config.subscriber_buffer_events = args.subscriber_buffer_events;
+    config.read_timeout = Duration::from_millis(args.read_timeout_ms.max(1));
+    config.max_subscribers = args.max_subscribers;
+    config.max_connections = args.max_connections.max(1);
     // Refused before anything is opened: an unprotected address creates no journal.
     config.check().map_err(|e| fail(e.to_string()))?;
+    config.tls =
+        Tls::from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref()).map_err(|e| {
+            Failure {
+                code: if matches!(e, TlsError::Incomplete) {
+                    2
+                } else {
+                    1
+                },
+                message: e.to_string(),
+            }
+        })?;
+    Ok(config)
+}
+
+/// `journal serve`.
+pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
+    let config = config(cli, args)?;
+    let log = log::start(args.log_format)?;
     let stop = journal_server::shutdown_signal()?;
     std::fs::create_dir_all(&cli.dir).map_err(|e| fail(format!("{}: {e}", cli.dir.display())))?;
     let store = models::open_store(&cli.dir)?;
@@ -168,15 +213,16 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
     let addr = server.local_addr()?;
     out::line(json!({ "listening": addr.to_string() }))?;
     for note in server.notes() {
-        out::warn(format_args!("journal: serve: {note}"));
+        log.note(note);
     }
-    out::warn(format_args!(
-        "journal: serve: listening on http://{addr} (journal {})",
+    log.note(format_args!(
+        "listening on {}://{addr} (journal {})",
+        server.scheme(),
         cli.dir.display()
     ));
     let served = server.run(stop).await;
     journal.close();
     served.map_err(|e| fail(e.to_string()))?;
-    out::warn("journal: serve: stopped; the journal is closed");
+    log.note("stopped; the journal is closed");
     Ok(0)
 }

@@ -1,178 +1,20 @@
-//! `journal serve` over loopback: a real server process (the built `journal` binary on
-//! `127.0.0.1:0`, its bound address read from its first line of output), driven by a small
-//! HTTP client. Every route's success and refusal, auth, the event stream's resume, shutdown
+//! `journal serve` over loopback: a real server process (`serving/`), driven by a small HTTP
+//! client. Every route's success and refusal, auth, the event stream's resume, shutdown
 //! on SIGTERM, and a SIGKILL under 16 appending clients.
 
 mod common;
+mod serving;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::journal;
 use serde_json::{json, Value};
-
-/// A running `journal serve`; killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = journal(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let listening: Value =
-            serde_json::from_str(&first).unwrap_or_else(|e| panic!("first line {first:?}: {e}"));
-        let addr = listening["listening"].as_str().unwrap().to_string();
-        Server {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([name, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Sends SIGTERM; the exit code and standard error.
-    fn terminate(mut self) -> (Option<i32>, String) {
-        self.signal("-TERM");
-        let status = wait(&mut self.child, Duration::from_secs(20));
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        (status.code(), stderr)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits for `child` to exit, for about `limit` (counted in sleeps: tests read no clock).
-fn wait(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let step = Duration::from_millis(20);
-    for _ in 0..=limit.as_millis() / step.as_millis() {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        std::thread::sleep(step);
-    }
-    panic!("the server did not exit in time");
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
-
-/// A response's status, headers we look at, and body.
-struct Answer {
-    status: u16,
-    link: Option<String>,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        self.body
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-fn answer(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
-    let mut response = response.unwrap();
-    Answer {
-        status: response.status().as_u16(),
-        link: response
-            .headers()
-            .get("link")
-            .map(|v| v.to_str().unwrap().to_string()),
-        body: response
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .unwrap(),
-    }
-}
-
-fn get(url: &str, token: Option<&str>) -> Answer {
-    let mut request = agent().get(url);
-    if let Some(t) = token {
-        request = request.header("Authorization", format!("Bearer {t}"));
-    }
-    answer(request.call())
-}
-
-fn post(url: &str, token: Option<&str>, body: &str) -> Answer {
-    let mut request = agent().post(url);
-    if let Some(t) = token {
-        request = request.header("Authorization", format!("Bearer {t}"));
-    }
-    answer(request.send(body))
-}
-
-fn event(id: &str, session: &str) -> String {
-    json!({
-        "type": "session.created",
-        "eventId": id,
-        "timestamp": "2026-05-11T10:00:00Z",
-        "sessionId": session,
-    })
-    .to_string()
-}
-
-/// `n` events of session `session`, ids `{prefix}{i}`, as JSON Lines.
-fn events(prefix: &str, session: &str, range: std::ops::Range<usize>) -> String {
-    range
-        .map(|i| event(&format!("{prefix}{i}"), session) + "\n")
-        .collect()
-}
-
-fn head(server: &Server) -> u64 {
-    get(&server.url("/v1/digest"), None).json()["position"]
-        .as_u64()
-        .unwrap()
-}
+use serving::{agent, answer, create_token, event, events, get, head, post, Server};
 
 #[test]
 fn serve_appends_a_batch_and_reads_it_back_in_pages() {
@@ -428,22 +270,6 @@ fn oversize_input_is_413_naming_the_line() {
         metrics.contains("journal_refusals_total{reason=\"too_large\"} 3"),
         "{metrics}"
     );
-}
-
-/// Creates a token with `journal token create`; the token.
-fn create_token(dir: &Path, args: &[&str]) -> String {
-    let out = journal(dir)
-        .args(["token", "create"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
-    created["token"].as_str().unwrap().to_string()
 }
 
 #[test]
@@ -861,6 +687,33 @@ fn sigterm_closes_streams_and_the_journal_then_opens_and_verifies() {
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["events"], 4);
+}
+
+/// A subscriber whose server restarts resumes with `Last-Event-ID` from the new process: the
+/// events it had not seen, those appended while the server was down included, with no gap and
+/// no duplicate.
+#[test]
+fn the_event_stream_resumes_across_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    post(&server.url("/v1/events"), None, &events("r", "s1", 0..6));
+    let mut stream = Stream::open(&server.url("/v1/events/stream?from=1"), None);
+    assert_eq!(stream.positions(4), vec![1, 2, 3, 4]);
+    let (code, stderr) = server.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+    // Appended while no server runs.
+    let out =
+        common::output_with_stdin(journal(dir.path()).arg("append"), &events("d", "s1", 0..2));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = Server::start(dir.path(), &[]);
+    let mut stream = Stream::open(&server.url("/v1/events/stream"), Some(4));
+    assert_eq!(stream.positions(4), vec![5, 6, 7, 8]);
+    post(&server.url("/v1/events"), None, &events("r", "s1", 6..8));
+    assert_eq!(stream.positions(2), vec![9, 10]);
 }
 
 /// `n` client threads appending batches of 3 events until `stop` is set or the server is

@@ -6,53 +6,14 @@
 //! exactly the routes served, and whose schemas the answers validate against.
 
 mod common;
+mod serving;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::journal;
 use serde_json::{json, Value};
-
-/// A running `journal serve`; killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = journal(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let listening: Value =
-            serde_json::from_str(&first).unwrap_or_else(|e| panic!("first line {first:?}: {e}"));
-        let addr = listening["listening"].as_str().unwrap().to_string();
-        Server {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use serving::Server;
 
 /// An answer: status, content type, content disposition, body.
 struct Answer {
@@ -234,7 +195,7 @@ fn replay_answers_what_journal_replay_prints_in_each_format() {
     let task_cli = cli(&["replay", "task", &task, "--format", "json"]);
     let run_cli = cli(&["replay", "run", &run_id, "--format", "json"]);
     let reader = create_token(&dir, "read", None);
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let replay = |path: &str| get(&server.url(&format!("/v1/replay/{path}")), Some(&reader));
 
     let json = replay(&format!("session/{session}"));
@@ -285,7 +246,7 @@ fn replay_refuses_a_bad_kind_format_or_token_and_404s_an_unknown_id() {
     let appender = create_token(&dir, "append", None);
     let prefix = &session[..8];
     let limited = create_token(&dir, "read", Some(prefix));
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let replay =
         |path: &str, token: Option<&str>| get(&server.url(&format!("/v1/replay/{path}")), token);
     let ok = Some(reader.as_str());
@@ -361,7 +322,7 @@ fn evidence_is_the_pack_journal_export_writes_as_one_tar_archive() {
     );
     let reader = create_token(&dir, "read", None);
     let limited = create_token(&dir, "read", Some(&session[..8]));
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let pack = get(
         &server.url(&format!("/v1/evidence/{session}")),
         Some(&reader),
@@ -410,7 +371,7 @@ fn schemas_are_what_journal_schema_prints() {
     let command: Value =
         serde_json::from_slice(&run(&dir, &["schema", "command.create_task"])).unwrap();
     let reader = create_token(&dir, "read", None);
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let names = get(&server.url("/v1/schema"), Some(&reader)).json();
     let names: Vec<&str> = names["names"]
         .as_array()
@@ -462,7 +423,7 @@ fn the_openapi_document_is_openapi_3_1_and_every_ref_resolves() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("j");
     let _ = create_token(&dir, "read", None);
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let doc = document(&server);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1."));
     assert!(doc["info"]["title"].is_string() && doc["info"]["version"].is_string());
@@ -525,7 +486,7 @@ fn the_document_lists_exactly_the_routes_served() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("j");
     let admin = create_token(&dir, "admin", None);
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let doc = document(&server);
     let methods = ["get", "post", "put", "patch", "delete"];
     let mut operations = 0;
@@ -574,7 +535,7 @@ fn answers_validate_against_the_document() {
     let session = realistic(&dir);
     let (demo_session, task, run_id) = a_task_and_run(&dir);
     let admin = create_token(&dir, "admin", None);
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let doc = document(&server);
     let token = Some(admin.as_str());
     // The validators check: a wrong answer is refused.

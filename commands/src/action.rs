@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, event, Context, Decided};
+use crate::context::{drop_nulls, event, Context, Decided};
+use crate::scope::Scope;
 use crate::task::{known_task, refuse_terminal};
 
 /// `require_action`: the runtime pauses for a decision.

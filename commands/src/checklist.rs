@@ -1,4 +1,4 @@
-//! Checklist commands (seed 001): `checklist_create` and `checklist_update`, each the whole
+//! Checklist commands (the session runtime): `checklist_create` and `checklist_update`, each the whole
 //! ordered list, with the verification nudge raised when its condition becomes true.
 
 use std::collections::BTreeSet;
@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::command::Scope;
-use crate::decision::{event, Context, Decided};
+use crate::context::{event, Context, Decided};
+use crate::scope::Scope;
 
 /// An item given to `checklist_create` / `checklist_update` (the id may be omitted).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -4,9 +4,7 @@
 //! arguments; and the key of the stream a command decides on.
 
 use journal_projections::rules::{Rule, Violation};
-use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::action::{RequireAction, RespondAction};
@@ -14,6 +12,7 @@ use crate::checklist::ChecklistCommand;
 use crate::completion::{CompleteTask, DecideCompletion};
 use crate::queue::{EnqueueTask, RecordSensorEvent};
 use crate::schedule::{EvaluateSchedules, UpsertSchedule};
+pub use crate::scope::Scope;
 use crate::session::{CaptureCheckpoint, RecordDispatch};
 use crate::task::{CreateTask, LinkTasks, TaskCommand};
 use crate::turn::{InterruptTurn, SubmitTurn};
@@ -45,18 +44,6 @@ pub const NAMES: [&str; 24] = [
     "operator_cancel",
     "require_action",
 ];
-
-/// Where a command writes: a session, and the runtime and thread to stamp on its events.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Scope {
-    /// The session (the stream). Task commands may omit it for a task that has none.
-    pub session_id: Option<String>,
-    /// The runtime, stamped on the events.
-    pub runtime_id: Option<String>,
-    /// The thread, stamped on the events.
-    pub thread_id: Option<String>,
-}
 
 /// One command with its arguments.
 #[derive(Debug, Clone)]

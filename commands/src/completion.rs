@@ -1,4 +1,4 @@
-//! Completion (seed 004): `decide_completion`, which records the completion decision for the
+//! Completion (the coding-agent runtime): `decide_completion`, which records the completion decision for the
 //! current attempt, and `complete_task`, which completes a task only through the gate (an
 //! accepted decision and the declared evidence) unless its policy records it unverified.
 
@@ -9,11 +9,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, set, task_event, Context, Decided};
+use crate::context::{drop_nulls, set, task_event, Context, Decided};
+use crate::scope::Scope;
 use crate::task::{known_task, pending, refuse_terminal};
 
-/// `decide_completion`: records seed 004's CompletionDecision for the current attempt.
+/// `decide_completion`: records the coding-agent runtime's CompletionDecision for the current attempt.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DecideCompletion {
@@ -39,7 +39,7 @@ pub struct CompleteTask {
     pub scope: Scope,
     /// The task.
     pub task_id: String,
-    /// Seed 003's machine status; anything but `ok` is refused.
+    /// The queue runtime's machine status; anything but `ok` is refused.
     pub machine_status: Option<MachineStatus>,
     /// A summary for the operator.
     pub summary: Option<String>,
@@ -150,7 +150,7 @@ fn completed_payload(c: &CompleteTask, gate: Result<(), Violation>) -> Result<Va
     Ok(p)
 }
 
-/// Seed 004's gate: an accepted completion decision for the current attempt, and every artifact
+/// The coding-agent runtime's gate: an accepted completion decision for the current attempt, and every artifact
 /// the task declared.
 ///
 /// # Errors

@@ -1,4 +1,4 @@
-//! Commands: the runtime way to write (MODEL.md §4, seed 002's control plane). A command reads
+//! Commands: the runtime way to write (docs/MODEL.md §4, the Agent Runtime spec's control plane). A command reads
 //! its stream, folds it into a [`StreamState`](journal_projections::StreamState), decides
 //! against the rules of [`journal_projections::rules`], and appends its events atomically with
 //! the stream's version as the expected version. When another writer got there first, the
@@ -7,7 +7,7 @@
 //!
 //! Every command names its stream: the session (`sessionId`), or for a task command without a
 //! session, the task's own stream. Queue, schedule and sensor commands run in the session that
-//! holds the queue (seed 000: one planning session, each scheduled entry a run in it), so their
+//! holds the queue (the ecosystem contract: one planning session, each scheduled entry a run in it), so their
 //! dedupe checks and their writes are one atomic decision.
 //!
 //! - [`command`]: [`Command`], parsed from a name and JSON arguments, and where it writes.
@@ -30,11 +30,13 @@ pub mod action;
 pub mod checklist;
 pub mod command;
 pub mod completion;
+mod context;
 mod decision;
 pub mod error;
 pub mod queue;
 pub mod runner;
 pub mod schedule;
+mod scope;
 pub mod session;
 pub mod task;
 pub mod turn;

@@ -1,4 +1,4 @@
-//! Queue commands (seed 003), run in the session that holds the queue so that their dedupe
+//! Queue commands (the queue runtime), run in the session that holds the queue so that their dedupe
 //! checks and their writes are one atomic decision: `enqueue_task` (deduped by source and
 //! idempotency key) and `record_sensor_event` (deduped by the sensor's key, and the task it
 //! proposes enqueued); and the events of a new queued task, which schedules fire too.
@@ -11,10 +11,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, event, set, task_event, Context, Decided};
+use crate::context::{drop_nulls, event, set, task_event, Context, Decided};
+use crate::scope::Scope;
 
-/// `enqueue_task` (seed 003).
+/// `enqueue_task` (the queue runtime).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnqueueTask {
@@ -31,7 +31,7 @@ pub struct EnqueueTask {
     pub max_attempts: Option<u32>,
 }
 
-/// `record_sensor_event` (seed 003's SensorEvent).
+/// `record_sensor_event` (the queue runtime's SensorEvent).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordSensorEvent {

@@ -11,7 +11,8 @@ use journal_projections::StreamState;
 use serde_json::Value;
 
 use crate::command::Command;
-use crate::decision::{decide, Context};
+use crate::context::Context;
+use crate::decision::decide;
 use crate::error::CommandError;
 
 /// How many times a command is decided again after losing a race for its stream.

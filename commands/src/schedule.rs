@@ -1,4 +1,4 @@
-//! Schedule commands (seed 003's recurring schedules): `upsert_schedule` and
+//! Schedule commands (the queue runtime's recurring schedules): `upsert_schedule` and
 //! `evaluate_schedules`, which fires every due schedule (a run of its task in the queue's
 //! session) and moves it to its next run.
 
@@ -12,11 +12,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::command::Scope;
-use crate::decision::{event, Context, Decided};
+use crate::context::{event, Context, Decided};
 use crate::queue::new_task_events;
+use crate::scope::Scope;
 
-/// `upsert_schedule` (seed 003's RecurringScheduleRecord).
+/// `upsert_schedule` (the queue runtime's RecurringScheduleRecord).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpsertSchedule {

@@ -1,5 +1,5 @@
 //! Session records: `capture_checkpoint` (what a resume starts from: the task's status, the
-//! checklist's items, the session's artifacts and approvals) and `record_dispatch` (seed 000's
+//! checklist's items, the session's artifacts and approvals) and `record_dispatch` (the ecosystem contract's
 //! dispatch context).
 
 use journal_format::payload::DispatchContext;
@@ -11,8 +11,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, event, Context, Decided};
+use crate::context::{drop_nulls, event, Context, Decided};
+use crate::scope::Scope;
 use crate::task::known_task;
 
 /// `capture_checkpoint`.
@@ -48,7 +48,7 @@ pub struct RecordDispatch {
     pub scope: Scope,
     /// The task dispatched, if any.
     pub task_id: Option<String>,
-    /// Seed 000's dispatch context.
+    /// The ecosystem contract's dispatch context.
     pub dispatch_context: DispatchContext,
 }
 

@@ -1,4 +1,4 @@
-//! Task commands (seed 002): `create_task`, `start_task`, `retry_task`, `append_task_progress`,
+//! Task commands (the Agent Runtime spec): `create_task`, `start_task`, `retry_task`, `append_task_progress`,
 //! `pause_task`, `resume_task`, `cancel_task` and `operator_cancel`, `fail_task`, `link_tasks`;
 //! and the checks every command about a task makes (it exists, it is not terminal, no action
 //! blocks it).
@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::command::Scope;
-use crate::decision::{drop_nulls, set, task_event, with_details, Context, Decided};
+use crate::context::{drop_nulls, set, task_event, with_details, Context, Decided};
+use crate::scope::Scope;
 
 /// `create_task`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -68,7 +68,7 @@ pub struct LinkTasks {
     pub depends_on_task_id: String,
 }
 
-/// Who a cancel comes from: the requester its arguments name, or an operator (seed 003's
+/// Who a cancel comes from: the requester its arguments name, or an operator (the queue runtime's
 /// operator cancel, which records its own reason and native status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CancelBy {

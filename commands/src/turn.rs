@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::command::Scope;
-use crate::decision::{event, Context, Decided};
+use crate::context::{event, Context, Decided};
+use crate::scope::Scope;
 
 /// `submit_turn`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

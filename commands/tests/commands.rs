@@ -1,5 +1,5 @@
-//! Commands against a real journal: every invariant of MODEL.md §4 refused with its rule named
-//! (or recorded as the seed says), the happy paths, and concurrent writers racing on one stream.
+//! Commands against a real journal: every invariant of docs/MODEL.md §4 refused with its rule named
+//! (or recorded as docs/MODEL.md §4 says), the happy paths, and concurrent writers racing on one stream.
 
 use journal_commands::{CommandError, Commands};
 use journal_engine::{Journal, Options};
@@ -397,7 +397,7 @@ async fn cancel_records_the_request_first_and_reaches_children() {
             journal_format::status::Lifecycle::Cancelled
         );
     }
-    // Operator cancel: seed 003's operator_canceled.
+    // Operator cancel: the queue runtime's operator_canceled.
     f.ok("create_task", json!({"taskId": "q1"})).await;
     let events = f.ok("operator_cancel", json!({"taskId": "q1"})).await;
     let cancelled = events.last().unwrap();

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use journal_engine::{AppendOptions, Journal, Options, VerifyOptions};
+use journal_engine::{AppendOptions, Chain, Journal, Options, VerifyOptions};
 use journal_format::{Envelope, Position};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -63,7 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("the journal holds:");
-    for event in journal.read(Position::FIRST, None, true) {
+    for event in journal.read(Position::FIRST, None, Chain::Verified) {
         let event = event?;
         println!(
             "  {:>4}  {:<28} {:<30} session {}",

@@ -145,8 +145,8 @@ impl Error {
 
     /// Wraps an I/O error with what the engine was doing, said by `context`, which runs only
     /// when there is an error: a context that names a file or an offset is formatted on the
-    /// failure path, not on every write and read (a `format!` per commit was 5,500 instructions
-    /// of a single append's 35,000).
+    /// failure path, not on every write and read (a `format!` per commit is a noticeable part of
+    /// a single append).
     pub(crate) fn io_with(context: impl FnOnce() -> String) -> impl FnOnce(io::Error) -> Error {
         move |source| Error::Io {
             context: context(),

@@ -48,7 +48,7 @@ pub use index::By;
 pub use journal::append::AppendOptions;
 pub use journal::query::{Filter, Query};
 pub use journal::{Journal, Status};
-pub use log::read::{EventIter, FrameAt, FrameReader, Record};
+pub use log::read::{Chain, EventIter, FrameAt, FrameReader, Record};
 pub use log::report::{RecoveryAction, RecoveryReport};
 pub use log::Head;
 pub use options::{Durability, Limits, Options};

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use journal_engine::{Appended, Error, Filter, Journal, Options, RecoveryAction};
+use journal_engine::{Appended, Chain, Error, Filter, Journal, Options, RecoveryAction};
 use journal_format::{Position, FRAME_HEADER_LEN};
 
 fn setup(dir: &std::path::Path) -> Journal {
@@ -104,7 +104,7 @@ fn reads_by_every_key_agree_with_a_full_scan() {
     // Range reads across segment boundaries, from any position.
     for from in [1u64, 17, 150, 299, 300] {
         let got: Vec<u64> = journal
-            .read(Position(from), Some(Position(from + 40)), true)
+            .read(Position(from), Some(Position(from + 40)), Chain::Verified)
             .map(|e| e.unwrap().position.0)
             .collect();
         assert_eq!(got, (from..=(from + 40).min(300)).collect::<Vec<_>>());
@@ -390,7 +390,7 @@ fn scan_gives_the_records_read_gives_and_names_a_damaged_frame() {
     let journal = setup(dir.path());
     let all = all_events(&journal);
 
-    for verify_chain in [false, true] {
+    for verify_chain in [Chain::Unverified, Chain::Verified] {
         let mut decoded = Vec::new();
         journal
             .scan(Position::FIRST, None, verify_chain, |record| {
@@ -409,14 +409,19 @@ fn scan_gives_the_records_read_gives_and_names_a_damaged_frame() {
 
     let mut seen = Vec::new();
     journal
-        .scan(Position(95), Some(Position(140)), true, |record| {
-            seen.push(record.position.0);
-            Ok(if record.position.0 == 120 {
-                std::ops::ControlFlow::Break(())
-            } else {
-                std::ops::ControlFlow::Continue(())
-            })
-        })
+        .scan(
+            Position(95),
+            Some(Position(140)),
+            Chain::Verified,
+            |record| {
+                seen.push(record.position.0);
+                Ok(if record.position.0 == 120 {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                })
+            },
+        )
         .unwrap();
     assert_eq!(seen, (95..=120).collect::<Vec<_>>());
     journal.close();
@@ -428,7 +433,7 @@ fn scan_gives_the_records_read_gives_and_names_a_damaged_frame() {
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let mut last = Position::ZERO;
     let error = journal
-        .scan(Position::FIRST, None, false, |record| {
+        .scan(Position::FIRST, None, Chain::Unverified, |record| {
             last = record.position;
             Ok(std::ops::ControlFlow::Continue(()))
         })
@@ -453,7 +458,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
     let journal = setup(dir.path());
     let all = all_events(&journal);
     let even = |p: Position| p.0.is_multiple_of(2);
-    let scan_where = |journal: &Journal, from: u64, verify_chain: bool| {
+    let scan_where = |journal: &Journal, from: u64, verify_chain: Chain| {
         let mut seen = Vec::new();
         journal
             .scan_where(Position(from), None, verify_chain, even, |record| {
@@ -464,7 +469,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
             })
             .map(|()| seen)
     };
-    for verify_chain in [false, true] {
+    for verify_chain in [Chain::Unverified, Chain::Verified] {
         let wanted: Vec<_> = all.iter().filter(|e| even(e.position)).cloned().collect();
         assert_eq!(scan_where(&journal, 1, verify_chain).unwrap(), wanted);
         let from_95: Vec<_> = wanted.into_iter().filter(|e| e.position.0 >= 95).collect();
@@ -481,9 +486,9 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
     let journal = Journal::open(dir.path(), small_segments()).unwrap();
     let select_damaged = |selected: bool| move |p: Position| p != damaged || selected;
     for (selected, verify_chain, fails) in [
-        (false, false, false),
-        (true, false, true),
-        (false, true, true),
+        (false, Chain::Unverified, false),
+        (true, Chain::Unverified, true),
+        (false, Chain::Verified, true),
     ] {
         let mut count = 0;
         let result = journal.scan_where(
@@ -498,7 +503,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
         );
         match result {
             Ok(()) => {
-                assert!(!fails, "selected {selected}, chain {verify_chain}");
+                assert!(!fails, "selected {selected}, chain {verify_chain:?}");
                 assert_eq!(count, all.len() - 1);
             }
             Err(journal_engine::Error::Corruption {
@@ -506,7 +511,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
                 offset: at,
                 ..
             }) => {
-                assert!(fails, "selected {selected}, chain {verify_chain}");
+                assert!(fails, "selected {selected}, chain {verify_chain:?}");
                 assert_eq!((position, at), (Some(damaged), offset));
             }
             Err(other) => panic!("expected corruption, got {other}"),
@@ -523,7 +528,7 @@ fn scan_where_gives_the_selected_records_and_checks_only_their_bodies() {
         .scan_where(
             Position::FIRST,
             None,
-            false,
+            Chain::Unverified,
             |p| p != skip && p != damaged,
             |_| Ok(std::ops::ControlFlow::Continue(())),
         )
@@ -540,7 +545,7 @@ fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
     let journal = setup(dir.path());
     let mut copies = Vec::new();
     journal
-        .scan(Position::FIRST, None, false, |record| {
+        .scan(Position::FIRST, None, Chain::Unverified, |record| {
             // The frame is the header, then the body.
             assert_eq!(record.frame.len(), FRAME_HEADER_LEN + record.body.len());
             assert_eq!(&record.frame[FRAME_HEADER_LEN..], record.body);
@@ -605,8 +610,8 @@ fn a_copy_of_each_frame_reads_as_its_record_and_a_changed_copy_is_refused() {
     assert!(
         cut.contains(&format!(
             "the copy of the frame of position {position} (segment {} at {}) is {} bytes, not the frame's {} bytes",
-            at.segment,
-            at.offset,
+            at.location.segment,
+            at.location.offset,
             frame.len() - 1,
             at.len
         )),
@@ -637,7 +642,7 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     assert!(segment_files(dir.path()).len() > 1);
     let mut scanned = Vec::new();
     journal
-        .scan(Position::FIRST, None, false, |record| {
+        .scan(Position::FIRST, None, Chain::Unverified, |record| {
             scanned.push((
                 record.position,
                 record.location(),
@@ -689,12 +694,12 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     let first_of = |segment| {
         scanned
             .iter()
-            .find(|(_, at, _, _)| at.segment == segment)
+            .find(|(_, at, _, _)| at.location.segment == segment)
             .unwrap()
     };
-    let (p0, a0, _, _) = first_of(scanned[0].1.segment);
-    let (p1, a1, h1, b1) = first_of(scanned[299].1.segment);
-    assert_ne!(a0.segment, a1.segment);
+    let (p0, a0, _, _) = first_of(scanned[0].1.location.segment);
+    let (p1, a1, h1, b1) = first_of(scanned[299].1.location.segment);
+    assert_ne!(a0.location.segment, a1.location.segment);
     let mut ahead = journal.frame_reader().with_read_ahead(1 << 20);
     ahead.read(*a0, *p0).unwrap();
     let record = ahead.read(*a1, *p1).unwrap();
@@ -730,7 +735,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
             ..*at
         },
         journal_engine::FrameAt {
-            offset: u64::MAX - 100,
+            location: journal_format::Location {
+                offset: u64::MAX - 100,
+                ..at.location
+            },
             ..*at
         },
     ] {
@@ -738,7 +746,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
         assert!(refused.contains("holds no frame of"), "{refused}");
     }
     let nowhere = journal_engine::FrameAt {
-        segment: journal_format::SegmentId(999),
+        location: journal_format::Location {
+            segment: journal_format::SegmentId(999),
+            ..at.location
+        },
         ..*at
     };
     let nowhere = refused(frames.read(nowhere, *position));
@@ -747,11 +758,12 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     // A body damaged on disk after it was scanned is corruption, named where it is.
     let file = segment_files(dir.path())
         .into_iter()
-        .find(|f| f.ends_with(at.segment.file_name()))
+        .find(|f| f.ends_with(at.location.segment.file_name()))
         .unwrap();
     let mut bytes = std::fs::read(&file).unwrap();
-    let in_body =
-        usize::try_from(at.offset).unwrap() + journal_format::FRAME_HEADER_LEN + body.len() / 2;
+    let in_body = usize::try_from(at.location.offset).unwrap()
+        + journal_format::FRAME_HEADER_LEN
+        + body.len() / 2;
     bytes[in_body] ^= 0x20;
     // A read-ahead reader that fetched the frame before the damage serves it from its buffer
     // (committed frames do not change while the journal is open; this damage is done behind
@@ -759,7 +771,7 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
     let mut ahead = journal.frame_reader().with_read_ahead(64 * 1024);
     let (before, before_at, _, _) = &scanned[40];
     assert_eq!(
-        before_at.segment, at.segment,
+        before_at.location.segment, at.location.segment,
         "frames 41 and 42 share a segment"
     );
     ahead.read(*before_at, *before).unwrap();
@@ -771,7 +783,10 @@ fn a_frame_reader_reads_each_record_back_from_its_location_and_refuses_a_wrong_o
             offset,
             position: Some(p),
             ..
-        }) => assert_eq!((segment, offset, p), (at.segment, at.offset, *position)),
+        }) => assert_eq!(
+            (segment, offset, p),
+            (at.location.segment, at.location.offset, *position)
+        ),
         other => panic!("expected corruption, got {other:?}"),
     }
 }

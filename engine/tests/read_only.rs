@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use journal_engine::{Error, Filter, Journal, Options};
+use journal_engine::{Chain, Error, Filter, Journal, Options};
 use journal_format::Position;
 
 fn read_only() -> Options {
@@ -48,7 +48,7 @@ fn a_reader_beside_a_writer_sees_what_is_committed_and_follows_it() {
     let head = reader.refresh().unwrap();
     assert_eq!(head, writer.head());
     let all: Vec<_> = reader
-        .read(Position::FIRST, None, true)
+        .read(Position::FIRST, None, Chain::Verified)
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(all.len(), 820);

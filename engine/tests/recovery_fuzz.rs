@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use journal_engine::sim_disk::{Faults, SimDisk};
 use journal_engine::storage::{OpenMode, Storage};
-use journal_engine::{AppendOptions, Error, Journal, Options};
+use journal_engine::{AppendOptions, Chain, Error, Journal, Options};
 use journal_format::Position;
 use proptest::prelude::*;
 
@@ -83,7 +83,7 @@ proptest! {
         let options = Options { storage: Arc::new(disk), ..common::small_segments() };
         match Journal::open(tmp.path(), options) {
             Ok(journal) => {
-                let _ = journal.read(Position::FIRST, None, true).count();
+                let _ = journal.read(Position::FIRST, None, Chain::Verified).count();
                 let _ = journal.verify(&Default::default(), &mut |_, _| {});
             }
             Err(Error::Corruption { .. }) | Err(Error::Index(_)) => {}

@@ -20,7 +20,8 @@ use journal_engine::seams::{Clock, Entropy};
 use journal_engine::sim_disk::{Faults, SimDisk, SimRng};
 use journal_engine::storage::Storage;
 use journal_engine::{
-    AppendOptions, Error, Journal, Limits, Options, RecoveryAction, RecoveryReport, VerifyOptions,
+    AppendOptions, Chain, Error, Journal, Limits, Options, RecoveryAction, RecoveryReport,
+    VerifyOptions,
 };
 use journal_format::{ChainHash, Envelope, Position};
 
@@ -229,7 +230,7 @@ impl Sim {
             );
         }
         let events: Vec<_> = match journal
-            .read(Position::FIRST, None, true)
+            .read(Position::FIRST, None, Chain::Verified)
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(events) => events,

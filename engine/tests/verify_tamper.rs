@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use journal_engine::{Journal, Options, VerifyOptions, VerifyReport};
+use journal_engine::{Chain, Journal, Options, VerifyOptions, VerifyReport};
 use journal_format::frame::encode_frame;
 use journal_format::{ChainHash, FrameFlags, FrameMeta, Position, SEGMENT_HEADER_LEN};
 
@@ -263,7 +263,7 @@ fn forge(bytes: &mut [u8], f: &[(u64, journal_format::FrameHeader)], i: usize) {
 /// The positions a verified scan from `from` hands out, and how it ends.
 fn verified_scan(journal: &Journal, from: u64) -> (Vec<u64>, journal_engine::Result<()>) {
     let mut got = Vec::new();
-    let result = journal.scan(Position(from), None, true, |record| {
+    let result = journal.scan(Position(from), None, Chain::Verified, |record| {
         got.push(record.position.0);
         Ok(std::ops::ControlFlow::Continue(()))
     });
@@ -340,7 +340,7 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     assert!(detail.contains("body checksum"), "{detail}");
 
     // A verified read of decoded events names the first forgery after the events before it.
-    let mut events = journal.read(Position::FIRST, None, true);
+    let mut events = journal.read(Position::FIRST, None, Chain::Verified);
     let read: Vec<_> = events
         .by_ref()
         .take(700)
@@ -358,7 +358,7 @@ fn forged_frames_deep_in_a_large_segment_are_named_by_a_verified_scan_and_by_ver
     // byte are given.
     let mut count = 0;
     let error = journal
-        .scan(Position::FIRST, None, false, |_| {
+        .scan(Position::FIRST, None, Chain::Unverified, |_| {
             count += 1;
             Ok(std::ops::ControlFlow::Continue(()))
         })
@@ -397,7 +397,7 @@ fn a_forged_frame_inside_a_run_withholds_its_whole_run_from_a_verified_reader() 
     // Unverified, every frame is read: their checksums hold.
     let mut count = 0;
     journal
-        .scan(Position::FIRST, None, false, |_| {
+        .scan(Position::FIRST, None, Chain::Unverified, |_| {
             count += 1;
             Ok(std::ops::ControlFlow::Continue(()))
         })

@@ -51,12 +51,14 @@ pub enum FormatError {
         frames_before: u64,
     },
     /// A link group goes on past the length at which the writer ends one.
-    #[error("a link group goes on after {frames} frames holding {bytes} bytes (a group ends once it reaches {max})", max = crate::frame::LINK_GROUP_BYTES)]
+    #[error("a link group goes on after {frames} frames holding {bytes} bytes (a group ends once it reaches {max})")]
     GroupTooLong {
         /// The bytes of the group before the frame that should not be in it.
         bytes: u64,
         /// The frames of the group before it.
         frames: u64,
+        /// The length at which a group ends (`frame::LINK_GROUP_BYTES`).
+        max: u64,
     },
     /// A frame ends its batch but not its group: a batch's last frame always ends a group.
     #[error("frame flags {0:#06x} end the batch inside a link group")]

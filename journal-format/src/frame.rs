@@ -454,6 +454,7 @@ impl GroupCheck {
             return Err(FormatError::GroupTooLong {
                 bytes: self.bytes.len() as u64,
                 frames: self.frames,
+                max: LINK_GROUP_BYTES,
             });
         }
         let start = self.bytes.len();

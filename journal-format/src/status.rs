@@ -116,8 +116,8 @@ pub fn map_todo(native: &str) -> Option<ChecklistItemStatus> {
 
 /// Maps a native status to the four fields. `detail` is the second word some runtimes pair
 /// with their status (the session runtime's `blocked` + `awaiting_approval`, `paused` +
-/// `needs_user_action`, `completed` + its terminal status); `attempts_exhausted` tells seed
-/// 003's `retryable_failure` with no attempt left (blocked) from one that will retry.
+/// `needs_user_action`, `completed` + its terminal status); `attempts_exhausted` tells the
+/// queue runtime's `retryable_failure` with no attempt left (blocked) from one that will retry.
 ///
 /// A word the mapping does not know gives `lifecycle: unknown` with the word kept in
 /// `native_status`: nothing is guessed.

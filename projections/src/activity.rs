@@ -131,7 +131,7 @@ pub struct Call {
     pub output_ref: Option<String>,
 }
 
-/// Routing and limits (seed 002's routing and limit summary).
+/// Routing and limits (the Agent Runtime spec's routing and limit summary).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Routing {
@@ -151,7 +151,7 @@ pub struct Routing {
     pub limit_events: Vec<(String, At)>,
 }
 
-/// Permissions and sandbox (seed 002's permission and sandbox summary).
+/// Permissions and sandbox (the Agent Runtime spec's permission and sandbox summary).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Permissions {
@@ -303,7 +303,7 @@ pub struct EvidenceSummary {
     pub at: At,
 }
 
-/// A checkpoint captured (seed 000's AgentCheckpoint), as recorded.
+/// A checkpoint captured (the ecosystem contract's AgentCheckpoint), as recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointRecord {

@@ -1,5 +1,5 @@
-//! Seed 000's ecosystem views of a session: AgentSession, AgentRun, AgentTask, AgentTodo,
-//! AgentApprovalCheckpoint, AgentActionLog and AgentCheckpoint, in the seed's own words and
+//! The ecosystem views of a session (the ecosystem contract of docs/MODEL.md): AgentSession, AgentRun, AgentTask, AgentTodo,
+//! AgentApprovalCheckpoint, AgentActionLog and AgentCheckpoint, in the contract's own words and
 //! status vocabularies, composed from the stored projections of the session's stream.
 //!
 //! A status the facts do not determine is `unknown`; nothing is assumed from the absence of a

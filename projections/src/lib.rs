@@ -1,7 +1,7 @@
 //! The runtime state folded from the log, the seeds' rules, and the read models built from
 //! them.
 //!
-//! - [`rules`]: the invariants of MODEL.md §4, written once, with their names.
+//! - [`rules`]: the invariants of docs/MODEL.md §4, written once, with their names.
 //! - [`state`]: the one state machine — a pure fold of a stream's events into tasks, attempts,
 //!   actions, turns, the checklist, schedules and sensor keys; facts that break a rule are kept
 //!   and shown as incidents.
@@ -15,7 +15,7 @@
 //!   from the start in bounded memory, one partition of the streams per pass.
 //! - [`id_map`]: the folds' maps from ids, hashed for lookups, read in key order.
 //! - [`activity`], [`models`], [`views`]: the journal's projections and the read models of
-//!   MODEL.md §5 built from them, each answer with its freshness.
+//!   docs/MODEL.md §5 built from them, each answer with its freshness.
 //!
 //! NOTE: this crate reads the log only through `journal-engine`'s public API and never opens
 //! segment files.
@@ -38,6 +38,7 @@ pub mod state;
 pub mod store;
 pub mod views;
 pub mod worker;
+mod worker_error;
 pub mod workload;
 
 pub use models::{Answer, ReadModels};

@@ -536,8 +536,8 @@ impl ReadModels {
         })
     }
 
-    /// A read model as JSON: `session`, `checklist`, `queue`, `evidence`, `ecosystem` (seed
-    /// 000's AgentSession, AgentTask, AgentTodo, AgentRun, AgentApprovalCheckpoint,
+    /// A read model as JSON: `session`, `checklist`, `queue`, `evidence`, `ecosystem` (the
+    /// ecosystem contract's AgentSession, AgentTask, AgentTodo, AgentRun, AgentApprovalCheckpoint,
     /// AgentActionLog and AgentCheckpoint) (ID: a session id, or
     /// a stream key such as `task:t1`), `thread`, `task`, `run` (ID: that entity's id), or
     /// `state` / `activity` (the raw projections of a stream). `model` is `None` when nothing
@@ -608,7 +608,7 @@ impl ReadModels {
         Ok(Answer { model, freshness })
     }
 
-    /// A window of a session's history (MODEL.md §5, seed 002's `history.window.loaded`): at
+    /// A window of a session's history (docs/MODEL.md §5, the Agent Runtime spec's `history.window.loaded`): at
     /// most `limit` of its events from position `cursor` on, as stored, with the cursor of the
     /// next window (`None` at the end), so that a long session is read page by page.
     ///

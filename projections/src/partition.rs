@@ -46,13 +46,13 @@ mod notes;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use journal_engine::{FrameReader, Journal, Record};
+use journal_engine::{Chain, FrameReader, Journal, Record};
 use journal_format::{ChainHash, EventIds, Position, SegmentId, StoredEvent, FRAME_HEADER_LEN};
 
 use notes::{Note, Notes};
 
 use crate::projection::{Event, Fault};
-use crate::worker::WorkerError;
+use crate::worker_error::WorkerError;
 
 /// Events per partition by default: a build from the start splits the log into
 /// `ceil(head / PARTITION_EVENTS)` passes, so that the states held at once stay about this many
@@ -65,11 +65,9 @@ pub const PARTITION_EVENTS: u64 = 100_000;
 /// not copied into its notes (past their limit in bytes) is not in what it read before. A read
 /// of each frame alone cost a system call per event; a read-ahead copies the other
 /// partitions' frames between them too (one frame in `partitions` is this
-/// pass's). On 1,121,660 events in 12 passes (`docs/PERFORMANCE.md`), system time was
-/// 1.31–1.51 s with none, 0.74–0.90 s with 8 KiB (three runs), 0.78–1.10 s with 16 KiB (six)
-/// and 0.93–1.30 s with 64 KiB, whose larger copies also cost user time; 8 and 16 KiB were
-/// level in events/s. 16 KiB makes half the calls of 8 KiB where partitions are few and their
-/// frames dense (2 passes: 2,395 reads for 112,438 events), for a copy the page cache serves.
+/// pass's). A few KiB saves most of the system calls; much larger read-aheads copy more than
+/// they save. 16 KiB makes half the calls of 8 KiB where partitions are few and their frames
+/// dense, for a copy the page cache serves.
 const READ_AHEAD_BYTES: usize = 16 * 1024;
 
 /// The most bytes of frames a build copies into its scratch files by default, all partitions
@@ -182,8 +180,8 @@ fn partition_of_parts(parts: &[&[u8]], partitions: u64) -> u64 {
 /// head, in `ceil(head / partition_events)` passes, calling `progress(name, position, head)`
 /// after each. A log that fits in one partition is built in one pass, still decoding each
 /// event once for all the workers and writing each state once (a worker's ordinary catch-up
-/// decodes the log for itself and rewrites its states at every commit: 0.57–0.73 × the speed
-/// on 56,488 and 112,438 events); an empty log is left alone. The workers' ordinary catch-up
+/// decodes the log for itself and rewrites its states at every commit, which is slower); an
+/// empty log is left alone. The workers' ordinary catch-up
 /// goes on from where this leaves them. The first pass notes the other partitions' frames in
 /// scratch files in `scratch.dir`, with copies of them up to the copies' limit ([`Scratch`],
 /// `partition/notes.rs`); without the files (more than 256 partitions, or files that cannot
@@ -382,30 +380,35 @@ impl Passes<'_> {
         } = self;
         let mut failed = None;
         let mut unnoted = None;
-        let scanned = journal.scan(Position(1), Some(Position(head)), false, |record| {
-            if record.position.0 == head {
-                *head_hash = Some(record.hash);
-            }
-            let (kind, id) = stream_key_bytes(&record)?;
-            let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
-            let applied = match notes {
-                Some(notes) if of != partition && unnoted.is_none() => {
-                    if let Err(e) = notes.note(of, &record) {
-                        unnoted = Some(e);
+        let scanned = journal.scan(
+            Position(1),
+            Some(Position(head)),
+            Chain::Unverified,
+            |record| {
+                if record.position.0 == head {
+                    *head_hash = Some(record.hash);
+                }
+                let (kind, id) = stream_key_bytes(&record)?;
+                let of = partition_of_parts(&[kind.as_bytes(), id], partitions);
+                let applied = match notes {
+                    Some(notes) if of != partition && unnoted.is_none() => {
+                        if let Err(e) = notes.note(of, &record) {
+                            unnoted = Some(e);
+                        }
+                        Ok(())
                     }
-                    Ok(())
-                }
-                _ if of == partition => pass.push(&record, active),
-                _ => Ok(()),
-            };
-            Ok(match applied {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(e) => {
-                    failed = Some(e);
-                    ControlFlow::Break(())
-                }
-            })
-        });
+                    _ if of == partition => pass.push(&record, active),
+                    _ => Ok(()),
+                };
+                Ok(match applied {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                })
+            },
+        );
         if let (Some(notes), None) = (notes.as_mut(), &unnoted) {
             unnoted = notes.flush().err();
         }

@@ -1,4 +1,4 @@
-//! The seeds' invariants (MODEL.md §4), written once. Commands (`journal-commands`) refuse what
+//! The seeds' invariants (docs/MODEL.md §4), written once. Commands (`journal-commands`) refuse what
 //! breaks them; the state fold ([`crate::state`]) records facts that break them anyway (facts are
 //! never refused for their meaning) and shows each as an incident naming the rule.
 
@@ -12,10 +12,10 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// A terminal task never becomes non-terminal again, except by a retry that opens a new
-    /// attempt after a failure (seed 001's follow-up run); nothing follows `completed`,
+    /// attempt after a failure (the session runtime's follow-up run); nothing follows `completed`,
     /// `cancelled` or `archived` but archiving.
     TerminalIsFinal,
-    /// A resume of a terminal task is refused (seed 001's resume safety).
+    /// A resume of a terminal task is refused (the session runtime's resume safety).
     ResumeOfTerminal,
     /// A retry needs a failed, timed-out, lost, interrupted or blocked task.
     RetryNeedsFailure,
@@ -31,23 +31,23 @@ pub enum Rule {
     UnknownAction,
     /// An action is resolved once; an unresolved action is never treated as approved.
     ActionAlreadyResolved,
-    /// Completion needs an accepted completion decision (seed 004).
+    /// Completion needs an accepted completion decision (the coding-agent runtime).
     CompletionNotAccepted,
     /// Completion needs the evidence the task declared: every required artifact exists.
     EvidenceMissing,
-    /// Seed 003: `completed` requires machine status `ok`.
+    /// In the queue runtime: `completed` requires machine status `ok`.
     MachineStatusNotOk,
-    /// Seed 003: cancellation comes from an operator, a user or policy, never from agent output.
+    /// In the queue runtime: cancellation comes from an operator, a user or policy, never from agent output.
     OnlyOperatorCancels,
-    /// Seed 001: a checklist is never empty.
+    /// In the session runtime: a checklist is never empty.
     ChecklistEmpty,
-    /// Seed 001: checklist item ids are unique.
+    /// In the session runtime: checklist item ids are unique.
     ChecklistDuplicateId,
-    /// Seed 001: at most one checklist item is `in_progress`.
+    /// In the session runtime: at most one checklist item is `in_progress`.
     ChecklistMultipleInProgress,
-    /// Seed 001: `checklist_create` fails if a checklist exists.
+    /// In the session runtime: `checklist_create` fails if a checklist exists.
     ChecklistExists,
-    /// Seed 001: `checklist_update` needs a checklist.
+    /// In the session runtime: `checklist_update` needs a checklist.
     NoChecklist,
     /// Task dependencies form no cycle, and a task does not depend on itself.
     DependencyCycle,

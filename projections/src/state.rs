@@ -99,7 +99,7 @@ pub struct TaskState {
     /// Its priority, as given (a number or a word).
     #[serde(default)]
     pub priority: Option<Value>,
-    /// Seed 003's source (the dedupe key of an enqueue).
+    /// The queue runtime's source (the dedupe key of an enqueue).
     pub source: Option<String>,
     /// The idempotency key it was created with.
     pub idempotency_key: Option<String>,
@@ -119,7 +119,7 @@ pub struct TaskState {
     pub evidence_requirements: Option<EvidenceRequirements>,
     /// The newest completion decision.
     pub decision: Option<Decision>,
-    /// Seed 003's machine status, when an outcome recorded one.
+    /// The queue runtime's machine status, when an outcome recorded one.
     pub machine_status: Option<MachineStatus>,
     /// Actions required for this task and not yet resolved.
     pub pending_actions: BTreeSet<String>,
@@ -279,7 +279,7 @@ impl TaskState {
     }
 
     /// `task.completed`: its outcome (`ok` unless it says otherwise), `unverified` with an
-    /// incident for each rule of seed 004's gate it broke, and the running attempt completed.
+    /// incident for each rule of the coding-agent runtime's gate it broke, and the running attempt completed.
     fn apply_completed(&mut self, event: &Event<'_>, p: &TaskPayload, missing: &[String]) {
         let mut outcome = p
             .outcome
@@ -376,7 +376,7 @@ pub struct TurnState {
     pub status: String,
 }
 
-/// The session checklist (seed 001).
+/// The session checklist (the session runtime).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Checklist {
@@ -395,7 +395,7 @@ pub struct Checklist {
 }
 
 impl Checklist {
-    /// Seed 001's nudge condition: at least one implementation item, all implementation items
+    /// The session runtime's nudge condition: at least one implementation item, all implementation items
     /// completed, and no verification item.
     #[must_use]
     pub fn needs_verification_nudge(items: &[ChecklistItem]) -> bool {
@@ -410,7 +410,7 @@ impl Checklist {
             && !live().any(|i| i.kind == "verification")
     }
 
-    /// Seed 001's rules for a new list: not empty, unique ids, at most one `in_progress`.
+    /// The session runtime's rules for a new list: not empty, unique ids, at most one `in_progress`.
     ///
     /// # Errors
     /// The first broken rule.
@@ -448,7 +448,7 @@ impl Checklist {
     }
 }
 
-/// A recurring schedule (seed 003).
+/// A recurring schedule (the queue runtime).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleState {
@@ -571,7 +571,7 @@ impl StreamState {
         );
     }
 
-    /// The whole checklist from a checklist event; a list that breaks seed 001's rules is kept
+    /// The whole checklist from a checklist event; a list that breaks the session runtime's rules is kept
     /// and shown as an incident.
     fn apply_checklist(&mut self, event: &Event<'_>) {
         let Some(p) = event.payload_as::<ChecklistPayload>() else {

@@ -1,4 +1,4 @@
-//! The read models of MODEL.md §5, composed at read time from the stored projections of a
+//! The read models of docs/MODEL.md §5, composed at read time from the stored projections of a
 //! stream ([`StreamState`] and [`Activity`]): the session snapshot, thread, task, run,
 //! checklist, queue and evidence views.
 //!
@@ -235,7 +235,7 @@ pub struct TaskSummary {
     pub cancelled: u64,
 }
 
-/// The session checklist (seed 001).
+/// The session checklist (the session runtime).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChecklistView {
@@ -259,7 +259,7 @@ pub struct EvidenceView {
     pub missing_by_task: BTreeMap<String, Vec<String>>,
 }
 
-/// The queue snapshot of a stream (seed 003).
+/// The queue snapshot of a stream (the queue runtime).
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueView {
@@ -375,7 +375,7 @@ pub struct SessionSnapshot {
     pub tool_calls: CallCounts,
     /// Processes.
     pub processes: CallCounts,
-    /// Subagents and jobs (seed 002's subagent and job summary).
+    /// Subagents and jobs (the Agent Runtime spec's subagent and job summary).
     pub subagents: CallCounts,
     /// Jobs.
     pub jobs: CallCounts,
@@ -586,10 +586,10 @@ pub fn session(stream: &str, state: &StreamState, activity: &Activity) -> Sessio
     }
 }
 
-/// The snapshot schema a runtime resumes from first (seed 001).
+/// The snapshot schema a runtime resumes from first (the session runtime).
 pub const CURRENT_SNAPSHOT_SCHEMA: &str = "session_runtime_v2";
 
-/// Where a resume state comes from, by seed 001's precedence.
+/// Where a resume state comes from, by the session runtime's precedence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ResumeSource {

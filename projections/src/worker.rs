@@ -14,11 +14,13 @@ use std::sync::{Arc, Mutex};
 // rebuild applies, with short string keys, where SipHash alone was 3% of a rebuild. Its seed is
 // random per process, as std's is.
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use journal_engine::Chain;
 use journal_engine::Journal;
 use journal_format::{ChainHash, Position, StoredEvent};
 
 use crate::projection::{Event, Fault, Projection};
-use crate::store::{Batch, Durability, Generation, Meta, Store, StoreError};
+use crate::store::{Batch, Durability, Generation, Meta, Store};
+pub use crate::worker_error::WorkerError;
 
 /// Events applied per transaction by default. A commit rewrites every state the batch
 /// changed, so fewer, larger batches cost less when catching up over many events; a worker
@@ -40,45 +42,6 @@ const CACHE_KEYS_MAX: usize = 8192;
 
 /// See [`CACHE_KEYS_MAX`]: the encoded bytes of the states one batch wrote.
 const CACHE_BYTES_MAX: u64 = 32 * 1024 * 1024;
-
-/// A worker error: the journal or the store failed (a projection's own failure to apply an
-/// event is not an error but a fault, see [`Fault`]).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkerError {
-    /// Reading the journal failed.
-    #[error("reading the journal for projection {projection}: {source}")]
-    Journal {
-        /// The projection.
-        projection: &'static str,
-        /// The error.
-        source: journal_engine::Error,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A build by partition could not write or read its scratch files
-    /// ([`crate::partition`]'s notes of where each partition's frames are).
-    #[error("the build's scratch files in {}: {context}: {source}", dir.display())]
-    Scratch {
-        /// The directory holding them.
-        dir: std::path::PathBuf,
-        /// What was being done.
-        context: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A stored state could not be decoded or a state could not be encoded.
-    #[error("projection {projection}, key {key}: {message}")]
-    Codec {
-        /// The projection.
-        projection: &'static str,
-        /// The key.
-        key: String,
-        /// What failed.
-        message: String,
-    },
-}
 
 /// Where a catch-up ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -448,7 +411,7 @@ impl<P: Projection> Worker<P> {
         let mut dirty: HashSet<String> = HashSet::new();
         let mut aliases = Aliases::default();
         let mut last = None;
-        for event in journal.read(Position(from), Some(Position(to)), false) {
+        for event in journal.read(Position(from), Some(Position(to)), Chain::Unverified) {
             let event: StoredEvent = event.map_err(|source| WorkerError::Journal {
                 projection: name,
                 source,

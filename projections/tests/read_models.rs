@@ -453,7 +453,7 @@ fn read_models_of_a_generated_workload_tell_what_the_facts_say() {
     assert!(!thread["turns"].as_array().unwrap().is_empty());
     let run = models.view("run", "run_00002_0").unwrap().model.unwrap();
     assert_eq!(run["taskId"], "task_00002_0");
-    // Seed 000's ecosystem views, counted against the events.
+    // The ecosystem contract's ecosystem views, counted against the events.
     let eco = models
         .view("ecosystem", "sess_00002")
         .unwrap()

@@ -1,4 +1,4 @@
-//! Run narratives for review (MODEL.md §6, seed 000's ActionTrail replay requirements).
+//! Run narratives for review (docs/MODEL.md §6, the ecosystem contract's ActionTrail replay requirements).
 //!
 //! - [`narrative`]: the narrative of a run, task or session — steps with their canonical event
 //!   ids, observed or inferred; gaps shown as gaps; the final state and why.

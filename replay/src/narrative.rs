@@ -9,6 +9,7 @@
 
 mod builder;
 mod ending;
+mod open;
 mod step;
 
 use std::collections::BTreeMap;
@@ -151,7 +152,7 @@ pub struct Narrative {
     pub gaps: Vec<Gap>,
     /// How it ended.
     pub final_state: FinalState,
-    /// Facts in scope that broke a rule of MODEL.md §4 (kept, and shown).
+    /// Facts in scope that broke a rule of docs/MODEL.md §4 (kept, and shown).
     pub incidents: Vec<journal_projections::state::Incident>,
     /// Counts.
     pub counts: Counts,

@@ -183,7 +183,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<
     let mut stream = body.into_data_stream();
     let mut out = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        let chunk = chunk.map_err(|e| ApiError::body(&e))?;
         if out.len() + chunk.len() > limit {
             return Err(too_large(None));
         }
@@ -292,6 +292,7 @@ fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>,
             (ref("#/components/schemas/EventBatch") = "application/x-ndjson", example = json!([
                 {"type": "session.created", "eventId": "example-e2", "timestamp": "2026-05-11T10:00:01Z", "sessionId": "example-s1"}
             ])),
+            (ref("#/components/schemas/EventBatch") = "application/jsonl"),
         ),
     ),
     responses(
@@ -302,8 +303,10 @@ fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>,
         (status = 400, description = "`invalid_event` naming the `line`, or `bad_request` (an empty body, a bad parameter); nothing is written", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `append`, or an event is outside its sessions", body = ref("#/components/schemas/Error")),
+        (status = 408, description = "`timeout`: the body did not arrive in time", body = ref("#/components/schemas/Error")),
         (status = 409, description = "`conflict` (the expected version), or `id_reused` (an event id stored with another body)", body = ref("#/components/schemas/Error")),
         (status = 413, description = "`too_large`: an event, the batch, or the body over its limit", body = ref("#/components/schemas/Error")),
+        (status = 415, description = "`unsupported_media_type`: a body that is not JSON Lines or JSON", body = ref("#/components/schemas/Error")),
         (status = 503, description = "`unavailable`: the writer is poisoned or the journal closed", body = ref("#/components/schemas/Error")),
         (status = 507, description = "`disk_full`", body = ref("#/components/schemas/Error")),
     ),
@@ -519,6 +522,7 @@ async fn read(
         (status = 400, description = "`bad_request`: a bad query parameter or `Last-Event-ID`", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `read`, or is limited to sessions and `session` names none of them", body = ref("#/components/schemas/Error")),
+        (status = 503, description = "`unavailable`: as many streams are open as the server takes", body = ref("#/components/schemas/Error")),
     ),
     security(("bearer" = [])),
 )]
@@ -549,8 +553,10 @@ async fn follow(
         (status = 400, description = "`bad_request`: a name that is not UTF-8", body = ref("#/components/schemas/Error")),
         (status = 401, description = "No bearer token, or an unknown one", body = ref("#/components/schemas/Error")),
         (status = 403, description = "The token lacks `command`, or the command's session is outside its sessions", body = ref("#/components/schemas/Error")),
+        (status = 408, description = "`timeout`: the body did not arrive in time", body = ref("#/components/schemas/Error")),
         (status = 409, description = "`contended`: other writers kept changing the stream; `conflict`, `id_reused`", body = ref("#/components/schemas/Error")),
         (status = 413, description = "`too_large`: the arguments over 4 MiB", body = ref("#/components/schemas/Error")),
+        (status = 415, description = "`unsupported_media_type`: a body that is not JSON", body = ref("#/components/schemas/Error")),
         (status = 422, description = "A rule refused it (`rule`): `invalid_arguments` for an unknown command or bad arguments", body = ref("#/components/schemas/Error")),
         (status = 503, description = "`unavailable`: the writer is poisoned or the journal closed", body = ref("#/components/schemas/Error")),
     ),

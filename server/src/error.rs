@@ -2,13 +2,15 @@
 //! refusal by a rule of the control plane names the `rule`; every other error names its
 //! `kind`. Each error is counted in `/metrics` by its rule or kind.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use journal_engine::input::{LineError, Problem};
 use journal_engine::Error;
 use journal_projections::Violation;
 use serde_json::{json, Map, Value};
+
+use crate::deadline::BodyTimeout;
 
 /// Why a request was refused or failed, as answered (boxed: errors are the rare path, and a
 /// small `Result` keeps the common one cheap).
@@ -30,6 +32,10 @@ struct Inner {
 /// extensions.
 #[derive(Clone, Debug)]
 pub struct Refusal(pub String);
+
+/// The message of an error answer, kept in the response's extensions for the request log.
+#[derive(Clone, Debug)]
+pub struct RefusalMessage(pub String);
 
 impl ApiError {
     /// An error of `kind`.
@@ -117,6 +123,19 @@ impl ApiError {
         }
     }
 
+    /// A request body that could not be read: `408 timeout` when it did not arrive in time
+    /// ([`crate::deadline`]), `400 bad_request` else.
+    pub fn body(e: &axum::Error) -> ApiError {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(s) = source {
+            if let Some(timeout) = s.downcast_ref::<BodyTimeout>() {
+                return ApiError::kind(StatusCode::REQUEST_TIMEOUT, "timeout", timeout.to_string());
+            }
+            source = s.source();
+        }
+        ApiError::bad_request(format!("reading the body: {e}"))
+    }
+
     /// `500 internal`.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::kind(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
@@ -135,17 +154,27 @@ impl IntoResponse for ApiError {
         } = *inner;
         let mut error = Map::new();
         error.insert(key.to_string(), Value::String(code.clone()));
-        error.insert("message".into(), Value::String(message));
+        error.insert("message".into(), Value::String(message.clone()));
         error.extend(extra);
         let mut response = (status, Json(json!({ "error": error }))).into_response();
-        if status == StatusCode::UNAUTHORIZED {
+        let headers = response.headers_mut();
+        match status {
             // RFC 9110, 11.6.1: a 401 names the scheme the client must use.
-            response.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            // The rest of a body that did not arrive in time is not waited for.
+            StatusCode::REQUEST_TIMEOUT => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            // RFC 9110, 15.5.16: `Accept` names the types that would be taken.
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                headers.insert(header::ACCEPT, crate::guard::accepted_types());
+            }
+            _ => {}
         }
         response.extensions_mut().insert(Refusal(code));
+        response.extensions_mut().insert(RefusalMessage(message));
         response
     }
 }

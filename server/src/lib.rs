@@ -3,21 +3,31 @@
 //! the control-plane commands, the read models, status, digest, verify and metrics, behind
 //! bearer tokens with scopes and session prefixes (`docs/SERVER.md`).
 //!
+//! It guards itself against hostile or slow clients (`docs/SERVER.md`, Operations): a cap on
+//! connections and on event-stream subscribers, a deadline for a request's head and body, limits
+//! on a request's head, content types checked; it logs every request, serves HTTPS when given a
+//! certificate, and reloads its tokens file when it changes.
+//!
 //! NOTE: this crate decides nothing about events. Input is checked by
 //! [`journal_engine::input`] (the checks of `journal append`), commands decide in
-//! `journal-commands`, and every answer comes from the engine's public API. It is not a
-//! TLS terminator and has no clients; the CLI (`journal serve`, `journal token`) is its only
-//! user.
+//! `journal-commands`, and every answer comes from the engine's public API. It has no clients;
+//! the CLI (`journal serve`, `journal token`) is its only user.
 
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+mod access;
 mod api;
+mod conn;
+mod deadline;
 mod error;
+mod guard;
 mod metrics;
+mod reload;
 mod stream;
+pub mod tls;
 pub mod tokens;
 
 use std::future::Future;
@@ -32,7 +42,7 @@ use journal_format::conformance::Schema;
 use journal_projections::store::Store;
 use journal_projections::ReadModels;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::metrics::Metrics;
 use crate::tokens::{Tokens, TokensFile};
@@ -46,6 +56,19 @@ pub const HEARTBEAT_DEFAULT: Duration = Duration::from_secs(15);
 
 /// How many events a subscriber may fall behind (held for it, unsent) before it is closed.
 pub const SUBSCRIBER_BUFFER_EVENTS_DEFAULT: usize = 1024;
+
+/// How long a client may take to send a request's head, and then its body, by default (and to
+/// finish a TLS handshake); an idle connection is closed after it too.
+pub const READ_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
+/// The longest read timeout taken: a longer one is lowered to it.
+pub const READ_TIMEOUT_MAX: Duration = Duration::from_secs(24 * 3600);
+
+/// How many clients may follow the event stream at once by default.
+pub const MAX_SUBSCRIBERS_DEFAULT: usize = 256;
+
+/// How many connections the server holds open at once by default.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 1024;
 
 /// How a server runs.
 #[derive(Clone, Debug)]
@@ -63,6 +86,16 @@ pub struct Config {
     /// Strict mode: the Agent Runtime schema every appended event must also validate against
     /// (the journal must be opened with the same `Options::conformance`).
     pub conformance: Option<Schema>,
+    /// How long a client may take to send a request's head, and its body (taken between 1 ms
+    /// and [`READ_TIMEOUT_MAX`]).
+    pub read_timeout: Duration,
+    /// How many clients may follow the event stream at once (at most
+    /// [`Semaphore::MAX_PERMITS`]).
+    pub max_subscribers: usize,
+    /// How many connections may be open at once.
+    pub max_connections: usize,
+    /// The certificate and key to serve HTTPS with; `None`: plain HTTP.
+    pub tls: Option<tls::Tls>,
 }
 
 impl Config {
@@ -96,6 +129,10 @@ impl Config {
             subscriber_buffer_events: SUBSCRIBER_BUFFER_EVENTS_DEFAULT,
             limits: Limits::default(),
             conformance: None,
+            read_timeout: READ_TIMEOUT_DEFAULT,
+            max_subscribers: MAX_SUBSCRIBERS_DEFAULT,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            tls: None,
         }
     }
 }
@@ -110,6 +147,9 @@ pub enum ServeError {
     /// The tokens file could not be used.
     #[error(transparent)]
     Tokens(#[from] tokens::TokenError),
+    /// The TLS certificate or key could not be used.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     /// Binding or serving failed.
     #[error("{context}: {source}")]
     Io {
@@ -129,6 +169,8 @@ pub(crate) struct AppState {
     pub tokens: Option<Tokens>,
     pub metrics: Metrics,
     pub config: Config,
+    /// One permit per event-stream subscriber (`Config::max_subscribers`).
+    pub subscriber_slots: Arc<Semaphore>,
     /// Turns `true` when the server is shutting down: event streams close.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -154,6 +196,11 @@ impl Server {
         config: Config,
     ) -> Result<Server, ServeError> {
         config.check()?;
+        let mut config = config;
+        config.read_timeout = config
+            .read_timeout
+            .clamp(Duration::from_millis(1), READ_TIMEOUT_MAX);
+        config.max_subscribers = config.max_subscribers.min(Semaphore::MAX_PERMITS);
         let mut notes = Vec::new();
         let tokens = match &config.tokens {
             Some(path) => {
@@ -173,6 +220,12 @@ impl Server {
                 None
             }
         };
+        if let Some(tls) = &config.tls {
+            notes.push(format!(
+                "TLS on: certificate {}",
+                tls.certificate().display()
+            ));
+        }
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Io {
@@ -186,6 +239,7 @@ impl Server {
             journal,
             tokens,
             metrics: Metrics::default(),
+            subscriber_slots: Arc::new(Semaphore::new(config.max_subscribers)),
             config,
             shutdown: watching,
         });
@@ -205,6 +259,16 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// `https` when serving TLS, else `http`.
+    #[must_use]
+    pub fn scheme(&self) -> &'static str {
+        if self.state.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     /// What the server wants said in its log at start (authentication on or off).
     #[must_use]
     pub fn notes(&self) -> &[String] {
@@ -213,10 +277,12 @@ impl Server {
 
     /// Serves until `stop` completes; then stops accepting, closes the event streams, lets
     /// requests in flight finish (an append under way is answered), stops the read-model
-    /// workers and returns, having dropped every handle it held to the journal.
+    /// workers and returns, having dropped every handle it held to the journal. Connections
+    /// still open 90 s after `stop` (a client that does not read its answer) are left to end
+    /// with the process, holding theirs.
     ///
     /// # Errors
-    /// [`ServeError::Io`] when serving fails.
+    /// None so far: a failed accept (too many open files, say) is logged and retried.
     pub async fn run(
         self,
         stop: impl Future<Output = ()> + Send + 'static,
@@ -228,20 +294,18 @@ impl Server {
             ..
         } = self;
         let workers = state.models.spawn();
-        let router = api::router(Arc::clone(&state));
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                stop.await;
-                let _ = shutdown.send(true);
-            })
-            .await;
+        let watcher = reload::spawn(Arc::clone(&state));
+        let app = access::layer(guard::layer(api::router(Arc::clone(&state)), &state));
+        let stop = async move {
+            stop.await;
+            let _ = shutdown.send(true);
+        };
+        conn::serve(listener, app, Arc::clone(&state), stop).await;
+        watcher.abort();
         workers.abort();
         let _ = workers.await;
         drop(state);
-        served.map_err(|source| ServeError::Io {
-            context: "serving".into(),
-            source,
-        })
+        Ok(())
     }
 }
 

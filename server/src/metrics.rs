@@ -18,17 +18,19 @@ pub struct Metrics {
     pub subscribers: AtomicU64,
     /// Subscribers closed for falling behind.
     pub subscribers_dropped: AtomicU64,
+    /// Connections open now.
+    pub connections: AtomicU64,
     /// Refusals and failures, by rule or kind.
     refusals: Mutex<BTreeMap<String, u64>>,
 }
 
-/// Decrements the subscriber gauge when dropped.
+/// Decrements the connection gauge when dropped.
 #[derive(Debug)]
-pub struct SubscriberGuard<'m>(&'m Metrics);
+pub struct ConnectionGuard<'m>(&'m Metrics);
 
-impl Drop for SubscriberGuard<'_> {
+impl Drop for ConnectionGuard<'_> {
     fn drop(&mut self) {
-        self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -39,10 +41,10 @@ impl Metrics {
         *refusals.entry(reason.to_string()).or_default() += 1;
     }
 
-    /// Counts a subscriber until the guard is dropped.
-    pub fn subscriber(&self) -> SubscriberGuard<'_> {
-        self.subscribers.fetch_add(1, Ordering::Relaxed);
-        SubscriberGuard(self)
+    /// Counts an open connection until the guard is dropped.
+    pub fn connection(&self) -> ConnectionGuard<'_> {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self)
     }
 
     /// The Prometheus text exposition, with the journal's head position.
@@ -84,6 +86,12 @@ impl Metrics {
             "counter",
             "Subscribers closed for falling behind.",
             load(&self.subscribers_dropped),
+        );
+        one(
+            "journal_connections",
+            "gauge",
+            "Connections open now.",
+            load(&self.connections),
         );
         one(
             "journal_head_position",

@@ -6,6 +6,9 @@
 //! channel. The writer never waits for a subscriber: a subscriber that falls
 //! `subscriber_buffer_events` behind is closed with a final comment saying so (it resumes from
 //! the last id it got), and shutdown closes every stream with a comment too.
+//!
+//! At most `Config::max_subscribers` clients follow at once: one more is refused `503
+//! too_many_subscribers` before anything is read for it.
 
 use std::convert::Infallible;
 use std::ops::ControlFlow;
@@ -14,13 +17,14 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use journal_engine::{Filter, Subscription};
 use journal_format::{Position, StoredEvent};
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::api::{authorize, check_session, ReadQuery};
 use crate::error::ApiError;
@@ -67,6 +71,7 @@ pub(crate) async fn follow(
         check_session(&grant, q.session.as_deref())?;
     }
     let from = start(&state, &q, &headers)?;
+    let place = Place::take(&state)?;
     let buffer = state.config.subscriber_buffer_events.max(1);
     let (tx, rx) = mpsc::channel::<Event>(buffer);
     let reason: Reason = Arc::new(Mutex::new(None));
@@ -80,7 +85,7 @@ pub(crate) async fn follow(
     };
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
-        let _counted = subscriber.state.metrics.subscriber();
+        let _place = place;
         let ended = subscriber
             .feed(from, &mut subscription, &mut shutdown)
             .await;
@@ -95,6 +100,49 @@ pub(crate) async fn follow(
     Ok(Sse::new(events(rx, reason))
         .keep_alive(keep_alive)
         .into_response())
+}
+
+/// A subscriber's place, held while its task feeds the stream: its permit under the cap and its
+/// count in the `journal_subscribers` gauge, both given back when dropped.
+struct Place {
+    _slot: OwnedSemaphorePermit,
+    state: Arc<AppState>,
+}
+
+impl Place {
+    /// A place, or `503` when every one is taken.
+    fn take(state: &Arc<AppState>) -> Result<Place, ApiError> {
+        let slot = Arc::clone(&state.subscriber_slots)
+            .try_acquire_owned()
+            .map_err(|_| too_many(state))?;
+        state.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        Ok(Place {
+            _slot: slot,
+            state: Arc::clone(state),
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.state
+            .metrics
+            .subscribers
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The refusal of a subscriber over the cap.
+fn too_many(state: &AppState) -> ApiError {
+    let max = state.config.max_subscribers;
+    ApiError::kind(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_subscribers",
+        format!(
+            "the server already has {max} subscribers following the event stream, its cap (--max-subscribers); retry later, or page with GET /v1/events"
+        ),
+    )
+    .with("maxSubscribers", max)
 }
 
 /// The response's events: those the subscriber's task sends, then a comment saying why the

@@ -6,6 +6,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use journal_engine::seams::{Entropy, SystemEntropy};
 use serde::{Deserialize, Serialize};
@@ -255,36 +256,52 @@ impl Grant {
     }
 }
 
-/// The tokens a server accepts: the hashes of the tokens file, loaded at start.
-#[derive(Clone, Debug)]
+/// One accepted token: its hash and what it grants.
+type Entry = (blake3::Hash, Grant);
+
+/// The tokens a server accepts: the hashes of the tokens file, loaded at start and replaced
+/// whenever the file is read again (`reload.rs`), so that a revoked token is refused without a
+/// restart.
+#[derive(Debug)]
 pub struct Tokens {
-    entries: Vec<(blake3::Hash, Grant)>,
+    path: PathBuf,
+    entries: RwLock<Arc<[Entry]>>,
 }
 
 impl Tokens {
-    /// The tokens of `file`.
+    /// The tokens of `file`, read from `path`.
     ///
     /// # Errors
     /// [`TokenError::Malformed`] for a hash that is not 64 hex digits.
     pub fn new(file: &TokensFile, path: &Path) -> Result<Tokens, TokenError> {
-        let entries = file
-            .tokens
-            .iter()
-            .map(|t| {
-                let hash = blake3::Hash::from_hex(&t.hash).map_err(|e| TokenError::Malformed {
-                    path: path.to_path_buf(),
-                    message: format!("token {}: {e}", t.id),
-                })?;
-                Ok((
-                    hash,
-                    Grant {
-                        scopes: t.scopes.clone(),
-                        sessions: t.sessions.clone(),
-                    },
-                ))
-            })
-            .collect::<Result<_, TokenError>>()?;
-        Ok(Tokens { entries })
+        Ok(Tokens {
+            path: path.to_path_buf(),
+            entries: RwLock::new(entries(file, path)?),
+        })
+    }
+
+    /// The tokens file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts the tokens of `file` from now on (and no others); how many there are.
+    ///
+    /// # Errors
+    /// [`TokenError::Malformed`] for a hash that is not 64 hex digits; the tokens accepted are
+    /// then unchanged.
+    pub fn replace(&self, file: &TokensFile) -> Result<usize, TokenError> {
+        let entries = entries(file, &self.path)?;
+        let n = entries.len();
+        *self.entries.write().unwrap_or_else(|p| p.into_inner()) = entries;
+        Ok(n)
+    }
+
+    /// Accepts no token from now on (a tokens file that cannot be read refuses everyone rather
+    /// than keep a revoked token alive).
+    pub fn clear(&self) {
+        *self.entries.write().unwrap_or_else(|p| p.into_inner()) = Arc::from(Vec::new());
     }
 
     /// The grant of `token`, if it is one of these. Every stored hash is compared, each in
@@ -293,14 +310,35 @@ impl Tokens {
     #[must_use]
     pub fn check(&self, token: &str) -> Option<Grant> {
         let presented = blake3::hash(token.as_bytes());
+        let entries = Arc::clone(&self.entries.read().unwrap_or_else(|p| p.into_inner()));
         let mut found = None;
-        for (hash, grant) in &self.entries {
+        for (hash, grant) in entries.iter() {
             if *hash == presented && found.is_none() {
                 found = Some(grant.clone());
             }
         }
         found
     }
+}
+
+/// The entries of `file`.
+fn entries(file: &TokensFile, path: &Path) -> Result<Arc<[Entry]>, TokenError> {
+    file.tokens
+        .iter()
+        .map(|t| {
+            let hash = blake3::Hash::from_hex(&t.hash).map_err(|e| TokenError::Malformed {
+                path: path.to_path_buf(),
+                message: format!("token {}: {e}", t.id),
+            })?;
+            Ok((
+                hash,
+                Grant {
+                    scopes: t.scopes.clone(),
+                    sessions: t.sessions.clone(),
+                },
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -333,5 +371,7 @@ mod tests {
         let mut file = TokensFile::read(&path).unwrap();
         assert!(file.revoke(&record.id));
         assert!(file.tokens.is_empty());
+        assert_eq!(tokens.replace(&file).unwrap(), 0);
+        assert!(tokens.check(&token).is_none(), "revoked once replaced");
     }
 }

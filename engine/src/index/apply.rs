@@ -30,7 +30,7 @@ pub(super) struct ApplyTables<'txn> {
 
 /// Where `e` is, as the tables store it.
 fn here(e: &IndexEntry<'_>) -> Row {
-    (e.position.0, e.segment.0, e.offset)
+    (e.position.0, e.location.segment.0, e.location.offset)
 }
 
 impl<'txn> ApplyTables<'txn> {
@@ -137,11 +137,12 @@ impl<'txn> ApplyTables<'txn> {
     /// the last entry.
     pub fn sparse(&mut self, entries: &[IndexEntry<'_>]) -> Result<()> {
         for e in entries {
-            if self.last_sparse.0 != e.segment.0
-                || e.offset >= self.last_sparse.1 + SPARSE_INTERVAL_BYTES
+            if self.last_sparse.0 != e.location.segment.0
+                || e.location.offset >= self.last_sparse.1 + SPARSE_INTERVAL_BYTES
             {
-                self.sparse.insert(e.position.0, (e.segment.0, e.offset))?;
-                self.last_sparse = (e.segment.0, e.offset);
+                self.sparse
+                    .insert(e.position.0, (e.location.segment.0, e.location.offset))?;
+                self.last_sparse = (e.location.segment.0, e.location.offset);
             }
         }
         Ok(())

@@ -62,8 +62,8 @@ pub(crate) fn append_blocks<'a>(
 ) -> Result<()> {
     // Each item tagged with its key's slot (keys numbered as they first appear), then the
     // items put in slot order by a counting sort: keys are grouped without comparing their
-    // strings item by item, in two passes over the items (a stable sort by slot cost about 700
-    // instructions per event, an unstable sort by slot and position 20 times that). The sort is
+    // strings item by item, in two passes over the items (a comparison sort by slot, or by
+    // slot and position, costs many times more per event). The sort is
     // stable and the items come in position order (`Index::apply` asserts it in debug builds),
     // so each key's items do too, which is their number order as well (a stream's versions
     // grow with position); each group is checked for it below. Buffers sized up front: each

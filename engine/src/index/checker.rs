@@ -39,7 +39,7 @@ impl IndexChecker {
     pub(crate) fn missing(&self, e: &IndexEntry<'_>) -> Result<Vec<&'static str>> {
         guard(&self.marker, || {
             let mut missing = Vec::new();
-            let here = (e.position.0, e.segment.0, e.offset);
+            let here = (e.position.0, e.location.segment.0, e.location.offset);
             if self.ids.get(e.event_id)? != Some(here) {
                 missing.push("event id");
             }

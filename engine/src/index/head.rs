@@ -1,7 +1,7 @@
 //! The index's head: the last event the index reflects, its chain link and where its frame
 //! is, as stored under the `indexed` key of the index's metadata.
 
-use journal_format::{ChainHash, Position, SegmentId};
+use journal_format::{ChainHash, Location, Position, SegmentId};
 
 use crate::error::{Error, Result};
 
@@ -11,8 +11,9 @@ use crate::error::{Error, Result};
 pub(crate) struct IndexHead {
     pub position: Position,
     pub hash: ChainHash,
-    pub segment: SegmentId,
-    pub offset: u64,
+    /// Where the head event's frame lies.
+    pub location: Location,
+    /// Where that frame ends in its segment.
     pub end_offset: u64,
 }
 
@@ -24,8 +25,8 @@ impl IndexHead {
         let fields: [&[u8]; 5] = [
             &self.position.0.to_le_bytes(),
             &self.hash.0,
-            &self.segment.0.to_le_bytes(),
-            &self.offset.to_le_bytes(),
+            &self.location.segment.0.to_le_bytes(),
+            &self.location.offset.to_le_bytes(),
             &self.end_offset.to_le_bytes(),
         ];
         let mut at = 0;
@@ -51,8 +52,10 @@ impl IndexHead {
         Ok(IndexHead {
             position: Position(u64::from_le_bytes(*position)),
             hash: ChainHash(*hash),
-            segment: SegmentId(u64::from_le_bytes(*segment)),
-            offset: u64::from_le_bytes(*offset),
+            location: Location::new(
+                SegmentId(u64::from_le_bytes(*segment)),
+                u64::from_le_bytes(*offset),
+            ),
             end_offset: u64::from_le_bytes(*end),
         })
     }

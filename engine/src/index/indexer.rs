@@ -6,28 +6,26 @@
 //! [`GATHER_IDLE_SLICES`] slices brought nothing, and applies at once whenever a reader is
 //! waiting for the index. It sleeps instead of waiting on its channel because a commit that
 //! sends to a receiver blocked on the channel must wake it, a system call on the committing
-//! caller's path: single appends reach 0.83–0.90 × the bound this way, 0.76–0.80 × with the
-//! wake-up (`compare --cell 1x1`).
+//! caller's path, which single appends feel (`compare --cell 1x1`).
 //!
 //! An apply's cost is mostly per key and per transaction, not per event (see the index's
 //! blocks), so fewer, larger applies leave more of the CPU to the writer and the callers; when
 //! nobody reads the index it lags the log by at most [`GATHER_ENTRIES`], or about
 //! [`GATHER_IDLE_SLICES`] ms in which no commit came, and a reader that needs it waits at most
 //! a slice longer. Single appends are gathered too: applied one by one, each would cost an index
-//! transaction and a renewal of the writer's read view (0.57–0.66 × the bound, against
-//! 0.83–0.92 × gathered, `compare --cell 1x1`).
+//! transaction and a renewal of the writer's read view.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use journal_format::{ChainHash, Position};
+use journal_format::{ChainHash, Location, Position};
 
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::log::entries::{IndexBatch, IndexEntry};
-use crate::log::read;
+use crate::log::read::{self, Chain};
 use crate::log::Log;
 use crate::progress::{IndexProgress, INDEX_LAG_MAX};
 use crate::write::answer::CommittedGroup;
@@ -50,8 +48,8 @@ const APPLY_ENTRIES_MAX: usize = 50_000;
 const GATHER_IDLE_SLICES: u32 = 10;
 /// How many entries it gathers before it applies without waiting longer. Half of
 /// [`INDEX_LAG_MAX`], so that appends outrunning the index are not held back while it gathers.
-/// Larger applies cost the indexer less CPU per event, which on two cores leaves more to the
-/// appends at batches of 100 and 1000 (`compare --cell 1000x1 --cell 100x8 --cell 1000x8`).
+/// Larger applies cost the indexer less CPU per event, which on a small machine leaves more to
+/// the appends of large batches.
 const GATHER_ENTRIES: usize = 25_000;
 const _: () = assert!(GATHER_ENTRIES as u64 * 2 <= INDEX_LAG_MAX);
 /// How long a gathering indexer sleeps before it takes the messages that came and looks for
@@ -106,7 +104,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
     // Each event's stream key, built here: the body holds its kind and id apart.
     let mut stream_key = String::new();
     let mut last = ChainHash::GENESIS;
-    read::for_each_frame(log, from, to, false, &mut |raw| {
+    read::for_each_frame(log, from, to, Chain::Unverified, &mut |raw| {
         // The index needs five ids of each event: read them without decoding the whole body.
         // The frame's checksums are checked; the rest of the body is not decoded here, so a
         // body that is damaged past its ids (yet passes its CRC) is indexed, and found by
@@ -136,8 +134,7 @@ pub(crate) fn catch_up(log: &Log, index: &Index, from: Position, to: Position) -
             stream_version: raw.header.meta.stream_version,
             task: ids.task_id,
             run: ids.run_id,
-            segment: raw.segment,
-            offset: raw.offset,
+            location: Location::new(raw.segment, raw.offset),
             end_offset: raw.offset + raw.header.frame_len(),
         });
         if chunk.len() >= CATCH_UP_CHUNK {

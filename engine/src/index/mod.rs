@@ -6,15 +6,15 @@
 //! is durable and hands the new entries to the indexer thread afterwards, so the index is never
 //! on the durable commit path. It may lag after a crash; on open it is checked against the log
 //! (its recorded head must be a position the log has, with the same chain link) and caught up,
-//! or rebuilt from the log when missing, damaged or ahead of the log. Its recorded head doubles
-//! as a recovery checkpoint: recovery scans the tail segment only after it.
+//! or rebuilt from the log when missing, damaged or ahead of the log. Its recorded head (the
+//! index head) is also evidence of how far the log was committed (`evidence`).
 //!
 //! A stream's, task's or run's events are kept in **blocks**: one redb value holds the locations
 //! of up to [`BLOCK_EVENTS`] of its events in position order, keyed by the key and the first
 //! event's number (its stream version for a stream, its position for a task or run). An apply
 //! fills the key's last block before it starts another, so a transaction writes one value per
-//! key and block instead of one per event: the indexer's cost per event no longer grows with
-//! the number of secondary tables. Events of a session are found through their stream (an
+//! key and block instead of one per event: the indexer's cost per event does not grow with the
+//! number of secondary tables. Events of a session are found through their stream (an
 //! event with a `sessionId` always belongs to the stream `session:<id>`), so there is no
 //! separate session table.
 //!
@@ -238,15 +238,14 @@ impl Index {
                 tables.event_ids(entries)?;
                 tables.blocks(entries)?;
                 tables.sparse(entries)?;
-                let checkpoint = IndexHead {
+                let head = IndexHead {
                     position: last.position,
                     hash: head_hash,
-                    segment: last.segment,
-                    offset: last.offset,
+                    location: last.location,
                     end_offset: last.end_offset,
                 };
                 txn.open_table(META)?
-                    .insert(INDEXED_KEY, checkpoint.encode().as_slice())?;
+                    .insert(INDEXED_KEY, head.encode().as_slice())?;
             }
             txn.commit()?;
             Ok(())
@@ -387,6 +386,8 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
+    use journal_format::Location;
+
     use super::*;
     use crate::index::blocks::{append_blocks, Numbered, BLOCK_ENTRY_LEN, BLOCK_EVENTS};
     use crate::index::ids::{id_key, SHORT_ID, UUID_ID};
@@ -417,8 +418,7 @@ mod tests {
                 stream_version: p.div_ceil(3),
                 task: (p % 2 == 0).then(|| format!("task-{}", p % 4)),
                 run: (p % 3 == 0).then(|| "run-a".to_string()),
-                segment: SegmentId(p / 100),
-                offset: p * 10,
+                location: Location::new(SegmentId(p / 100), p * 10),
                 end_offset: p * 10 + 9,
             })
             .collect()
@@ -551,7 +551,7 @@ mod tests {
             );
         }
         let mut moved = all[299].clone(); // position 300: a task and the run
-        moved.offset += 1;
+        moved.location.offset += 1;
         assert_eq!(
             checker.missing(&moved.entry()).expect("check"),
             vec!["event id", "stream version", "task", "run"]
@@ -762,8 +762,7 @@ mod tests {
                     stream_version: *version,
                     task: task.map(|t| format!("task-{t}")),
                     run: run.map(|r| format!("run-{r}")),
-                    segment: SegmentId(p / 100),
-                    offset: p * 10,
+                    location: Location::new(SegmentId(p / 100), p * 10),
                     end_offset: p * 10 + 9,
                 });
             }

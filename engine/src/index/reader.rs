@@ -27,7 +27,7 @@ pub(crate) struct IndexReader {
     /// An id whose key sorts after its table's greatest is not in the view, and is answered
     /// without a descent of the table's B-tree: on the append path, whose idempotency check
     /// looks up every new id, most ids grow with time (UUID v7, the journal's own; counters;
-    /// ULIDs), and the descent was about 1,400 instructions per event.
+    /// ULIDs), and a descent per new id is a noticeable part of an append.
     greatest: OnceCell<Greatest>,
     /// Spans of fixed-width keys after id blocks, found by lookups that missed there (see
     /// [`IdGap`]); at most [`ID_GAPS_MAX`].

@@ -27,6 +27,14 @@ pub struct AppendOptions {
     pub expected_stream_version: Option<u64>,
 }
 
+/// Who appends: an async caller hands its batch to the writer thread; a blocking one may lead,
+/// committing on its own thread when the writer is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Caller {
+    Async,
+    Blocking,
+}
+
 impl Journal {
     /// Checks `events` as [`Journal::append_batch`] would (form, this journal's limits and
     /// conformance profile), without writing anything: lets a caller that appends in several
@@ -127,7 +135,7 @@ impl Journal {
     }
 
     /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it
-    /// (see `write::lead`).
+    /// (see `write::thread::lead`).
     fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
         let tx = tx.as_ref().ok_or(Error::Closed)?;
@@ -142,13 +150,13 @@ impl Journal {
         })
     }
 
-    /// Prepares a batch and hands it to the writer thread; with `lead`, commits it on this
-    /// thread instead when the writer is idle (see `write::lead`).
+    /// Prepares a batch and hands it to the writer thread; a blocking caller commits it on its
+    /// own thread instead when the writer is idle (see `write::thread::lead`).
     fn submit(
         &self,
         events: Cow<'_, [Envelope]>,
         options: &AppendOptions,
-        lead: bool,
+        caller: Caller,
     ) -> Result<Option<oneshot::Receiver<Result<Vec<Appended>>>>> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
@@ -168,8 +176,10 @@ impl Journal {
             expected_version: options.expected_stream_version,
             reply,
         };
-        let request = match (&self.inner.cell, lead) {
-            (Some(cell), true) => write::lead(cell, &self.inner.progress, &self.inner.log, request),
+        let request = match (&self.inner.cell, caller) {
+            (Some(cell), Caller::Blocking) => {
+                write::thread::lead(cell, &self.inner.progress, &self.inner.log, request)
+            }
             _ => Some(request),
         };
         if let Some(request) = request {
@@ -217,7 +227,7 @@ impl Journal {
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
         // Not led: a commit's `fdatasync` must not block the runtime's thread.
-        match self.submit(events.into(), &options, false)? {
+        match self.submit(events.into(), &options, Caller::Async)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.await.map_err(|_| Error::Closed)?,
         }
@@ -235,7 +245,7 @@ impl Journal {
         events: impl Into<Cow<'e, [Envelope]>>,
         options: AppendOptions,
     ) -> Result<Vec<Appended>> {
-        match self.submit(events.into(), &options, true)? {
+        match self.submit(events.into(), &options, Caller::Blocking)? {
             None => Ok(Vec::new()),
             Some(rx) => rx.blocking_recv().map_err(|_| Error::Closed)?,
         }
@@ -270,7 +280,7 @@ mod tests {
     }
 
     /// Every command sent to the writer thread is uncounted once committed: a count left
-    /// behind would send every later append through the writer thread's queue (`write::lead`).
+    /// behind would send every later append through the writer thread's queue (`write::thread::lead`).
     #[test]
     fn queued_commands_are_uncounted_once_committed() {
         let dir = tempfile::tempdir().expect("tempdir");

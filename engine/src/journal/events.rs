@@ -7,7 +7,7 @@ use journal_format::{Position, StoredEvent};
 
 use crate::error::{Error, Result};
 use crate::log::follow;
-use crate::log::read::{self, EventIter};
+use crate::log::read::{self, Chain, EventIter};
 use crate::log::Head;
 
 use crate::journal::Journal;
@@ -32,19 +32,19 @@ impl Journal {
     }
 
     /// Events `from..=to` (`to` defaults to the head), streamed in bounded memory, with
-    /// checksums checked. With `verify_chain`, chain links are checked too, those of the next
+    /// checksums checked. With [`Chain::Verified`], chain links are checked too, those of the next
     /// 1 MiB of frames in the range at a time, on as many threads as the machine has cores (up
     /// to 8), before the events are handed out in order.
     #[must_use]
-    pub fn read(&self, from: Position, to: Option<Position>, verify_chain: bool) -> EventIter {
+    pub fn read(&self, from: Position, to: Option<Position>, chain: Chain) -> EventIter {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
-        EventIter::new(Arc::clone(&self.inner.log), from, to, verify_chain)
+        EventIter::new(Arc::clone(&self.inner.log), from, to, chain)
     }
 
     /// Calls `f` with each record `from..=to` (`to` defaults to the head) in position order,
     /// before its body is decoded, until `f` breaks. Checksums are checked always, chain links
-    /// with `verify_chain` (ahead, on several threads), exactly as [`Journal::read`] does; the
+    /// with [`Chain::Verified`] (ahead, on several threads), exactly as [`Journal::read`] does; the
     /// body borrows the reader's buffer, so nothing is allocated per event.
     /// [`Record::decode`](crate::Record::decode) gives the event when it is wanted.
     ///
@@ -55,17 +55,17 @@ impl Journal {
         &self,
         from: Position,
         to: Option<Position>,
-        verify_chain: bool,
-        f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+        chain: Chain,
+        f: impl FnMut(read::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
     ) -> Result<()> {
-        self.scan_where(from, to, verify_chain, |_| true, f)
+        self.scan_where(from, to, chain, |_| true, f)
     }
 
     /// As [`Journal::scan`], calling `f` only with the records whose position `select`
     /// accepts, for a reader that knows which events it wants before reading them (a rebuild
     /// that goes over the log once per partition). The other frames are stepped over: their
-    /// headers are checked and must hold the positions expected, but unless `verify_chain` is
-    /// set (the chain needs every body) their bodies' checksums are not, since nothing reads
+    /// headers are checked and must hold the positions expected, but unless the chain is
+    /// verified (the chain needs every body) their bodies' checksums are not, since nothing reads
     /// them.
     ///
     /// # Errors
@@ -74,31 +74,26 @@ impl Journal {
         &self,
         from: Position,
         to: Option<Position>,
-        verify_chain: bool,
+        chain: Chain,
         mut select: impl FnMut(Position) -> bool,
-        mut f: impl FnMut(crate::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
+        mut f: impl FnMut(read::Record<'_>) -> Result<std::ops::ControlFlow<()>>,
     ) -> Result<()> {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
         if from.max(Position::FIRST) > to {
             return Ok(());
         }
-        read::for_each_selected_frame(
-            &self.inner.log,
-            from,
-            to,
-            verify_chain,
-            &mut select,
-            &mut |raw| Ok(f(raw.record())?.is_continue()),
-        )
+        read::for_each_selected_frame(&self.inner.log, from, to, chain, &mut select, &mut |raw| {
+            Ok(f(raw.record())?.is_continue())
+        })
     }
 
     /// A reader of single frames at locations noted from earlier reads ([`crate::Record::location`]):
     /// for a reader that comes back for some of the frames it scanned, as a build by partition
     /// does for each partition's, without stepping through the others again.
     #[must_use]
-    pub fn frame_reader(&self) -> crate::FrameReader {
-        crate::FrameReader::new(Arc::clone(&self.inner.log))
+    pub fn frame_reader(&self) -> read::FrameReader {
+        read::FrameReader::new(Arc::clone(&self.inner.log))
     }
 
     /// The event with this id.
@@ -108,7 +103,7 @@ impl Journal {
     pub fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
         let Some(index) = &self.inner.index else {
             return self
-                .read(Position::FIRST, None, false)
+                .read(Position::FIRST, None, Chain::Unverified)
                 .find(|e| e.as_ref().map_or(true, |e| e.envelope.event_id == event_id))
                 .transpose();
         };
@@ -140,7 +135,7 @@ impl Journal {
     pub fn stream_version(&self, stream_key: &str) -> Result<u64> {
         let Some(index) = &self.inner.index else {
             let mut version = 0;
-            for e in self.read(Position::FIRST, None, false) {
+            for e in self.read(Position::FIRST, None, Chain::Unverified) {
                 version += u64::from(e?.envelope.stream_key() == stream_key);
             }
             return Ok(version);
@@ -156,7 +151,7 @@ impl Journal {
     pub fn read_stream(&self, stream_key: &str, from_version: u64) -> Result<Vec<StoredEvent>> {
         let Some(index) = &self.inner.index else {
             let mut out = Vec::new();
-            for e in self.read(Position::FIRST, None, false) {
+            for e in self.read(Position::FIRST, None, Chain::Unverified) {
                 let e = e?;
                 if e.envelope.stream_key() == stream_key && e.stream_version >= from_version {
                     out.push(e);
@@ -194,7 +189,7 @@ impl Journal {
 
 impl crate::subscribe::Source for Journal {
     fn read_chunk(&self, from: Position, to: Position) -> Result<Vec<StoredEvent>> {
-        self.read(from, Some(to), true).collect()
+        self.read(from, Some(to), Chain::Verified).collect()
     }
 
     fn is_read_only(&self) -> bool {

@@ -14,7 +14,7 @@ use crate::evidence::{self, IndexVerdict};
 use crate::index::indexer;
 use crate::index::{Index, INDEX_FILE};
 use crate::log::head_file::{self, HeadFile};
-use crate::log::read::{self};
+use crate::log::read::{self, Chain};
 use crate::log::recovery::{self, Opening};
 use crate::log::report::{RecoveryAction, RecoveryReport};
 use crate::log::{quarantine, segment};
@@ -26,6 +26,9 @@ use crate::storage::{Storage, StorageLock};
 use crate::journal::{Inner, Journal};
 use crate::write::syncer::{Publisher, Syncer};
 use crate::write::{self, Poison, Writer};
+
+/// A read-only journal sets nothing aside: damage refuses it.
+const NO_SALVAGE: bool = false;
 
 /// The lock file inside the journal directory.
 const LOCK_FILE: &str = "LOCK";
@@ -137,7 +140,7 @@ impl Journal {
             let log = Arc::clone(&log);
             std::thread::Builder::new()
                 .name("journal-writer".into())
-                .spawn(move || write::run(&cell, &progress, &log, rx))
+                .spawn(move || write::thread::run(&cell, &progress, &log, rx))
                 .map_err(Error::io("starting the writer thread"))?
         };
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
@@ -163,13 +166,13 @@ impl Journal {
 
     fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
         let storage = Arc::clone(&options.storage);
-        let (record, _) = read_head_record(&*storage, &dir, false)?;
+        let (record, _) = read_head_record(&*storage, &dir, NO_SALVAGE)?;
         let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
         let recovered = recovery::recover(
             &*storage,
             &dir,
             Opening {
-                salvage: false,
+                salvage: NO_SALVAGE,
                 committed,
                 read_only: true,
             },
@@ -178,7 +181,7 @@ impl Journal {
         let log = Arc::new(Log::new(recovered.segments, head));
         let mut report = recovered.report;
         let no_index = (Position::ZERO, ChainHash::GENESIS);
-        evidence::check(&log, record, no_index, false, &mut report)?;
+        evidence::check(&log, record, no_index, NO_SALVAGE, &mut report)?;
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
         Ok(Journal {
             inner: Arc::new(Inner {
@@ -256,10 +259,16 @@ fn last_recorded_ns(log: &Log, head: Head) -> Result<i64> {
         return Ok(i64::MIN);
     }
     let mut ns = i64::MIN;
-    read::for_each_frame(log, head.position, head.position, false, &mut |raw| {
-        ns = raw.header.meta.recorded_at_ns;
-        Ok(false)
-    })?;
+    read::for_each_frame(
+        log,
+        head.position,
+        head.position,
+        Chain::Unverified,
+        &mut |raw| {
+            ns = raw.header.meta.recorded_at_ns;
+            Ok(false)
+        },
+    )?;
     Ok(ns)
 }
 

@@ -4,7 +4,7 @@ use journal_format::{Located, Position, StoredEvent};
 
 use crate::error::{Error, Result};
 use crate::index::By;
-use crate::log::read::{self, EventIter};
+use crate::log::read::{self, Chain, EventIter};
 
 use crate::journal::Journal;
 
@@ -77,7 +77,7 @@ impl Journal {
             None => Candidates::Scan(self.read(
                 filter.from.unwrap_or(Position::FIRST),
                 filter.to,
-                false,
+                Chain::Unverified,
             )),
         };
         Ok(Query {

@@ -2,7 +2,7 @@
 //! and where the frame lies. The writer makes them as it frames a commit, a catch-up as it
 //! re-reads the log, and `verify` to check the index against the log.
 
-use journal_format::{Position, SegmentId, StoredEvent};
+use journal_format::{Location, Position, SegmentId, StoredEvent};
 
 use crate::strings::{Span, Strings};
 
@@ -16,9 +16,9 @@ pub(crate) struct Entry<Id> {
     pub stream_version: u64,
     pub task: Option<Id>,
     pub run: Option<Id>,
-    pub segment: SegmentId,
-    pub offset: u64,
-    /// Where the frame ends.
+    /// Where the frame lies.
+    pub location: Location,
+    /// Where the frame ends in its segment.
     pub end_offset: u64,
 }
 
@@ -37,8 +37,7 @@ impl<Id> Entry<Id> {
             stream_version: self.stream_version,
             task: self.task.as_ref().map(&mut f),
             run: self.run.as_ref().map(&mut f),
-            segment: self.segment,
-            offset: self.offset,
+            location: self.location,
             end_offset: self.end_offset,
         }
     }
@@ -123,8 +122,7 @@ pub(crate) fn index_entry<'a>(
         stream_version: event.stream_version,
         task: e.task_id.as_deref(),
         run: e.run_id.as_deref(),
-        segment,
-        offset,
+        location: Location::new(segment, offset),
         end_offset,
     }
 }

@@ -1,6 +1,7 @@
 //! `HEAD`, the head record file: durable evidence, apart from the segment files, of how far the
-//! log was committed. The writer records the head when the journal opens, at every seal and at a
-//! clean close; the index thread records it whenever it makes the index durable. Opening reads it
+//! log was committed. The writer records the head when the journal opens, at every seal, at a
+//! clean close, and after a commit once a second of recorded time passed (durable mode) or after
+//! each sync (buffered mode). Opening reads it
 //! before recovery and refuses a log that ends before it or holds another chain link at its
 //! position (`evidence::check`). Layout: `docs/FORMAT.md`, "Head record".
 

@@ -13,6 +13,25 @@ use crate::log::map::Log;
 use crate::log::scan::{FrameScanner, LinksAhead, Stop};
 use crate::log::segment::Segment;
 
+/// Whether a read checks the hash chain as well as each frame's checksums (which every read
+/// checks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chain {
+    /// Each link group's chain link is checked before any of its events is handed out.
+    Verified,
+    /// Checksums only: the faster read, for a reader that trusts the chain or checks it
+    /// elsewhere (`verify`).
+    Unverified,
+}
+
+impl Chain {
+    /// Whether the chain is checked.
+    #[must_use]
+    pub fn verified(self) -> bool {
+        self == Chain::Verified
+    }
+}
+
 /// A frame read from the log, before its body is decoded.
 #[derive(Debug)]
 pub(crate) struct RawFrame<'a> {
@@ -57,7 +76,8 @@ impl Cursor {
     /// from the segment's previous link. From a frame inside the segment (its nearest sparse
     /// entry), the link before is not known: the frames up to the first that ends a group are
     /// checked only for storing one link, and every group after them fully.
-    pub(crate) fn open(log: &Log, position: Position, verify_chain: bool) -> Result<Cursor> {
+    pub(crate) fn open(log: &Log, position: Position, chain: Chain) -> Result<Cursor> {
+        let verify_chain = chain.verified();
         let Some(segment) = log.segment_of(position) else {
             return Err(Error::InvalidInput(format!(
                 "position {position} is not in the log"
@@ -188,15 +208,15 @@ impl Cursor {
 }
 
 /// Walks frames `from..=to` in position order and calls `f` with each until it returns
-/// `false`, checking checksums always and chain links when `verify_chain` is set.
+/// `false`, checking checksums always and chain links when `chain` says so.
 pub(crate) fn for_each_frame(
     log: &Log,
     from: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
-    for_each_selected_frame(log, from, to, verify_chain, &mut |_| true, f)
+    for_each_selected_frame(log, from, to, chain, &mut |_| true, f)
 }
 
 /// As [`for_each_frame`], calling `f` only with the frames whose position `select` accepts.
@@ -208,14 +228,14 @@ pub(crate) fn for_each_selected_frame(
     log: &Log,
     from: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     select: &mut dyn FnMut(Position) -> bool,
     f: &mut dyn FnMut(RawFrame<'_>) -> Result<bool>,
 ) -> Result<()> {
     let mut next = from.max(Position::FIRST);
     while next <= to {
         let opened_at = next;
-        let mut cursor = Cursor::open(log, next, verify_chain)?.look_ahead(to);
+        let mut cursor = Cursor::open(log, next, chain)?.look_ahead(to);
         loop {
             let expected = cursor.expected();
             let in_range = expected >= next;
@@ -287,8 +307,8 @@ impl<'a> Record<'a> {
             .map_err(|mismatch| {
                 Error::InvalidInput(format!(
                     "the copy of the frame of position {position} (segment {} at {}) {}",
-                    at.segment,
-                    at.offset,
+                    at.location.segment,
+                    at.location.offset,
                     mismatch.what(frame.len(), at, position)
                 ))
             })
@@ -348,8 +368,7 @@ impl<'a> Record<'a> {
         // A body is at most `FRAME_BODY_LEN_MAX` (16 MiB), so the frame's length fits.
         let len = FRAME_HEADER_LEN + self.body.len();
         FrameAt {
-            segment: self.segment,
-            offset: self.offset,
+            location: Location::new(self.segment, self.offset),
             len: u32::try_from(len).unwrap_or(u32::MAX),
         }
     }
@@ -378,10 +397,8 @@ impl<'a> Record<'a> {
 /// between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameAt {
-    /// The segment holding the frame.
-    pub segment: SegmentId,
-    /// The frame's byte offset in that segment.
-    pub offset: u64,
+    /// Where the frame lies.
+    pub location: Location,
     /// The frame's length: [`FRAME_HEADER_LEN`] plus its body's.
     pub len: u32,
 }
@@ -466,12 +483,12 @@ impl FrameReader {
             )));
         }
         let segment = match &self.segment {
-            Some(segment) if segment.id == at.segment => Arc::clone(segment),
+            Some(segment) if segment.id == at.location.segment => Arc::clone(segment),
             _ => {
-                let segment = self.log.segment(at.segment).ok_or_else(|| {
+                let segment = self.log.segment(at.location.segment).ok_or_else(|| {
                     Error::InvalidInput(format!(
                         "segment {} is not in the log (looking for position {position})",
-                        at.segment
+                        at.location.segment
                     ))
                 })?;
                 self.segment = Some(Arc::clone(&segment));
@@ -481,7 +498,7 @@ impl FrameReader {
             }
         };
         let len = at.len as usize;
-        let end = at.offset.saturating_add(u64::from(at.len));
+        let end = at.location.offset.saturating_add(u64::from(at.len));
         let committed_end = segment.end().end_offset;
         // A location the log does not hold is refused before anything is read or allocated
         // for it: no frame is shorter than its header or longer than the largest body allows,
@@ -492,34 +509,34 @@ impl FrameReader {
         {
             return Err(Error::InvalidInput(format!(
                 "segment {} holds no frame of {len} bytes at {} (looking for position {position})",
-                at.segment, at.offset
+                at.location.segment, at.location.offset
             )));
         }
         // Without a read-ahead, every read goes to the file, as the default promises.
         let buffered_end = self.buf_offset + self.buf.len() as u64;
-        if self.read_ahead == 0 || at.offset < self.buf_offset || end > buffered_end {
+        if self.read_ahead == 0 || at.location.offset < self.buf_offset || end > buffered_end {
             // A miss: fetch the frame, and the read-ahead's worth of committed bytes after it.
             let fetch = u64::try_from(len.max(self.read_ahead))
                 .unwrap_or(u64::MAX)
-                .min(committed_end - at.offset);
+                .min(committed_end - at.location.offset);
             let fetch = usize::try_from(fetch).unwrap_or(len);
-            let mut fetched = self.fetch(&segment, at.offset, fetch);
+            let mut fetched = self.fetch(&segment, at.location.offset, fetch);
             if fetched.is_err() && fetch > len {
                 // A failure past the frame (a bad block further on) must not fail the frame:
                 // read it alone, and report that read's error if it fails too.
-                fetched = self.fetch(&segment, at.offset, len);
+                fetched = self.fetch(&segment, at.location.offset, len);
             }
             fetched.map_err(Error::io_with(|| {
                 format!(
                     "reading {len} bytes of segment {} at {} (looking for position {position})",
-                    at.segment, at.offset
+                    at.location.segment, at.location.offset
                 )
             }))?;
         }
         debug_assert!(
-            at.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64
+            at.location.offset >= self.buf_offset && end <= self.buf_offset + self.buf.len() as u64
         );
-        let start = usize::try_from(at.offset - self.buf_offset).unwrap_or(usize::MAX);
+        let start = usize::try_from(at.location.offset - self.buf_offset).unwrap_or(usize::MAX);
         let frame = self
             .buf
             .get(start..start.saturating_add(len))
@@ -528,22 +545,25 @@ impl FrameReader {
                 Error::Internal(format!(
                 "the frame reader's buffer (segment {} from {}, {} bytes) lacks the frame at {} \
                  (looking for position {position})",
-                at.segment,
+                at.location.segment,
                 self.buf_offset,
                 self.buf.len(),
-                at.offset
+                at.location.offset
             ))
             })?;
         match check_frame(frame, at, position) {
             Ok(raw) => Ok(raw.record()),
             // The bytes are the log's: a checksum that fails is the log's corruption.
-            Err(Mismatch::Header(e) | Mismatch::Body(e)) => {
-                Err(corruption(at.segment, at.offset, position, e.to_string()))
-            }
+            Err(Mismatch::Header(e) | Mismatch::Body(e)) => Err(corruption(
+                at.location.segment,
+                at.location.offset,
+                position,
+                e.to_string(),
+            )),
             Err(mismatch) => Err(Error::InvalidInput(format!(
                 "segment {} at {} {}",
-                at.segment,
-                at.offset,
+                at.location.segment,
+                at.location.offset,
                 mismatch.what(frame.len(), at, position)
             ))),
         }
@@ -611,8 +631,8 @@ fn check_frame(
     }
     header.check_body(body).map_err(Mismatch::Body)?;
     Ok(RawFrame {
-        segment: at.segment,
-        offset: at.offset,
+        segment: at.location.segment,
+        offset: at.location.offset,
         header,
         body,
         frame,
@@ -699,7 +719,7 @@ pub(crate) fn read_frame_at(log: &Log, at: Located) -> Result<(FrameHeader, Vec<
 /// Reads one event by position, through the segments' sparse indexes.
 pub(crate) fn read_position(log: &Log, position: Position) -> Result<StoredEvent> {
     let mut found = None;
-    for_each_frame(log, position, position, false, &mut |raw| {
+    for_each_frame(log, position, position, Chain::Unverified, &mut |raw| {
         found = Some(decode(&raw)?);
         Ok(false)
     })?;
@@ -712,24 +732,19 @@ pub struct EventIter {
     log: Arc<Log>,
     next: Position,
     to: Position,
-    verify_chain: bool,
+    chain: Chain,
     cursor: Option<Cursor>,
     opened_at: Position,
     failed: bool,
 }
 
 impl EventIter {
-    pub(crate) fn new(
-        log: Arc<Log>,
-        from: Position,
-        to: Position,
-        verify_chain: bool,
-    ) -> EventIter {
+    pub(crate) fn new(log: Arc<Log>, from: Position, to: Position, chain: Chain) -> EventIter {
         EventIter {
             log,
             next: from.max(Position::FIRST),
             to,
-            verify_chain,
+            chain,
             cursor: None,
             opened_at: Position::ZERO,
             failed: false,
@@ -742,9 +757,8 @@ impl EventIter {
                 return Ok(None);
             }
             if self.cursor.is_none() {
-                self.cursor = Some(
-                    Cursor::open(&self.log, self.next, self.verify_chain)?.look_ahead(self.to),
-                );
+                self.cursor =
+                    Some(Cursor::open(&self.log, self.next, self.chain)?.look_ahead(self.to));
                 self.opened_at = self.next;
             }
             let Some(cursor) = self.cursor.as_mut() else {

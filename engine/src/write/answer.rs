@@ -43,17 +43,24 @@ pub(crate) struct Committed {
     pub location: Location,
 }
 
+/// Whether an append stored its event, or found it stored before (a duplicate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stored {
+    Now,
+    Before,
+}
+
 impl Committed {
-    /// The answer to an append of `event_id`: the one that stored it, or (`duplicate`) one
-    /// after it.
-    pub(crate) fn answer(self, event_id: &Arc<str>, duplicate: bool) -> Appended {
+    /// The answer to an append of `event_id`: the one that stored it, or one after it that
+    /// found it stored.
+    pub(crate) fn answer(self, event_id: &Arc<str>, stored: Stored) -> Appended {
         Appended {
             position: self.position,
             event_id: Arc::clone(event_id),
             hash: self.hash,
             stream_version: self.stream_version,
             recorded_at_ns: self.recorded_at_ns,
-            duplicate,
+            duplicate: stored == Stored::Before,
         }
     }
 }

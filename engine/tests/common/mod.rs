@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use journal_engine::seams::Clock;
-use journal_engine::{AppendOptions, Appended, Filter, Journal, Limits, Options};
+use journal_engine::{AppendOptions, Appended, Chain, Filter, Journal, Limits, Options};
 use journal_format::{Envelope, FrameHeader, Position, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 /// A clock that advances one millisecond per reading, from a fixed start.
@@ -125,7 +125,7 @@ pub fn head(journal: &Journal) -> Position {
 /// Every event in the journal, read back.
 pub fn all_events(journal: &Journal) -> Vec<journal_format::StoredEvent> {
     journal
-        .read(Position::FIRST, None, true)
+        .read(Position::FIRST, None, Chain::Verified)
         .collect::<Result<Vec<_>, _>>()
         .expect("read all")
 }

@@ -62,9 +62,9 @@ pub(super) fn decode_into_deferring_payload(
 /// gives takes its value (a string into the buffer the field already holds), a field it does
 /// not give is cleared (unless `HELD` is false: the envelope is the default, with nothing to
 /// clear, and this copy of the function has no code for it), and `extra` is emptied first.
-/// No default envelope is built and no old one dropped per event: an envelope has 74 fields
-/// and `extra`, and building and dropping one cost about 950 instructions per event of a
-/// rebuild (the drop about 740, the default's zeroing about 220). With `deferred`, the payload
+/// No default envelope is built and no old one dropped per event: an envelope has dozens of
+/// fields and `extra`, and building and dropping one per event is a large part of a rebuild's
+/// decoding. With `deferred`, the payload
 /// is checked but not decoded, and the range of its value's bytes is put there, with whether a
 /// map in it gives a key twice.
 fn decode_fields<const HELD: bool>(
@@ -218,7 +218,7 @@ struct Given(u128);
 impl Given {
     /// Marks field `bit` given; an error naming `what` when it already was.
     // Always inlined: `bit` is a constant at every call, and the shift of a `u128` by a
-    // variable is a dozen instructions.
+    // variable is not free.
     #[inline(always)]
     fn take(&mut self, bit: u32, what: &str, key_at: usize) -> Result<(), EnvelopeError> {
         let mask = 1u128 << bit;

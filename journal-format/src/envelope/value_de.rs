@@ -412,8 +412,7 @@ impl<'de, 'a: 'de> MapAccess<'de> for Entries<'_, 'a> {
         // Checked and visited as a string, never as bytes: serde's derived field visitors would
         // take bytes (and the bytes were checked when the event was decoded), but a flattened
         // `serde_json::Value`, a flattened map with enum keys or a hand-written identifier
-        // visitor take only a string, and would refuse what the value reads (tried and undone,
-        // see `docs/PERFORMANCE.md`).
+        // visitor take only a string, and would refuse what the value reads.
         let key = std::str::from_utf8(self.de.reader.key()?)
             .map_err(|_| Error(format!("a key is not valid UTF-8 (byte {key_at})")))?;
         seed.deserialize(BorrowedStrDeserializer::<Error>::new(key))

@@ -25,9 +25,9 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use journal_engine::{FrameAt, Record};
-use journal_format::{Position, SegmentId, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN};
+use journal_format::{Location, Position, SegmentId, FRAME_BODY_LEN_MAX, FRAME_HEADER_LEN};
 
-use crate::worker::WorkerError;
+use crate::worker_error::WorkerError;
 
 /// The bytes of one note: position, segment, offset, length, and whether the frame follows.
 pub const NOTE_BYTES: usize = 29;
@@ -116,8 +116,8 @@ impl Notes {
             .0
             .to_le_bytes()
             .into_iter()
-            .chain(at.segment.0.to_le_bytes())
-            .chain(at.offset.to_le_bytes())
+            .chain(at.location.segment.0.to_le_bytes())
+            .chain(at.location.offset.to_le_bytes())
             .chain(at.len.to_le_bytes())
             .chain([u8::from(frame.is_some())]);
         let mut note = [0u8; NOTE_BYTES];
@@ -177,7 +177,7 @@ impl Notes {
             if more.is_empty() {
                 return Ok(());
             }
-            // A note in one read (a read of each field cost about 70 instructions).
+            // A note in one read, not a read per field.
             let mut note = [0u8; NOTE_BYTES];
             reader
                 .read_exact(&mut note)
@@ -225,8 +225,10 @@ fn parse(note: &[u8; NOTE_BYTES]) -> (Position, FrameAt, Option<bool>) {
         *note;
     let position = Position(u64::from_le_bytes([p0, p1, p2, p3, p4, p5, p6, p7]));
     let at = FrameAt {
-        segment: SegmentId(u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7])),
-        offset: u64::from_le_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+        location: Location::new(
+            SegmentId(u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7])),
+            u64::from_le_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+        ),
         len: u32::from_le_bytes([l0, l1, l2, l3]),
     };
     let copied = match copied {
@@ -295,8 +297,7 @@ mod tests {
 
     fn at(i: u64, frame: &[u8]) -> FrameAt {
         FrameAt {
-            segment: SegmentId(i / 10),
-            offset: i * 600,
+            location: Location::new(SegmentId(i / 10), i * 600),
             len: u32::try_from(frame.len()).unwrap(),
         }
     }

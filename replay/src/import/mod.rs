@@ -1,6 +1,6 @@
 //! Import of agent sessions that other runtimes wrote: Claude Code transcripts, Codex rollouts
 //! and OpenHands trajectories (`testdata/agent-logs/FORMATS.md`), turned into
-//! normalized events (MODEL.md §2) and appended to a journal, so that the read models and
+//! normalized events (docs/MODEL.md §2) and appended to a journal, so that the read models and
 //! [`crate::narrative`] tell what happened in the source session.
 //!
 //! - [`parse`]: a source file's bytes into events, blobs and a [`Summary`]; pure, nothing is

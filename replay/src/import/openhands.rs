@@ -608,7 +608,7 @@ impl Run {
     }
 }
 
-/// OpenHands agent states in the run status words of MODEL.md's status model.
+/// OpenHands agent states in the run status words of the status model (docs/MODEL.md §3).
 fn run_status(state: &str) -> &'static str {
     match state {
         "loading" | "init" => "starting",

@@ -8,23 +8,9 @@ use journal_format::StoredEvent;
 use serde_json::Value;
 
 use super::ending;
+use super::open::Open;
 use super::step::{join, lifecycle_word, payload_str, step};
 use super::{Counts, Gap, Narrative, Scope, Step};
-
-/// Steps still open, by the id that will close them: an index into the builder's steps.
-#[derive(Default)]
-pub(super) struct Open {
-    /// Tool calls without a result, by `toolCallId`.
-    pub(super) tools: BTreeMap<String, usize>,
-    /// Model calls without a result, by `modelRequestId`.
-    pub(super) models: BTreeMap<String, usize>,
-    /// Approvals not resolved, by `actionId`.
-    pub(super) actions: BTreeMap<String, usize>,
-    /// Subagents not ended, by `subagentId`.
-    subagents: BTreeMap<String, usize>,
-    /// Processes not ended, by `processId`.
-    processes: BTreeMap<String, usize>,
-}
 
 /// A narrative being built, one event at a time.
 pub(super) struct Builder<'a> {

@@ -3,7 +3,7 @@
 
 use journal_format::StoredEvent;
 
-use super::builder::Open;
+use super::open::Open;
 use super::step::{evidence_of, payload_str};
 use super::{Evidence, FinalState, Gap, Step};
 

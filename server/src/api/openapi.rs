@@ -75,6 +75,7 @@ fn finish(mut api: OpenApi) -> Value {
         ("/v1/models/{kind}/{id}", "get", "kind"),
         &journal_schemas::MODEL_KINDS,
     );
+    add_head_refusals(&mut doc);
     let schemas = doc
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut);
@@ -83,6 +84,28 @@ fn finish(mut api: OpenApi) -> Value {
         schemas.extend(answer_components());
     }
     doc
+}
+
+/// Adds to every operation the refusals of the checks in front of every route (`guard.rs`): a
+/// request target or header fields over their limits.
+fn add_head_refusals(doc: &mut Value) {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": format!("{COMPONENTS}Error")}}},
+        })
+    };
+    let paths = doc.get_mut("paths").and_then(Value::as_object_mut);
+    for item in paths.into_iter().flat_map(|p| p.values_mut()) {
+        let operations = item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|i| i.values_mut());
+        for responses in operations.filter_map(|op| op.get_mut("responses")) {
+            responses["414"] = error("`uri_too_long`: the path and query over 8 KiB");
+            responses["431"] = error("`headers_too_large`: the header fields over 16 KiB");
+        }
+    }
 }
 
 /// Gives the parameter `(path, method, name)` the values it takes (lists other crates own).
@@ -265,13 +288,14 @@ fn answer_components() -> Map<String, Value> {
                 "type": "object",
                 "required": ["message"],
                 "properties": {
-                    "kind": {"type": "string", "description": "`bad_request`, `invalid_event`, `unauthorized`, `forbidden`, `not_found`, `unknown_model`, `conflict`, `contended`, `id_reused`, `too_large`, `unavailable`, `disk_full`, `internal`, `corruption`"},
+                    "kind": {"type": "string", "description": "`bad_request`, `invalid_event`, `unauthorized`, `forbidden`, `not_found`, `unknown_model`, `timeout`, `conflict`, `contended`, `id_reused`, `too_large`, `uri_too_long`, `unsupported_media_type`, `headers_too_large`, `unavailable`, `disk_full`, `internal`, `corruption`"},
                     "rule": {"type": "string", "description": "The rule that refused a command (`invalid_arguments`, `completion_not_accepted`, …)"},
                     "message": {"type": "string", "description": "For people: match on `kind`, `rule` and the status"},
                     "line": {"type": "integer", "minimum": 1, "description": "The refused line (or element) of an append"},
                     "stream": string,
                     "expectedVersion": count,
                     "actualVersion": count,
+                    "expected": {"type": "array", "items": string, "description": "The media types a `415` would take"},
                 },
             }},
         },
