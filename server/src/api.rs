@@ -281,7 +281,7 @@ fn expected_version(q: &AppendQuery, headers: &HeaderMap) -> Result<Option<u64>,
     tag = "events",
     params(
         AppendQuery,
-        ("If-Match" = Option<String>, Header, description = "The expected stream version (a number, quoted or not); must agree with `expectedVersion`"),
+        ("If-Match" = Option<String>, Header, pattern = r#"^(W/)?"?[0-9]{1,19}"?$"#, description = "The expected stream version (a number, quoted or not); must agree with `expectedVersion`"),
     ),
     request_body(
         description = "The events, in the Agent Runtime event form (`event`). For JSON Lines the schema describes the sequence of lines: each item is one line",

@@ -76,6 +76,8 @@ fn finish(mut api: OpenApi) -> Value {
         &journal_schemas::MODEL_KINDS,
     );
     add_head_refusals(&mut doc);
+    // Before the catalog's components join: these are utoipa's, which spell u64 as int64.
+    unsigned(&mut doc);
     let schemas = doc
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut);
@@ -105,6 +107,28 @@ fn add_head_refusals(doc: &mut Value) {
             responses["414"] = error("`uri_too_long`: the path and query over 8 KiB");
             responses["431"] = error("`headers_too_large`: the header fields over 16 KiB");
         }
+    }
+}
+
+/// Spells every non-negative integer utoipa described (a `u64` or `usize` of the server's,
+/// `format: int64`) as the catalog's schemas do: `format: uint64`, up to `u64::MAX`, the
+/// values the server takes.
+fn unsigned(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            let integer = object.get("type").and_then(Value::as_str) == Some("integer");
+            let natural = object
+                .get("minimum")
+                .and_then(Value::as_f64)
+                .is_some_and(|m| m >= 0.0);
+            if integer && natural {
+                object.insert("format".into(), json!("uint64"));
+                object.insert("maximum".into(), json!(u64::MAX));
+            }
+            object.values_mut().for_each(unsigned);
+        }
+        Value::Array(items) => items.iter_mut().for_each(unsigned),
+        _ => {}
     }
 }
 
