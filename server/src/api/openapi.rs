@@ -291,37 +291,62 @@ fn unescape_pointer(token: &str) -> String {
 /// The answers other crates build as JSON: the error object, an append's acknowledgement, a
 /// stored event, a command's result, a read model's answer, status and verify.
 fn answer_components() -> Map<String, Value> {
-    let string = json!({"type": "string"});
+    let mut out = Map::new();
+    out.insert("Error".into(), error_schema());
+    out.extend(event_schemas());
+    out.extend(command_schemas());
+    out.insert("ModelAnswer".into(), model_answer_schema());
+    out.extend(journal_schemas());
+    out
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn reference(component: &str) -> Value {
+    json!({"$ref": format!("{COMPONENTS}{component}")})
+}
+
+/// A chain link.
+fn hash_schema() -> Value {
+    json!({"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "A chain link, BLAKE3, hex"})
+}
+
+/// The body of every error answer (`error.rs`).
+fn error_schema() -> Value {
     let count = json!({"type": "integer", "minimum": 0});
-    let hash = json!({"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "A chain link, BLAKE3, hex"});
-    let mut models: Vec<Value> = journal_schemas::MODEL_KINDS
-        .iter()
-        .map(|kind| json!({"$ref": format!("{COMPONENTS}model.{kind}")}))
-        .collect();
-    models.push(json!({"type": "null"}));
-    let commands: Vec<Value> = journal_commands::NAMES
-        .iter()
-        .map(|name| json!({"$ref": format!("{COMPONENTS}command.{name}")}))
-        .collect();
-    let components = json!({
-        "Error": {
-            "description": "Every error answer: `kind`, or `rule` for a command a rule refused; more fields where useful (`line`, a conflict's versions).",
+    json!({
+        "description": "Every error answer: `kind`, or `rule` for a command a rule refused; more fields where useful (`line`, a conflict's versions).",
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {
             "type": "object",
-            "required": ["error"],
-            "properties": {"error": {
-                "type": "object",
-                "required": ["message"],
-                "properties": {
-                    "kind": {"type": "string", "description": "`bad_request`, `invalid_event`, `unauthorized`, `forbidden`, `not_found`, `unknown_model`, `timeout`, `conflict`, `contended`, `id_reused`, `too_large`, `uri_too_long`, `unsupported_media_type`, `headers_too_large`, `unavailable`, `disk_full`, `internal`, `corruption`"},
-                    "rule": {"type": "string", "description": "The rule that refused a command (`invalid_arguments`, `completion_not_accepted`, …)"},
-                    "message": {"type": "string", "description": "For people: match on `kind`, `rule` and the status"},
-                    "line": {"type": "integer", "minimum": 1, "description": "The refused line (or element) of an append"},
-                    "stream": string,
-                    "expectedVersion": count,
-                    "actualVersion": count,
-                    "expected": {"type": "array", "items": string, "description": "The media types a `415` would take"},
-                },
-            }},
+            "required": ["message"],
+            "properties": {
+                "kind": {"type": "string", "description": "`bad_request`, `invalid_event`, `unauthorized`, `forbidden`, `not_found`, `unknown_model`, `timeout`, `conflict`, `contended`, `id_reused`, `too_large`, `uri_too_long`, `unsupported_media_type`, `headers_too_large`, `unavailable`, `disk_full`, `internal`, `corruption`"},
+                "rule": {"type": "string", "description": "The rule that refused a command (`invalid_arguments`, `completion_not_accepted`, …)"},
+                "message": {"type": "string", "description": "For people: match on `kind`, `rule` and the status"},
+                "line": {"type": "integer", "minimum": 1, "description": "The refused line (or element) of an append"},
+                "stream": {"type": "string"},
+                "expectedVersion": count,
+                "actualVersion": count,
+                "expected": {"type": "array", "items": {"type": "string"}, "description": "The media types a `415` would take"},
+            },
+        }},
+    })
+}
+
+/// What appends take and answer, and what reads answer.
+fn event_schemas() -> Map<String, Value> {
+    object(json!({
+        "EventBatch": {
+            "description": "A batch to append: events in the Agent Runtime event form.",
+            "type": "array",
+            "items": reference("event"),
         },
         "Ack": {
             "description": "What the journal assigned to one appended event.",
@@ -329,56 +354,78 @@ fn answer_components() -> Map<String, Value> {
             "required": ["position", "eventId", "hash", "streamVersion"],
             "properties": {
                 "position": {"type": "integer", "minimum": 1, "description": "The original position for a duplicate"},
-                "eventId": string,
-                "hash": hash,
+                "eventId": {"type": "string"},
+                "hash": hash_schema(),
                 "streamVersion": {"type": "integer", "minimum": 1},
                 "duplicate": {"type": "boolean", "description": "Present (true) when the event id was already stored with the same body"},
             },
             "additionalProperties": false,
         },
-        "Acks": {"type": "array", "items": {"$ref": format!("{COMPONENTS}Ack")}},
-        "StoredEvents": {"type": "array", "items": {"$ref": format!("{COMPONENTS}StoredEvent")}},
-        "EventBatch": {
-            "description": "A batch to append: events in the Agent Runtime event form.",
-            "type": "array",
-            "items": {"$ref": format!("{COMPONENTS}event")},
-        },
-        "CommandArguments": {
-            "description": "A command's arguments: the schema `command.<name>` of the command the path names.",
-            "anyOf": commands,
-        },
+        "Acks": {"type": "array", "items": reference("Ack")},
         "StoredEvent": {
             "description": "An event as stored and read back: the event form and what the journal assigned.",
-            "allOf": [{"$ref": format!("{COMPONENTS}event")}, {
+            "allOf": [reference("event"), {
                 "type": "object",
                 "required": ["position", "recordedAt", "hash", "streamVersion"],
                 "properties": {
                     "position": {"type": "integer", "minimum": 1},
                     "recordedAt": {"type": "string", "description": "RFC 3339, the journal's clock"},
-                    "hash": hash,
+                    "hash": hash_schema(),
                     "streamVersion": {"type": "integer", "minimum": 1},
                 },
             }],
+        },
+        "StoredEvents": {"type": "array", "items": reference("StoredEvent")},
+    }))
+}
+
+/// A command's arguments (any command's: the path names which) and its result.
+fn command_schemas() -> Map<String, Value> {
+    let commands: Vec<Value> = journal_commands::NAMES
+        .iter()
+        .map(|name| reference(&format!("command.{name}")))
+        .collect();
+    object(json!({
+        "CommandArguments": {
+            "description": "A command's arguments: the schema `command.<name>` of the command the path names.",
+            "anyOf": commands,
         },
         "CommandResult": {
             "type": "object",
             "required": ["events", "note"],
             "properties": {
-                "events": {"type": "array", "items": {"$ref": format!("{COMPONENTS}StoredEvent")}},
+                "events": {"type": "array", "items": reference("StoredEvent")},
                 "note": {"type": ["string", "null"]},
             },
             "additionalProperties": false,
         },
-        "ModelAnswer": {
-            "description": "A read model (`model.<kind>`; null when the read models are `behind` the asked position) and its freshness (absent for `history`).",
-            "type": "object",
-            "required": ["model"],
-            "properties": {
-                "model": {"anyOf": models},
-                "freshness": {"$ref": format!("{COMPONENTS}model.freshness")},
-            },
-            "additionalProperties": false,
+    }))
+}
+
+/// A read model's answer: one of the `model.<kind>` schemas, or null.
+fn model_answer_schema() -> Value {
+    let mut models: Vec<Value> = journal_schemas::MODEL_KINDS
+        .iter()
+        .map(|kind| reference(&format!("model.{kind}")))
+        .collect();
+    models.push(json!({"type": "null"}));
+    json!({
+        "description": "A read model (`model.<kind>`; null when the read models are `behind` the asked position) and its freshness (absent for `history`).",
+        "type": "object",
+        "required": ["model"],
+        "properties": {
+            "model": {"anyOf": models},
+            "freshness": reference("model.freshness"),
         },
+        "additionalProperties": false,
+    })
+}
+
+/// `journal status` and `journal verify`'s answers.
+fn journal_schemas() -> Map<String, Value> {
+    let string = json!({"type": "string"});
+    let count = json!({"type": "integer", "minimum": 0});
+    object(json!({
         "Status": {
             "description": "`journal status`, with the read models' projections.",
             "type": "object",
@@ -403,7 +450,7 @@ fn answer_components() -> Map<String, Value> {
                 "ok": {"type": "boolean"},
                 "events": count,
                 "segments": count,
-                "head": {"$ref": format!("{COMPONENTS}Digest")},
+                "head": reference("Digest"),
                 "problems": {"type": "array", "items": {
                     "type": "object",
                     "required": ["kind", "detail"],
@@ -417,11 +464,7 @@ fn answer_components() -> Map<String, Value> {
                 }},
             },
         },
-    });
-    match components {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
+    }))
 }
 
 #[cfg(test)]
