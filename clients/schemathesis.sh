@@ -41,7 +41,14 @@ seed="${SCHEMATHESIS_SEED:-1}"
 
 if [[ ! -x "$venv/bin/schemathesis" ]]; then
   echo "== installing Schemathesis into $venv"
-  python3 -m venv "$venv"
+  if ! python3 -m venv "$venv"; then
+    # Debian's python3 keeps venv in a package of its own.
+    sudo=""
+    if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+    ($sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv) >/dev/null
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+  fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis>=4.32,<5"
 fi
 
