@@ -549,3 +549,35 @@ fn golden_vectors_match_the_file() {
         assert_eq!(verified, Ok(()), "consistency of {old} with {new}");
     }
 }
+
+#[test]
+fn golden_roots_match_format_md() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md")).unwrap();
+    let marker = "<!-- golden:merkle-roots -->\n```text\n";
+    let start = doc
+        .find(marker)
+        .expect("FORMAT.md has the golden Merkle roots")
+        + marker.len();
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let texts: Vec<String> = (0..GOLDEN_LEAVES).map(|i| format!("leaf {i}")).collect();
+    let tree = tree_of(
+        &texts
+            .iter()
+            .map(|t| leaf_hash(t.as_bytes()))
+            .collect::<Vec<_>>(),
+    );
+    let mut sizes = Vec::new();
+    for line in block.lines() {
+        let (size, root) = line.trim().split_once(' ').unwrap();
+        let size: u64 = size.parse().unwrap();
+        let root: TreeHash = root.parse().unwrap();
+        assert_eq!(
+            root_at(&tree, size),
+            Ok(root),
+            "FORMAT.md's root of {size} leaves"
+        );
+        sizes.push(size);
+    }
+    assert_eq!(sizes, [0, 1, 2, 3, 7, 17]);
+}
