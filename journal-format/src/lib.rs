@@ -1,5 +1,5 @@
 //! The journal's byte formats: the event envelope, its MessagePack encoding, frames with their
-//! checksums and hash chain, and the segment header and footer.
+//! checksums and hash chain, the segment header and footer, and the Merkle tree over the events.
 //!
 //! NOTE: this crate is pure. It performs no I/O, reads no clock and holds no state; it turns
 //! values into bytes and bytes into values, and reports what is wrong with bytes it cannot
@@ -19,6 +19,7 @@ pub mod envelope;
 pub mod error;
 pub mod frame;
 pub mod head_record;
+pub mod merkle;
 pub mod payload;
 pub mod segment;
 pub mod status;

@@ -141,12 +141,7 @@ impl ChainHash {
     /// Lower-case hex, 64 characters.
     #[must_use]
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(hex_digit(b >> 4));
-            s.push(hex_digit(b & 0x0f));
-        }
-        s
+        hash_to_hex(&self.0)
     }
 
     /// Parses 64 hex digits (either case).
@@ -154,26 +149,41 @@ impl ChainHash {
     /// # Errors
     /// Returns a message naming the problem when the text is not 64 hex digits.
     pub fn from_hex(text: &str) -> Result<ChainHash, String> {
-        let bytes = text.as_bytes();
-        if bytes.len() != 64 {
-            return Err(format!(
-                "a hash is 64 hex digits, got {} characters",
-                bytes.len()
-            ));
-        }
-        let mut out = [0u8; 32];
-        for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-            let (hi, lo) = match pair {
-                [hi, lo] => (hex_value(*hi), hex_value(*lo)),
-                _ => (None, None),
-            };
-            match (hi, lo) {
-                (Some(hi), Some(lo)) => *slot = (hi << 4) | lo,
-                _ => return Err(format!("not a hex digit in hash {text:?}")),
-            }
-        }
-        Ok(ChainHash(out))
+        hash_from_hex(text).map(ChainHash)
     }
+}
+
+/// Lower-case hex of a 32-byte hash, 64 characters.
+pub(crate) fn hash_to_hex(hash: &[u8; 32]) -> String {
+    let mut s = String::with_capacity(64);
+    for b in hash {
+        s.push(hex_digit(b >> 4));
+        s.push(hex_digit(b & 0x0f));
+    }
+    s
+}
+
+/// Parses 64 hex digits (either case) into a 32-byte hash; the error names the problem.
+pub(crate) fn hash_from_hex(text: &str) -> Result<[u8; 32], String> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return Err(format!(
+            "a hash is 64 hex digits, got {} characters",
+            bytes.len()
+        ));
+    }
+    let mut out = [0u8; 32];
+    for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        let (hi, lo) = match pair {
+            [hi, lo] => (hex_value(*hi), hex_value(*lo)),
+            _ => (None, None),
+        };
+        match (hi, lo) {
+            (Some(hi), Some(lo)) => *slot = (hi << 4) | lo,
+            _ => return Err(format!("not a hex digit in hash {text:?}")),
+        }
+    }
+    Ok(out)
 }
 
 /// The lower-case hex digit of a nibble (`n < 16`).
