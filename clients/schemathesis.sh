@@ -57,6 +57,8 @@ trap 'rm -rf "$(dirname "$config")"' EXIT
 {
   echo '# Written by clients/schemathesis.sh.'
   echo 'request-timeout = 60.0'
+  # No state kept between runs (failures replayed from an earlier run): each run stands alone.
+  echo 'cache = { enabled = false }'
   echo 'headers = { Authorization = "Bearer ${JOURNAL_TOKEN}" }'
   echo '[parameters]'
   # A read model waits up to `timeoutMs` for `minPosition`: keep the waits short.
