@@ -348,10 +348,9 @@ fn tokens_gate_every_route_by_scope_and_session_prefix() {
         get(&server.url("/v1/models/task/t1"), Some(&acme_reader)).status,
         403
     );
-    assert_eq!(
-        get(&server.url("/v1/models/session/acme-1"), Some(&acme_reader)).status,
-        200
-    );
+    // Waits for the read models to reach the three events appended, so the session is known.
+    let known = server.url("/v1/models/session/acme-1?minPosition=3&timeoutMs=10000");
+    assert_eq!(get(&known, Some(&acme_reader)).status, 200);
     let command = server.url("/v1/commands/create_task");
     let refused = post(
         &command,
