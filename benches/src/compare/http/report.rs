@@ -155,7 +155,7 @@ pub(super) struct StreamSummary {
 }
 
 /// Writes the event stream's line for each side (medians of the rounds; the fewest complete
-/// subscribers of any round) and the problems seen.
+/// subscribers of any round) and the first problem seen (the JSON keeps a few).
 pub(super) fn streams(text: &mut String, http: &[Stream], local: &[Stream]) -> Res<StreamSummary> {
     writeln!(
         text,
@@ -187,10 +187,14 @@ pub(super) fn streams(text: &mut String, http: &[Stream], local: &[Stream]) -> R
         )?;
     }
     let mut problems = serde_json::Map::new();
-    for ((name, _), rounds) in sides.iter().zip([http, local]) {
+    for ((name, side), rounds) in sides.iter().zip([http, local]) {
         let seen: Vec<&String> = rounds.iter().flat_map(|s| &s.problems).collect();
-        for p in &seen {
-            writeln!(text, "  {name}: {p}")?;
+        if let Some(first) = seen.first() {
+            let short = SUBSCRIBERS - side.complete;
+            writeln!(
+                text,
+                "  {name}: {short} subscribers short (the worst round); first: {first}"
+            )?;
         }
         problems.insert((*name).into(), json!(seen));
     }

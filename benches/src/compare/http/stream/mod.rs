@@ -23,6 +23,9 @@ pub const SUBSCRIBERS: usize = 100;
 pub const RATE: u64 = 10_000;
 /// How often the producer appends what is due: at [`RATE`], ten events a batch.
 const TICK: Duration = Duration::from_millis(1);
+/// The most events the producer appends at once when it has fallen behind (the server takes
+/// at most 10,000 a request).
+const BATCH_MAX: usize = 1000;
 /// How long after the last append the subscribers are given to receive the rest.
 const DRAIN: Duration = Duration::from_secs(10);
 /// How many problems (gaps, early ends) a trial keeps to report.
@@ -107,7 +110,8 @@ trait Sink {
 }
 
 /// Appends `events` events into `sink` at [`RATE`]: every [`TICK`], what is due so far, in one
-/// batch, its send time noted for each event. Answers the time it took.
+/// batch (of at most [`BATCH_MAX`]), its send time noted for each event. Answers the time it
+/// took.
 async fn produce(sink: &mut impl Sink, events: usize, times: &SendTimes) -> Res<Duration> {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -120,7 +124,9 @@ async fn produce(sink: &mut impl Sink, events: usize, times: &SendTimes) -> Res<
             clippy::cast_sign_loss,
             reason = "a count of events due, far below usize::MAX"
         )]
-        let due = ((start.elapsed().as_secs_f64() * RATE as f64) as usize).min(events);
+        let due = ((start.elapsed().as_secs_f64() * RATE as f64) as usize)
+            .min(events)
+            .min(sent + BATCH_MAX);
         if due <= sent {
             continue;
         }
