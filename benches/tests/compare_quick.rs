@@ -1,5 +1,6 @@
 //! A smoke run of the comparison command: `compare --quick` runs every workload at small sizes
-//! and writes a JSON document naming each workload and, for appends, every engine.
+//! and writes a JSON document naming each workload and, for appends, every engine; the http
+//! workload's cells and event stream are there too.
 
 use std::process::Command;
 
@@ -21,7 +22,9 @@ fn compare_quick_reports_every_workload_and_engine() {
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
-    for workload in ["append", "read", "open", "rebuild", "replay", "import"] {
+    for workload in [
+        "append", "read", "open", "rebuild", "replay", "import", "http",
+    ] {
         assert!(
             report["workloads"][workload].is_object(),
             "{workload} missing"
@@ -40,6 +43,23 @@ fn compare_quick_reports_every_workload_and_engine() {
             assert!(cpu.is_some_and(|v| v > 0.0), "{engine}'s CPU in {cell}");
         }
     }
+    let http = &report["workloads"]["http"];
+    let cells = http["cells"].as_array().expect("http cells");
+    assert_eq!(cells.len(), 6);
+    for cell in cells {
+        for side in ["http", "in-process"] {
+            let events_per_s = cell["sides"][side]["eventsPerSec"].as_f64();
+            assert!(events_per_s.is_some_and(|v| v > 0.0), "{side} in {cell}");
+        }
+    }
+    for side in ["http", "in-process"] {
+        let delivered = http["stream"][side]["deliveredPerSec"].as_f64();
+        assert!(
+            delivered.is_some_and(|v| v > 0.0),
+            "the stream {side}: {http}"
+        );
+    }
+    assert_eq!(http["targets"].as_array().map(Vec::len), Some(3));
     // The scratch directory is removed at the end of the run.
     let left: Vec<_> = std::fs::read_dir(scratch.path())
         .expect("lists")

@@ -1,18 +1,19 @@
 //! The comparison command: the journal against the bound of the disk and against SQLite (WAL),
 //! redb and okaywal, taking turns within one invocation, reported as ratios; and the journal's
-//! other workloads (read-back, open after a crash, read-model rebuild, replay) against their
-//! baselines.
+//! other workloads (read-back, open after a crash, read-model rebuild, replay, import, and
+//! `journal serve` over HTTP) against their baselines.
 //!
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
-//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import[,...]]
+//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import|http[,...]]
 //!     [--random-ids]
 //! ```
 //!
 //! - `--events N`: each workload's main size (append: events per cell; read, open, rebuild: the
-//!   journal's size; replay: the session's size). Defaults: 50,000; 1,000,000; 1,000,000;
-//!   1,000,000; 100,000. The import workload always imports the largest shared agent session,
-//!   5 × `--rounds` times.
+//!   journal's size; replay: the session's size; http: events per cell at batch 100, a fifth of
+//!   that at batch 1, and the events the event stream's producer appends). Defaults: 50,000;
+//!   1,000,000; 1,000,000; 1,000,000; 100,000; 50,000. The import workload always imports the
+//!   largest shared agent session, 5 × `--rounds` times.
 //! - `--dir DIR`: where the scratch directory goes (default: the system's temporary directory).
 //! - `--quick`: small sizes and one round, for a smoke run.
 //! - `--rounds N`: rounds per cell, the median reported (default 3).

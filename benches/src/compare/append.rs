@@ -19,7 +19,7 @@ pub const PRODUCERS: [u64; 2] = [1, 8];
 
 /// One engine's trial of one cell: one round's appends, in a fresh directory.
 #[derive(Clone, Debug)]
-struct Trial {
+pub(super) struct Trial {
     events: u64,
     elapsed: Duration,
     /// The process's CPU time inside the clock, every thread's (the engine's own threads, the
@@ -41,8 +41,34 @@ fn cell_events(ctx: &Context, batch: u64, producers: u64) -> u64 {
     per_producer * producers
 }
 
+impl Trial {
+    /// A trial timed elsewhere (the http workload's clients), with no byte counts.
+    pub(super) fn timed(
+        events: u64,
+        elapsed: Duration,
+        cpu: Duration,
+        latencies: Vec<Duration>,
+    ) -> Trial {
+        Trial {
+            events,
+            elapsed,
+            cpu,
+            latencies,
+            msgpack_bytes: 0,
+            disk_bytes: 0,
+            log_bytes: 0,
+        }
+    }
+}
+
 /// Appends `events` through `kind` in batches of `batch` from `producers` threads, timed.
-fn trial(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) -> Res<Trial> {
+pub(super) fn trial(
+    ctx: &Context,
+    kind: Kind,
+    batch: u64,
+    producers: u64,
+    events: u64,
+) -> Res<Trial> {
     let dir = ctx.fresh_dir(&format!("append-{}", kind.name()))?;
     let per_producer = events / producers;
     // Events are built (and for the peers encoded) before the clock starts.
@@ -117,7 +143,7 @@ fn trial(ctx: &Context, kind: Kind, batch: u64, producers: u64, events: u64) -> 
 }
 
 /// The CPU time the process has used so far, every thread's (exited ones' too).
-fn process_cpu() -> Duration {
+pub(super) fn process_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     Duration::new(
         u64::try_from(t.tv_sec).unwrap_or_default(),
@@ -127,17 +153,18 @@ fn process_cpu() -> Duration {
 
 /// The medians of one engine's trials of a cell.
 #[derive(Copy, Clone, Debug, Default)]
-struct Figures {
-    events_per_s: f64,
+pub(super) struct Figures {
+    pub(super) events_per_s: f64,
     mb_per_s: f64,
-    latency: Latency,
+    pub(super) latency: Latency,
     bytes_per_event: f64,
     log_bytes_per_event: f64,
     msgpack_bytes_per_event: f64,
-    cpu_us_per_event: f64,
+    pub(super) cpu_us_per_event: f64,
 }
 
-fn figures(trials: &[Trial]) -> Figures {
+/// The medians of `trials`' figures.
+pub(super) fn figures(trials: &[Trial]) -> Figures {
     let per = |f: &dyn Fn(&Trial) -> f64| median(&mut trials.iter().map(f).collect::<Vec<_>>());
     let lat = |f: &dyn Fn(&Latency) -> Duration| {
         let mut all: Vec<f64> = trials

@@ -15,6 +15,7 @@
 
 pub mod append;
 pub mod engines;
+pub mod http;
 pub mod import;
 pub mod open;
 pub mod read;
@@ -47,17 +48,21 @@ pub enum Workload {
     /// The import of the largest shared agent session (Claude Code), against parsing its lines
     /// as JSON and against appending the already-mapped events.
     Import,
+    /// `journal serve` over loopback HTTP: appends from 1, 16 and 64 clients against the
+    /// in-process journal with as many producer threads, and 100 event-stream subscribers.
+    Http,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
         Workload::Rebuild,
         Workload::Replay,
         Workload::Import,
+        Workload::Http,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -70,6 +75,7 @@ impl Workload {
             Workload::Rebuild => "rebuild",
             Workload::Replay => "replay",
             Workload::Import => "import",
+            Workload::Http => "http",
         }
     }
 
@@ -99,6 +105,7 @@ impl Workload {
             Workload::Rebuild => rebuild::run(ctx),
             Workload::Replay => replay::run(ctx),
             Workload::Import => import::run(ctx),
+            Workload::Http => http::run(ctx),
         }
     }
 }
