@@ -4,7 +4,7 @@
 use crate::store::StoreError;
 
 /// A worker error: the journal or the store failed (a projection's own failure to apply an
-/// event is not an error but a fault, see [`Fault`]).
+/// event is not an error but a fault, see [`Fault`](crate::projection::Fault)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkerError {

@@ -128,7 +128,7 @@ impl Journal {
     }
 
     /// The version of a stream (its number of events), by stream key (see
-    /// [`Envelope::stream_key`]).
+    /// [`Envelope::stream_key`](journal_format::Envelope::stream_key)).
     ///
     /// # Errors
     /// [`Error::Index`] when the index fails.
