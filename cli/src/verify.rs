@@ -1,12 +1,13 @@
-//! `journal verify [--digest POSITION:HASH]` and `journal digest`: checking the whole journal
-//! (with a progress bar on a terminal), and the head's link to keep outside it.
+//! `journal verify [--digest DIGEST]` and `journal digest`: checking the whole journal (with a
+//! progress bar on a terminal), and the digest to keep outside it (the head's position, chain
+//! link and Merkle tree root).
 
 use std::io::{self, IsTerminal};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use journal_engine::{Journal, VerifyOptions};
-use journal_format::{ChainHash, Position};
+use journal_format::Digest;
 use serde_json::json;
 
 use crate::{fail, out, Failure};
@@ -14,7 +15,8 @@ use crate::{fail, out, Failure};
 /// `journal verify`'s arguments.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// A digest kept outside the journal, as POSITION:HASH (from `journal digest`).
+    /// A digest kept outside the journal, as POSITION:HASH or POSITION:HASH:ROOT (from
+    /// `journal digest`).
     #[arg(long)]
     pub digest: Option<String>,
 }
@@ -23,15 +25,9 @@ fn usage(message: String) -> Failure {
     Failure { code: 2, message }
 }
 
-fn parse_digest(text: &str) -> Result<(Position, ChainHash), Failure> {
-    let (position, hash) = text
-        .split_once(':')
-        .ok_or_else(|| usage(format!("--digest takes POSITION:HASH, got {text:?}")))?;
-    let position = position
-        .parse::<u64>()
-        .map_err(|e| usage(format!("--digest position {position:?}: {e}")))?;
-    let hash = ChainHash::from_hex(hash).map_err(|e| usage(format!("--digest hash: {e}")))?;
-    Ok((Position(position), hash))
+fn parse_digest(text: &str) -> Result<Digest, Failure> {
+    text.parse::<Digest>()
+        .map_err(|e| usage(format!("--digest: {e}")))
 }
 
 /// Prints the verify report; exit 3 when it found the journal damaged.
@@ -49,7 +45,8 @@ pub fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
         ProgressBar::hidden()
     };
     let options = VerifyOptions {
-        digest,
+        digest: digest.map(|d| (d.position, d.hash)),
+        digest_root: digest.and_then(|d| d.root),
         ..VerifyOptions::default()
     };
     let report = journal.verify(&options, &mut |done, total| {
@@ -64,12 +61,23 @@ pub fn verify(journal: &Journal, args: &VerifyArgs) -> Result<u8, Failure> {
     Ok(if report.ok { 0 } else { 3 })
 }
 
-/// Prints the head's position and chain link.
+/// Prints the digest: the head's position and chain link, and the Merkle tree's root there.
 pub fn digest(journal: &Journal) -> Result<u8, Failure> {
-    let head = journal.head();
+    let head = journal.tree_head()?;
+    let digest = Digest {
+        position: head.position,
+        hash: head.hash,
+        root: Some(head.root),
+    };
     out::line(format_args!(
         "{}",
-        json!({"position": head.position.0, "hash": head.hash.to_hex()})
+        json!({
+            "position": head.position.0,
+            "hash": head.hash.to_hex(),
+            "tree_size": head.position.0,
+            "root": head.root.to_hex(),
+            "digest": digest.to_string(),
+        })
     ))?;
     Ok(0)
 }

@@ -146,6 +146,22 @@ fn append_read_verify_digest_and_exit_codes() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["ok"], true);
     assert_eq!(report["events"], 50);
+    // The digest with the Merkle tree's root: it holds, and another root is history rewritten.
+    let full = digest["digest"].as_str().unwrap();
+    assert_eq!(full, format!("{arg}:{}", digest["root"].as_str().unwrap()));
+    assert_eq!(digest["tree_size"], 50);
+    let verify_with = |d: &str| {
+        journal(dir.path())
+            .args(["verify", "--digest", d])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(verify_with(full).status.code(), Some(0));
+    let other_root = format!("{arg}:{}", "ab".repeat(32));
+    let out = verify_with(&other_root);
+    assert_eq!(out.status.code(), Some(3));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["problems"][0]["kind"], "digest_mismatch", "{report}");
     let status: Value =
         serde_json::from_slice(&journal(dir.path()).arg("status").output().unwrap().stdout)
             .unwrap();

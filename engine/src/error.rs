@@ -126,6 +126,10 @@ pub enum Error {
     /// The derived index failed; the log is unaffected and the index is rebuilt on reopen.
     #[error("index error: {0}")]
     Index(String),
+    /// The Merkle tree does not hold what was asked of it, or failed; the log is unaffected
+    /// and the tree is rebuilt from it on reopen.
+    #[error("Merkle tree: {0}")]
+    Tree(String),
     /// The journal directory holds a format this build cannot read.
     #[error("unsupported journal format: {0}")]
     Unsupported(String),

@@ -39,6 +39,7 @@ pub mod sim_disk;
 pub mod storage;
 mod strings;
 mod subscribe;
+mod tree;
 mod verify;
 mod write;
 
@@ -46,6 +47,7 @@ pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
 pub use error::{Error, Result};
 pub use index::By;
 pub use journal::append::AppendOptions;
+pub use journal::proofs::TreeHead;
 pub use journal::query::{Filter, Query};
 pub use journal::{Journal, Status};
 pub use log::read::{Chain, EventIter, FrameAt, FrameReader, Record};

@@ -15,6 +15,7 @@
 
 pub mod bit_rot;
 pub mod conformance;
+pub mod digest;
 pub mod envelope;
 pub mod error;
 pub mod frame;
@@ -28,6 +29,7 @@ pub mod time_fmt;
 pub mod types;
 pub mod vocabulary;
 
+pub use digest::Digest;
 pub use envelope::{Envelope, EventIds, Object, Provenance, StoredEvent, StoredPayload};
 pub use error::{EnvelopeError, FormatError};
 pub use frame::{

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use journal_commands::Command;
 use journal_engine::input::{line_bytes_max, Checker, InputBatch};
 use journal_engine::{AppendOptions, Filter, VerifyOptions};
-use journal_format::{ChainHash, Position};
+use journal_format::{Digest as KeptDigest, Position};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -741,8 +741,8 @@ async fn status(
     .await?
 }
 
-/// A position and its chain link: check the journal against it later with
-/// `journal verify --digest POSITION:HASH`.
+/// The head's position and chain link and the Merkle tree's root there: check the journal
+/// against it later with `journal verify --digest POSITION:HASH:ROOT`.
 #[derive(Serialize, ToSchema)]
 struct Digest {
     /// The position (0 for an empty journal).
@@ -751,9 +751,17 @@ struct Digest {
     /// Its chain link, BLAKE3, hex.
     #[schema(pattern = "^[0-9a-f]{64}$")]
     hash: String,
+    /// The Merkle tree's size: the position.
+    #[schema(minimum = 0)]
+    tree_size: u64,
+    /// The root of the Merkle tree of the events up to the position, BLAKE3, hex.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    root: String,
+    /// All three as one text, `POSITION:HASH:ROOT`, for `verify --digest`.
+    digest: String,
 }
 
-/// `journal digest`: the head's position and chain link.
+/// `journal digest`: the head's position and chain link, and the Merkle tree's root there.
 #[utoipa::path(
     get,
     path = "/v1/digest",
@@ -771,12 +779,23 @@ async fn digest(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers, Scope::Read)?;
-    let head = state.journal.head();
-    Ok(Json(Digest {
-        position: head.position.0,
-        hash: head.hash.to_hex(),
+    tokio::task::spawn_blocking(move || {
+        let head = state.journal.tree_head().map_err(ApiError::engine)?;
+        let kept = KeptDigest {
+            position: head.position,
+            hash: head.hash,
+            root: Some(head.root),
+        };
+        Ok(Json(Digest {
+            position: head.position.0,
+            hash: head.hash.to_hex(),
+            tree_size: head.position.0,
+            root: head.root.to_hex(),
+            digest: kept.to_string(),
+        })
+        .into_response())
     })
-    .into_response())
+    .await?
 }
 
 /// The query of `GET /v1/verify`.
@@ -784,12 +803,13 @@ async fn digest(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 struct VerifyQuery {
-    /// `POSITION:HASH` (`GET /v1/digest` kept earlier): the journal must hold that link there.
-    #[param(pattern = "^[0-9]{1,19}:[0-9a-fA-F]{64}$")]
+    /// `POSITION:HASH` or `POSITION:HASH:ROOT` (`GET /v1/digest` kept earlier): the journal
+    /// must hold that link there, and the Merkle tree of the events up to it that root.
+    #[param(pattern = "^[0-9]{1,19}:[0-9a-fA-F]{64}(:[0-9a-fA-F]{64})?$")]
     digest: Option<String>,
 }
 
-/// `GET /v1/verify[?digest=POSITION:HASH]`: `journal verify`'s report (`ok` says whether it
+/// `GET /v1/verify[?digest=POSITION:HASH[:ROOT]]`: `journal verify`'s report (`ok` says whether it
 /// holds; `200` either way, `400` when the digest does not parse).
 #[utoipa::path(
     get,
@@ -813,21 +833,16 @@ async fn verify(
 ) -> Result<Response, ApiError> {
     authorize(&state, &headers, Scope::Admin)?;
     let q = query(q)?;
-    let digest = match q.digest.as_deref() {
-        None => None,
-        Some(text) => {
-            let bad = |m: String| ApiError::bad_request(format!("digest takes POSITION:HASH: {m}"));
-            let (p, h) = text
-                .split_once(':')
-                .ok_or_else(|| bad(format!("{text:?}")))?;
-            let p = p.parse::<u64>().map_err(|e| bad(e.to_string()))?;
-            let h = ChainHash::from_hex(h).map_err(|e| bad(e.to_string()))?;
-            Some((Position(p), h))
-        }
-    };
+    let digest = q
+        .digest
+        .as_deref()
+        .map(str::parse::<KeptDigest>)
+        .transpose()
+        .map_err(ApiError::bad_request)?;
     tokio::task::spawn_blocking(move || {
         let options = VerifyOptions {
-            digest,
+            digest: digest.map(|d| (d.position, d.hash)),
+            digest_root: digest.and_then(|d| d.root),
             ..VerifyOptions::default()
         };
         let report = state

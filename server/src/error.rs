@@ -105,7 +105,7 @@ impl ApiError {
             }
             Error::IdReused { .. } => ApiError::kind(StatusCode::CONFLICT, "id_reused", message),
             Error::InvalidInput(_) => ApiError::bad_request(message),
-            Error::Poisoned(_) | Error::Closed | Error::ReadOnly => {
+            Error::Poisoned(_) | Error::Closed | Error::ReadOnly | Error::Tree(_) => {
                 ApiError::kind(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
             Error::Io { ref source, .. }

@@ -28,6 +28,7 @@ use crate::log::entries::{IndexBatch, IndexEntry};
 use crate::log::read::{self, Chain};
 use crate::log::Log;
 use crate::progress::{IndexProgress, INDEX_LAG_MAX};
+use crate::tree::Tree;
 use crate::write::answer::CommittedGroup;
 use journal_format::EventIds;
 
@@ -82,9 +83,10 @@ impl Persistence {
             || (self.unpersisted > 0 && self.last.elapsed() >= PERSIST_INTERVAL)
     }
 
-    /// Makes the index's applies durable; on failure
-    /// tells waiting readers and returns `false` (the indexer then stops).
-    fn persist(&mut self, index: &Index, progress: &IndexProgress) -> bool {
+    /// Makes the index's applies durable, and the tree grown with them; on the index's
+    /// failure tells waiting readers and returns `false` (the indexer then stops). The tree's
+    /// failure stops only the tree.
+    fn persist(&mut self, index: &Index, tree: &TreeFeed, progress: &IndexProgress) -> bool {
         if self.unpersisted == 0 {
             return true;
         }
@@ -92,6 +94,7 @@ impl Persistence {
             progress.fail(&e);
             return false;
         }
+        tree.persist();
         self.unpersisted = 0;
         self.last = now();
         true
@@ -153,32 +156,77 @@ fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result
     Ok(())
 }
 
-/// Runs until the writer drops its sender. First indexes `backlog` (positions `from..=to` of
-/// the log that open left to it) and makes it durable, then what the writer sends. `dirty` says
-/// the index holds commits not yet made durable (a catch-up at open), which the first idle
-/// moment persists.
+/// The Merkle tree the indexer grows behind the index, from the log's bodies.
+pub(crate) struct TreeFeed {
+    pub tree: Arc<Tree>,
+    pub log: Arc<Log>,
+}
+
+impl TreeFeed {
+    /// Grows the tree to `to`. A failure does not stop the index: the tree lags (proofs then
+    /// say why) and the next growth tries again; a tree that stopped growing is rebuilt at the
+    /// next open.
+    fn grow(&self, to: Position) {
+        if self.tree.failure().is_some() {
+            return;
+        }
+        if let Err(e) = self.tree.grow(&self.log, to) {
+            tracing::error!(error = %e, "growing the Merkle tree failed; the next commit tries again");
+        }
+    }
+
+    fn persist(&self) {
+        if self.tree.failure().is_some() {
+            return;
+        }
+        if let Err(e) = self.tree.persist() {
+            tracing::error!(error = %e, "making the Merkle tree durable failed; it tries again");
+        }
+    }
+}
+
+/// What open leaves to the indexer: the index's backlog (positions `from..=to` of the log),
+/// and the log's head at open, to which the tree is grown before anything the writer sends.
+pub(crate) struct Backlog {
+    pub index: Option<(Position, Position)>,
+    pub head: Position,
+}
+
+/// Runs until the writer drops its sender. First indexes the backlog open left to it, grows the
+/// tree to the log's head at open, and makes both durable; then applies what the writer sends,
+/// growing the tree behind each apply. `dirty` says the index holds commits not yet made
+/// durable (a catch-up at open), which the first idle moment persists.
 pub(crate) fn run(
     index: Arc<Index>,
+    tree: TreeFeed,
     progress: Arc<IndexProgress>,
     rx: Receiver<CommittedGroup>,
-    backlog: Option<(Arc<Log>, Position, Position)>,
+    backlog: Backlog,
     dirty: bool,
 ) {
     let mut persistence = Persistence {
         unpersisted: u32::from(dirty),
         last: now(),
     };
-    if let Some((log, from, to)) = backlog {
-        if let Err(e) = catch_up(&log, &index, from, to) {
+    if let Some((from, to)) = backlog.index {
+        if let Err(e) = catch_up(&tree.log, &index, from, to) {
             tracing::error!(error = %e, "indexing the backlog left at open failed");
             progress.fail(&e);
             return;
         }
-        progress.set(to);
-        persistence.unpersisted = 1;
+    }
+    let tree_behind = tree.tree.size() < backlog.head.0;
+    if tree_behind {
+        tree.grow(backlog.head);
+    }
+    if backlog.index.is_some() || tree_behind {
+        // The index held the head at open, or its backlog brought it there; readers wait for
+        // the tree too.
+        progress.set(backlog.head);
         // Made durable at once: were the process killed again before its next idle moment,
         // the next open would index this backlog again, and more each time.
-        if !persistence.persist(&index, &progress) {
+        persistence.unpersisted = 1;
+        if !persistence.persist(&index, &tree, &progress) {
             return;
         }
     }
@@ -186,7 +234,7 @@ pub(crate) fn run(
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => {
-                if !persistence.persist(&index, &progress) {
+                if !persistence.persist(&index, &tree, &progress) {
                     return;
                 }
                 continue;
@@ -201,16 +249,17 @@ pub(crate) fn run(
                 return;
             }
         };
+        tree.grow(head.0);
         progress.set(head.0);
         persistence.unpersisted += 1;
-        if persistence.due() && !persistence.persist(&index, &progress) {
+        if persistence.due() && !persistence.persist(&index, &tree, &progress) {
             return;
         }
         if !open {
             break;
         }
     }
-    if persistence.unpersisted > 0 && !persistence.persist(&index, &progress) {
+    if persistence.unpersisted > 0 && !persistence.persist(&index, &tree, &progress) {
         tracing::error!("making the index durable at close failed");
     }
 }

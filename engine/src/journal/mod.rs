@@ -5,6 +5,7 @@
 pub(crate) mod append;
 mod events;
 mod open;
+pub(crate) mod proofs;
 pub(crate) mod query;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use crate::options::Options;
 use crate::progress::IndexProgress;
 use crate::seams::uuid_v7;
 use crate::storage::StorageLock;
+use crate::tree::Tree;
 use crate::write::{self, Command, Poison};
 
 /// How long a read that needs the index waits for it to reach the head.
@@ -66,6 +68,8 @@ struct Inner {
     log: Arc<Log>,
     /// `None` when read-only.
     index: Option<Arc<Index>>,
+    /// The Merkle tree over the events, grown by the indexer.
+    tree: Arc<Tree>,
     poison: Arc<Poison>,
     /// Serializes [`Journal::refresh`].
     refresh: Mutex<()>,
@@ -189,6 +193,10 @@ impl Journal {
 
     pub(crate) fn index(&self) -> Option<&Arc<Index>> {
         self.inner.index.as_ref()
+    }
+
+    pub(crate) fn tree(&self) -> &Tree {
+        &self.inner.tree
     }
 
     pub(crate) fn wait_indexed(&self) -> Result<()> {

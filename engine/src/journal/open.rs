@@ -22,6 +22,7 @@ use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
 use crate::progress::IndexProgress;
 use crate::storage::{Storage, StorageLock};
+use crate::tree::Tree;
 
 use crate::journal::{Inner, Journal};
 use crate::write::syncer::{Publisher, Syncer};
@@ -91,18 +92,30 @@ impl Journal {
         let buffered = matches!(options.durability, Durability::Buffered { .. });
         let head_file = Arc::new(HeadFile::create(&*storage, &dir, head, buffered)?);
         let backlog = catch_up_index(&log, &index, options.salvage, &mut report)?;
+        let tree = open_tree(&storage, &dir, &log, options.salvage, &mut report)?;
         let poison = Arc::new(Poison::default());
-        let progress = Arc::new(IndexProgress::new(backlog.indexed));
+        // Readers wait for the tree as for the index: what the indexer has not grown the tree
+        // to yet (a small backlog left to it) counts as not indexed.
+        let indexed = backlog.indexed.min(Position(tree.size()));
+        let progress = Arc::new(IndexProgress::new(indexed));
         let (index_tx, index_rx) = mpsc::channel();
-        let index_complete_at = backlog.deferred.as_ref().map(|(_, _, to)| *to);
+        let index_complete_at = backlog.deferred.map(|(_, to)| to);
         let indexer = {
             let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
+            let feed = indexer::TreeFeed {
+                tree: Arc::clone(&tree),
+                log: Arc::clone(&log),
+            };
             let Backlog {
                 deferred, lagging, ..
             } = backlog;
+            let backlog = indexer::Backlog {
+                index: deferred,
+                head: head.position,
+            };
             std::thread::Builder::new()
                 .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, progress, index_rx, deferred, lagging))
+                .spawn(move || indexer::run(index, feed, progress, index_rx, backlog, lagging))
                 .map_err(Error::io("starting the indexer thread"))?
         };
         let publisher = Arc::new(Publisher::new(
@@ -150,6 +163,7 @@ impl Journal {
                 options,
                 log,
                 index: Some(index),
+                tree,
                 poison,
                 refresh: Mutex::new(()),
                 progress,
@@ -183,12 +197,18 @@ impl Journal {
         let no_index = (Position::ZERO, ChainHash::GENESIS);
         evidence::check(&log, record, no_index, NO_SALVAGE, &mut report)?;
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        let tree = Arc::new(Tree::open_read_only(
+            Arc::clone(&storage),
+            &dir,
+            head.position.0,
+        )?);
         Ok(Journal {
             inner: Arc::new(Inner {
                 dir,
                 options,
                 log,
                 index: None,
+                tree,
                 poison: Arc::new(Poison::default()),
                 refresh: Mutex::new(()),
                 progress: Arc::new(IndexProgress::new(head.position)),
@@ -348,8 +368,8 @@ fn check_log(
 
 /// What the index lacks of the log at open, and who indexes it.
 struct Backlog {
-    /// The backlog left to the index thread: the log and positions `from..=to`.
-    deferred: Option<(Arc<Log>, Position, Position)>,
+    /// The backlog left to the index thread: positions `from..=to`.
+    deferred: Option<(Position, Position)>,
     /// Whether the index lagged the log at open (its catch-up is not yet durable).
     lagging: bool,
     /// The position the index reflects once open returns.
@@ -385,7 +405,7 @@ fn catch_up_index(
     // deal with.
     if head.position.0 - indexed.0 <= DEFERRED_CATCH_UP_MAX && !salvage {
         return Ok(Backlog {
-            deferred: Some((Arc::clone(log), indexed.next(), head.position)),
+            deferred: Some((indexed.next(), head.position)),
             lagging,
             indexed,
         });
@@ -396,4 +416,36 @@ fn catch_up_index(
         lagging,
         indexed: head.position,
     })
+}
+
+/// Opens the Merkle tree, reporting why it is rebuilt when it is. A small backlog (the usual
+/// one after a crash) is left to the index thread, which grows the tree before anything else;
+/// a large one (a tree missing or set aside) is grown here, as a large index backlog is.
+/// Growing it can fail without failing the open: the tree then says why to every proof asked
+/// of it, and is rebuilt at the next open.
+fn open_tree(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    log: &Log,
+    salvage: bool,
+    report: &mut RecoveryReport,
+) -> Result<Arc<Tree>> {
+    let head = log.head().position;
+    let accepted = report
+        .actions
+        .iter()
+        .any(|a| matches!(a, RecoveryAction::HistoryAccepted { .. }));
+    let distrust = accepted.then(|| "salvage accepted a log that contradicts its evidence".into());
+    let opened = Tree::open(Arc::clone(storage), dir, log, distrust)?;
+    if let Some(reason) = opened.rebuilt {
+        report.actions.push(RecoveryAction::TreeRebuilt { reason });
+    }
+    let tree = opened.tree;
+    if head.0 - tree.size() > DEFERRED_CATCH_UP_MAX || salvage {
+        let grown = tree.grow(log, head).and_then(|()| tree.persist());
+        if let Err(e) = grown {
+            tracing::error!(error = %e, "building the Merkle tree at open failed");
+        }
+    }
+    Ok(Arc::new(tree))
 }

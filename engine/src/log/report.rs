@@ -89,6 +89,11 @@ pub enum RecoveryAction {
         /// The last position indexed.
         to: u64,
     },
+    /// The Merkle tree was set aside and is built again from the log.
+    TreeRebuilt {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Damage found while opening, with its place.

@@ -1,13 +1,14 @@
 //! `verify`: an independent walk over everything the journal stores. Every frame's checksums,
 //! the chain across all segments, batch boundaries, segment headers and footers (and their
-//! sparse indexes), the index against the log (nothing missing, nothing extra), every referenced
-//! blob against its hash, and optionally a digest (position and hash) the user kept outside the
-//! journal, which also catches truncated or rewritten history. It reports every problem with
-//! its place; it repairs nothing.
+//! sparse indexes), the index against the log (nothing missing, nothing extra), the Merkle tree
+//! against the log, every referenced blob against its hash, and optionally a digest (position,
+//! chain link and tree root) the user kept outside the journal, which also catches truncated or
+//! rewritten history. It reports every problem with its place; it repairs nothing.
 
 mod blob_check;
 mod index_check;
 mod report;
+mod tree_check;
 mod walk;
 
 pub use report::{Problem, ReportHead, VerifyOptions, VerifyReport};
@@ -17,6 +18,7 @@ use crate::journal::Journal;
 use crate::log::Head;
 use blob_check::check_blobs;
 use index_check::IndexCompare;
+use tree_check::TreeCompare;
 use walk::{unexpected_segments, Walk};
 
 impl Journal {
@@ -37,13 +39,19 @@ impl Journal {
         let states: Vec<_> = segments.iter().map(|s| s.snapshot()).collect();
         let total: u64 = states.iter().map(|s| s.end_offset).sum();
         let index = IndexCompare::new(self, options.check_index);
-        let mut walk = Walk::new(options.digest, index, total, progress);
+        let digest_root = options
+            .digest
+            .zip(options.digest_root)
+            .map(|((p, _), r)| (p, r));
+        let tree = TreeCompare::new(self, options.check_tree, digest_root);
+        let mut walk = Walk::new(options.digest, index, tree, total, progress);
         for (segment, state) in segments.iter().zip(&states) {
             walk.segment(segment, state)?;
         }
         let Walk {
             mut problems,
             index,
+            tree,
             counts,
             blob_refs,
             digest_seen,
@@ -59,6 +67,7 @@ impl Journal {
             }
         }
         index.finish(&mut problems, &counts)?;
+        tree.finish(&mut problems);
         if options.check_blobs {
             check_blobs(self.blobs(), &blob_refs, &mut problems)?;
         }

@@ -1,6 +1,7 @@
 //! What `verify` is asked and what it answers: its options, the problems it finds (each with
 //! its place) and its report.
 
+use journal_format::merkle::TreeHash;
 use journal_format::{ChainHash, Position, SegmentId};
 use serde::Serialize;
 
@@ -10,8 +11,13 @@ pub struct VerifyOptions {
     /// A position and chain link kept outside the journal; the journal must hold that exact
     /// link at that position.
     pub digest: Option<(Position, ChainHash)>,
+    /// The Merkle tree's root at the digest's position, when the digest names one (`journal
+    /// digest` gives it); the tree the log gives must have that root.
+    pub digest_root: Option<TreeHash>,
     /// Check the index against the log.
     pub check_index: bool,
+    /// Check the stored Merkle tree against the log.
+    pub check_tree: bool,
     /// Check referenced blobs (and every stored blob) against their hashes.
     pub check_blobs: bool,
 }
@@ -20,7 +26,9 @@ impl Default for VerifyOptions {
     fn default() -> VerifyOptions {
         VerifyOptions {
             digest: None,
+            digest_root: None,
             check_index: true,
+            check_tree: true,
             check_blobs: true,
         }
     }

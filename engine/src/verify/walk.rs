@@ -18,6 +18,7 @@ use crate::log::segment::{SegmentState, SEGMENTS_DIR};
 use crate::log::Segment;
 use crate::verify::index_check::{Counts, IndexCompare};
 use crate::verify::report::Problems;
+use crate::verify::tree_check::TreeCompare;
 
 /// How many events the walk reads between two calls of its progress callback.
 const PROGRESS_EVENTS: u64 = 4096;
@@ -56,6 +57,8 @@ pub(super) struct Walk<'a> {
     pub problems: Problems,
     /// The index being compared with the log.
     pub index: IndexCompare<'a>,
+    /// The Merkle tree being compared with the log.
+    pub tree: TreeCompare<'a>,
     /// What was counted, for the index's counts.
     pub counts: Counts,
     /// Each blob referenced (hex, lower case), with the first position referencing it.
@@ -94,12 +97,14 @@ impl<'a> Walk<'a> {
     pub fn new(
         digest: Option<(Position, ChainHash)>,
         index: IndexCompare<'a>,
+        tree: TreeCompare<'a>,
         total: u64,
         progress: &'a mut dyn FnMut(u64, u64),
     ) -> Walk<'a> {
         Walk {
             problems: Problems::default(),
             index,
+            tree,
             counts: Counts::default(),
             blob_refs: BTreeMap::new(),
             digest_seen: false,
@@ -322,7 +327,8 @@ impl<'a> Walk<'a> {
     }
 
     /// Checks what `frame` of segment `id` holds: against the footer's sparse index and the
-    /// index's, the batch it belongs to, the digest, its event; then counts it.
+    /// index's, the batch it belongs to, the digest, its leaf of the tree, its event; then counts
+    /// it.
     fn frame(&mut self, id: SegmentId, frame: &Scanned<'_>, found: &mut InSegment) {
         let position = frame.header.meta.position;
         if let Some(p) = found.entries.get(&frame.offset) {
@@ -341,6 +347,7 @@ impl<'a> Walk<'a> {
             .sparse_at(&mut self.problems, id, frame.offset, position);
         found.batch_open = !frame.header.meta.flags.is_end_of_batch();
         self.digest_at(id, frame);
+        self.tree.leaf(position, frame.body);
         self.event(id, frame);
         found.count += 1;
         self.counts.events += 1;
