@@ -1,6 +1,6 @@
 //! A smoke run of the comparison command: `compare --quick` runs every workload at small sizes
 //! and writes a JSON document naming each workload and, for appends, every engine; the http
-//! workload's cells and event stream are there too.
+//! workload's cells and event stream, and the tree workload's cells and proofs, are there too.
 
 use std::process::Command;
 
@@ -23,7 +23,7 @@ fn compare_quick_reports_every_workload_and_engine() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
     for workload in [
-        "append", "read", "open", "rebuild", "replay", "import", "http",
+        "append", "read", "open", "rebuild", "replay", "import", "http", "tree",
     ] {
         assert!(
             report["workloads"][workload].is_object(),
@@ -60,6 +60,26 @@ fn compare_quick_reports_every_workload_and_engine() {
         );
     }
     assert_eq!(http["targets"].as_array().map(Vec::len), Some(3));
+    let tree = &report["workloads"]["tree"];
+    let cells = tree["append"].as_array().expect("tree cells");
+    assert_eq!(cells.len(), 3);
+    for cell in cells {
+        assert!(cell["ratio"].as_f64().is_some_and(|r| r > 0.0), "{cell}");
+    }
+    for proof in ["inclusion", "consistency"] {
+        let figures = &tree["proofs"][proof];
+        assert!(
+            figures["produce_us"].as_f64().is_some_and(|v| v > 0.0),
+            "{tree}"
+        );
+        assert!(
+            figures["hashes"].as_f64().is_some_and(|v| v > 0.0),
+            "{tree}"
+        );
+    }
+    assert!(tree["proofs"]["tree_bytes_per_event"]
+        .as_f64()
+        .is_some_and(|v| v >= 32.0));
     // The scratch directory is removed at the end of the run.
     let left: Vec<_> = std::fs::read_dir(scratch.path())
         .expect("lists")

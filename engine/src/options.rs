@@ -151,6 +151,10 @@ pub struct Options {
     /// gains nothing, and in simulations that must replay exactly: the filler's writes happen
     /// when its thread runs.
     pub preallocate: bool,
+    /// Keep the Merkle tree over the events (`tree/`), for inclusion and consistency proofs and
+    /// tree heads in digests. On by default; off, the journal keeps no tree (nothing is
+    /// deleted) and proofs are refused, and the next open with it on grows it from the log.
+    pub tree: bool,
     /// Where bytes go.
     pub storage: Arc<dyn Storage>,
     /// The journal's clock, for `recordedAt` and UUID v7 ids.
@@ -168,6 +172,7 @@ impl Default for Options {
             read_only: false,
             conformance: None,
             preallocate: true,
+            tree: true,
             storage: Arc::new(FsStorage),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),

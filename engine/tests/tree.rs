@@ -227,3 +227,39 @@ fn a_read_only_journal_proves_what_its_tree_holds() {
     let body = read_only.stored_body(Position(7)).unwrap();
     verify_inclusion(&leaf_hash(&body), 6, 120, &proof, &head.root).unwrap();
 }
+
+#[test]
+fn a_journal_opened_without_its_tree_refuses_proofs_and_grows_it_when_opened_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let without = || Options {
+        tree: false,
+        ..small_segments()
+    };
+    let journal = Journal::open(dir.path(), without()).unwrap();
+    fill(&journal, 0, 200);
+    let refused = journal.tree_head().unwrap_err();
+    assert!(refused.to_string().contains("Options::tree"), "{refused}");
+    let report = journal
+        .verify(&VerifyOptions::default(), &mut |_, _| {})
+        .unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    journal.close();
+    assert!(!dir.path().join("tree").exists());
+    let journal = open(dir.path());
+    assert_eq!(
+        journal.tree_head().unwrap().root,
+        tree_of_log(&journal).root()
+    );
+    fill(&journal, 200, 30);
+    journal.close();
+    // Off again: the kept tree is left alone, and picked up behind the log the next time.
+    let journal = Journal::open(dir.path(), without()).unwrap();
+    fill(&journal, 230, 40);
+    journal.close();
+    let journal = open(dir.path());
+    assert_eq!(journal.tree_head().unwrap().position.0, 270);
+    assert_eq!(
+        journal.tree_head().unwrap().root,
+        tree_of_log(&journal).root()
+    );
+}

@@ -22,6 +22,7 @@ pub mod read;
 pub mod rebuild;
 pub mod replay;
 pub mod stats;
+pub mod tree;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,11 +52,14 @@ pub enum Workload {
     /// `journal serve` over loopback HTTP: appends from 1, 16 and 64 clients against the
     /// in-process journal with as many producer threads, and 100 event-stream subscribers.
     Http,
+    /// Appends with the Merkle tree kept against without it, and the time to produce and check
+    /// proofs on 1,000,000 events.
+    Tree,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -63,6 +67,7 @@ impl Workload {
         Workload::Replay,
         Workload::Import,
         Workload::Http,
+        Workload::Tree,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -76,6 +81,7 @@ impl Workload {
             Workload::Replay => "replay",
             Workload::Import => "import",
             Workload::Http => "http",
+            Workload::Tree => "tree",
         }
     }
 
@@ -106,6 +112,7 @@ impl Workload {
             Workload::Replay => replay::run(ctx),
             Workload::Import => import::run(ctx),
             Workload::Http => http::run(ctx),
+            Workload::Tree => tree::run(ctx),
         }
     }
 }

@@ -199,6 +199,11 @@ impl Journal {
         &self.inner.tree
     }
 
+    /// Whether the journal keeps its Merkle tree ([`Options::tree`]).
+    pub(crate) fn keeps_tree(&self) -> bool {
+        self.inner.options.tree
+    }
+
     pub(crate) fn wait_indexed(&self) -> Result<()> {
         self.wait_for_index()
     }

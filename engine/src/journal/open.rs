@@ -92,7 +92,10 @@ impl Journal {
         let buffered = matches!(options.durability, Durability::Buffered { .. });
         let head_file = Arc::new(HeadFile::create(&*storage, &dir, head, buffered)?);
         let backlog = catch_up_index(&log, &index, options.salvage, &mut report)?;
-        let tree = open_tree(&storage, &dir, &log, options.salvage, &mut report)?;
+        let tree = match options.tree {
+            true => open_tree(&storage, &dir, &log, options.salvage, &mut report)?,
+            false => Arc::new(Tree::off(Arc::clone(&storage), &dir)),
+        };
         let poison = Arc::new(Poison::default());
         // Readers wait for the tree as for the index: what the indexer has not grown the tree
         // to yet (a small backlog left to it) counts as not indexed.

@@ -172,6 +172,16 @@ impl Tree {
         }
     }
 
+    /// The tree of a journal opened without one ([`crate::Options::tree`] off): it holds no
+    /// leaves, touches no file, and says why to every proof asked of it.
+    pub(crate) fn off(storage: Arc<dyn Storage>, journal_dir: &Path) -> Tree {
+        let dir = journal_dir.join(TREE_DIR);
+        let levels = Levels::open_none(Arc::clone(&storage), &dir);
+        let tree = Tree::new(storage, dir, levels, Frontier::new(), true);
+        tree.fail("the journal was opened without its Merkle tree (Options::tree is off)");
+        tree
+    }
+
     /// A read-only tree of no leaves that gives `why` for every proof asked of it.
     fn unavailable(storage: Arc<dyn Storage>, dir: PathBuf, why: &str) -> Result<Tree> {
         let levels = Levels::open_none(Arc::clone(&storage), &dir);

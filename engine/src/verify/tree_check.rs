@@ -35,8 +35,8 @@ pub(super) struct TreeCompare<'j> {
 }
 
 impl<'j> TreeCompare<'j> {
-    /// Readies the comparison with `journal`'s stored tree (when `check` is on) once it holds
-    /// the log's head, and with the root of `digest`, when given.
+    /// Readies the comparison with `journal`'s stored tree (when `check` is on and the journal
+    /// keeps one) once it holds the log's head, and with the root of `digest`, when given.
     pub fn new(
         journal: &'j Journal,
         check: bool,
@@ -56,13 +56,13 @@ impl<'j> TreeCompare<'j> {
         if digest.is_some_and(|(p, _)| p == Position::ZERO) {
             compare.digest_seen = Some(compare.built.root());
         }
-        // Read-only, another process grows the tree: what it made durable is compared, however
-        // far that is.
-        let grown = match journal.is_read_only() {
-            true => journal.tree().failure().map_or(Ok(()), Err),
-            false => journal.tree_head().map(|_| ()).map_err(|e| e.to_string()),
-        };
-        if check {
+        if check && journal.keeps_tree() {
+            // Read-only, another process grows the tree: what it made durable is compared,
+            // however far that is.
+            let grown = match journal.is_read_only() {
+                true => journal.tree().failure().map_or(Ok(()), Err),
+                false => journal.tree_head().map(|_| ()).map_err(|e| e.to_string()),
+            };
             match grown {
                 Ok(()) => {
                     compare.tree = Some(journal.tree());
