@@ -1,5 +1,6 @@
 //! The journal's byte formats: the event envelope, its MessagePack encoding, frames with their
-//! checksums and hash chain, the segment header and footer, and the Merkle tree over the events.
+//! checksums and hash chain, the segment header and footer, the Merkle tree over the events, and
+//! the signed checkpoints and proof documents an auditor checks offline.
 //!
 //! NOTE: this crate is pure. It performs no I/O, reads no clock and holds no state; it turns
 //! values into bytes and bytes into values, and reports what is wrong with bytes it cannot
@@ -14,6 +15,7 @@
 )]
 
 pub mod bit_rot;
+pub mod checkpoint;
 pub mod conformance;
 pub mod digest;
 pub mod envelope;
@@ -22,6 +24,7 @@ pub mod frame;
 pub mod head_record;
 pub mod merkle;
 pub mod payload;
+pub mod proof;
 pub mod segment;
 pub mod status;
 pub mod strict_json;
