@@ -25,6 +25,7 @@
 )]
 
 mod blobs;
+mod checkpoints;
 mod error;
 mod evidence;
 mod index;
@@ -44,6 +45,7 @@ mod verify;
 mod write;
 
 pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
+pub use checkpoints::CheckpointPolicy;
 pub use error::{Error, Result};
 pub use index::By;
 pub use journal::append::AppendOptions;

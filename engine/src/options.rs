@@ -7,6 +7,7 @@ use std::time::Duration;
 use journal_format::conformance::Schema;
 use journal_format::{FRAME_BODY_LEN_MAX, SEGMENT_HEADER_LEN};
 
+use crate::checkpoints::CheckpointPolicy;
 use crate::error::{Error, Result};
 use crate::seams::{Clock, Entropy, SystemClock, SystemEntropy};
 use crate::storage::{FsStorage, Storage};
@@ -155,6 +156,10 @@ pub struct Options {
     /// tree heads in digests. On by default; off, the journal keeps no tree (nothing is
     /// deleted) and proofs are refused, and the next open with it on grows it from the log.
     pub tree: bool,
+    /// Sign checkpoints of the tree head by itself, with this policy's key, every so many
+    /// events or so much time (and at close); `None` (the default): only on request
+    /// ([`crate::Journal::sign_checkpoint`]).
+    pub checkpoints: Option<CheckpointPolicy>,
     /// Where bytes go.
     pub storage: Arc<dyn Storage>,
     /// The journal's clock, for `recordedAt` and UUID v7 ids.
@@ -173,6 +178,7 @@ impl Default for Options {
             conformance: None,
             preallocate: true,
             tree: true,
+            checkpoints: None,
             storage: Arc::new(FsStorage),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),

@@ -53,3 +53,13 @@ pub fn uuid_v7(clock: &dyn Clock, entropy: &dyn Entropy) -> String {
         .into_uuid()
         .to_string()
 }
+
+/// A new UUID v4 from the given entropy: an id that says nothing of when it was made (and reads
+/// no clock).
+pub fn uuid_v4(entropy: &dyn Entropy) -> String {
+    let mut random = [0u8; 16];
+    entropy.fill(&mut random);
+    uuid::Builder::from_random_bytes(random)
+        .into_uuid()
+        .to_string()
+}

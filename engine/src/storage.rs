@@ -119,6 +119,47 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn StorageLock>>;
 }
 
+/// Makes `bytes` the content of `dir/name`, durably and all at once: written to `name.new`,
+/// synced, renamed over `name`, and the directory synced. A crash leaves the old file or the new
+/// one, never a mix; a `name.new` a crash left is removed first, and one a failed write left is
+/// removed after.
+pub(crate) fn replace_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    let temp = dir.join(format!("{name}.new"));
+    let path = dir.join(name);
+    let io = |what: &'static str, path: &Path| {
+        let path = path.display().to_string();
+        Error::io_with(move || format!("{what} {path}"))
+    };
+    if storage.exists(&temp) {
+        storage
+            .remove_file(&temp)
+            .map_err(io("removing the stale", &temp))?;
+    }
+    let file = storage
+        .open(&temp, OpenMode::CreateNew)
+        .map_err(io("creating", &temp))?;
+    let written = file
+        .write_all_at(bytes, 0)
+        .and_then(|()| file.sync_data())
+        .map_err(io("writing", &temp));
+    drop(file);
+    if let Err(e) = written {
+        // A full disk, say: leave no partial copy behind.
+        let _ = storage.remove_file(&temp);
+        return Err(e);
+    }
+    storage
+        .rename(&temp, &path)
+        .map_err(io("renaming a new copy over", &path))?;
+    storage.sync_dir(dir).map_err(io("syncing", dir))
+}
+
 /// The real file system.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FsStorage;

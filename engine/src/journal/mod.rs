@@ -3,6 +3,7 @@
 //! journal's parts and what it says of itself (status, head, report).
 
 pub(crate) mod append;
+mod checkpoint;
 mod events;
 mod open;
 pub(crate) mod proofs;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::blobs::BlobStore;
+use crate::checkpoints::CheckpointStore;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::log::report::RecoveryReport;
@@ -63,6 +65,13 @@ pub struct Journal {
 
 #[derive(Debug)]
 struct Inner {
+    /// The journal's id; `None` read-only when it was never given one.
+    id: Option<String>,
+    checkpoints: CheckpointStore,
+    /// Serializes signing and keeping checkpoints.
+    signing: Mutex<()>,
+    /// The checkpoint signer thread, and the sender whose drop stops it.
+    signer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     dir: PathBuf,
     options: Options,
     log: Arc<Log>,
@@ -93,6 +102,13 @@ impl Drop for Inner {
 
 impl Inner {
     fn shutdown(&self) {
+        // The signer first: its last checkpoint needs the writer and the indexer.
+        if let Some((stop, handle)) = self.signer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            drop(stop);
+            if handle.join().is_err() {
+                tracing::error!("the checkpoint signer thread panicked");
+            }
+        }
         drop(self.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
         for slot in [&self.writer, &self.indexer] {
             if let Some(handle) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {

@@ -9,6 +9,7 @@ use journal_format::head_record::HeadRecord;
 use journal_format::{ChainHash, Position, SegmentId};
 
 use crate::blobs::BlobStore;
+use crate::checkpoints::{self, CheckpointStore};
 use crate::error::{Error, Result};
 use crate::evidence::{self, IndexVerdict};
 use crate::index::indexer;
@@ -21,6 +22,7 @@ use crate::log::{quarantine, segment};
 use crate::log::{Head, Log};
 use crate::options::{Durability, Options};
 use crate::progress::IndexProgress;
+use crate::seams::uuid_v4;
 use crate::storage::{Storage, StorageLock};
 use crate::tree::Tree;
 
@@ -160,8 +162,13 @@ impl Journal {
                 .map_err(Error::io("starting the writer thread"))?
         };
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
-        Ok(Journal {
+        let id = checkpoints::ensure_id(&*storage, &dir, || uuid_v4(&*options.entropy))?;
+        let journal = Journal {
             inner: Arc::new(Inner {
+                id: Some(id),
+                checkpoints: CheckpointStore::new(Arc::clone(&storage), &dir),
+                signing: Mutex::new(()),
+                signer: Mutex::new(None),
                 dir,
                 options,
                 log,
@@ -178,7 +185,38 @@ impl Journal {
                 blobs,
                 _lock: Some(lock),
             }),
-        })
+        };
+        journal.start_signer()?;
+        Ok(journal)
+    }
+
+    /// Starts the thread that signs checkpoints, when the options give it a key. It holds the
+    /// journal weakly: the journal's last handle going away stops it.
+    fn start_signer(&self) -> Result<()> {
+        let Some(policy) = self.inner.options.checkpoints.clone() else {
+            return Ok(());
+        };
+        let (stop, stopped) = mpsc::channel();
+        let weak = Arc::downgrade(&self.inner);
+        let signed = self
+            .latest_checkpoint()?
+            .map_or(0, |c| c.checkpoint.tree_size);
+        let handle = std::thread::Builder::new()
+            .name("journal-signer".into())
+            .spawn(move || {
+                let journal = || weak.upgrade().map(|inner| Journal { inner });
+                let head = || journal().map_or(0, |j| j.head().position.0);
+                let sign = || match journal() {
+                    Some(j) => j
+                        .sign_checkpoint(&policy.key)
+                        .map(|c| c.checkpoint.tree_size),
+                    None => Err(Error::Closed),
+                };
+                checkpoints::run_signer(&policy, &stopped, &head, &sign, signed);
+            })
+            .map_err(Error::io("starting the checkpoint signer thread"))?;
+        *self.inner.signer.lock().unwrap_or_else(|p| p.into_inner()) = Some((stop, handle));
+        Ok(())
     }
 
     fn open_read_only(dir: PathBuf, options: Options) -> Result<Journal> {
@@ -207,6 +245,10 @@ impl Journal {
         )?);
         Ok(Journal {
             inner: Arc::new(Inner {
+                id: checkpoints::read_id(&*storage, &dir)?,
+                checkpoints: CheckpointStore::new(Arc::clone(&storage), &dir),
+                signing: Mutex::new(()),
+                signer: Mutex::new(None),
                 dir,
                 options,
                 log,

@@ -1,6 +1,6 @@
 //! The tree's head record, `tree/HEAD`: the size and root of the tree whose hashes were last
 //! made durable. Written after the level files are synced, through a temporary file and a
-//! rename, so that a head never names hashes that are not on disk. Open trusts the level files
+//! rename (`HEAD.new`), so that a head never names hashes that are not on disk. Open trusts the level files
 //! up to the head's size only once the root they give equals the head's.
 //!
 //! Layout (56 bytes, little-endian): magic `AJTRHEAD` (8), version `1` (u16), reserved zero
@@ -11,12 +11,10 @@ use std::path::Path;
 use journal_format::merkle::TreeHash;
 
 use crate::error::{Error, Result};
-use crate::storage::{OpenMode, Storage};
+use crate::storage::{replace_file, OpenMode, Storage};
 
 /// The head record's file name, in the tree's directory.
 const FILE: &str = "HEAD";
-/// Where a new head is written before it is renamed over the old one.
-const TEMP: &str = "HEAD.new";
 const MAGIC: &[u8; 8] = b"AJTRHEAD";
 const VERSION: u16 = 1;
 const LEN: usize = 56;
@@ -116,26 +114,7 @@ pub(super) fn read(storage: &dyn Storage, dir: &Path) -> Result<Found> {
 /// Makes `record` the head in `dir`, durably: a temporary file, synced, renamed over the old
 /// head, and the directory synced.
 pub(super) fn write(storage: &dyn Storage, dir: &Path, record: TreeRecord) -> Result<()> {
-    let temp = dir.join(TEMP);
-    let path = dir.join(FILE);
-    let io = |what: &'static str| {
-        let path = temp.clone();
-        Error::io_with(move || format!("{what} {}", path.display()))
-    };
-    if storage.exists(&temp) {
-        // Left by a crash before its rename: never a head.
-        storage.remove_file(&temp).map_err(io("removing"))?;
-    }
-    let file = storage
-        .open(&temp, OpenMode::CreateNew)
-        .map_err(io("creating"))?;
-    file.write_all_at(&record.encode(), 0)
-        .map_err(io("writing"))?;
-    file.sync_data().map_err(io("syncing"))?;
-    storage.rename(&temp, &path).map_err(io("renaming"))?;
-    storage
-        .sync_dir(dir)
-        .map_err(Error::io_with(|| format!("syncing {}", dir.display())))
+    replace_file(storage, dir, FILE, &record.encode())
 }
 
 /// Removes the head in `dir`, if any.
