@@ -1,5 +1,6 @@
-//! The `journal` command: a thin shell over `journal-engine`. Every subcommand opens the
-//! journal in `--dir` (default `./journal-data`, or `JOURNAL_DIR`), does one thing, and exits
+//! The `journal` command: a thin shell over `journal-engine`. Every subcommand but those an
+//! auditor runs offline (`key`, `check-proof`, `checkpoint`) opens the journal in `--dir`
+//! (default `./journal-data`, or `JOURNAL_DIR`), does one thing, and exits
 //! with 0 (ok), 1 (the request failed: bad input, conflict, I/O), 2 (usage) or 3 (corruption
 //! found).
 
@@ -9,11 +10,13 @@ mod command;
 mod demo;
 mod export;
 mod import;
+mod key;
 mod lines;
 mod log;
 mod models;
 mod out;
 mod pack;
+mod proof;
 mod read;
 mod replay;
 mod schema;
@@ -96,6 +99,15 @@ enum Verb {
     /// Create, list or revoke the bearer tokens `journal serve` accepts.
     #[command(subcommand)]
     Token(serve::TokenCommand),
+    /// Create an Ed25519 key for signing checkpoints (NAME.key and NAME.pub).
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    /// Check a proof document offline, with nothing but the file and the verifier keys; exit 3
+    /// when it does not hold.
+    CheckProof(proof::CheckProofArgs),
+    /// Verify a signed checkpoint's signatures, or cosign it as a witness.
+    #[command(subcommand)]
+    Checkpoint(proof::CheckpointCommand),
 }
 
 #[derive(Args, Debug)]
@@ -409,6 +421,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Schema(args) => schema::run(args),
         Verb::Append(args) if !args.stream => append_checked(&cli, args).await,
         Verb::Token(command) => serve::token(&cli.dir, command),
+        Verb::Key(command) => key::run(command),
+        Verb::CheckProof(args) => proof::check_proof(args),
+        Verb::Checkpoint(command) => proof::checkpoint(command),
         Verb::Serve(args) => serve::serve(&cli, args).await,
         Verb::Demo(args) => demo::run(&args.out).await,
         Verb::Import(args) => import(&cli, args),
@@ -483,7 +498,10 @@ async fn on_journal(
         | Verb::Demo(_)
         | Verb::Import(_)
         | Verb::Serve(_)
-        | Verb::Token(_) => Ok(0),
+        | Verb::Token(_)
+        | Verb::Key(_)
+        | Verb::CheckProof(_)
+        | Verb::Checkpoint(_) => Ok(0),
         Verb::Export(args) => export::run(journal, args),
         Verb::Append(args) => append::append_stream(journal, args).await,
         Verb::Read(args) => {
