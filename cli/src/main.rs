@@ -17,6 +17,7 @@ mod models;
 mod out;
 mod pack;
 mod proof;
+mod prove;
 mod read;
 mod replay;
 mod schema;
@@ -105,9 +106,13 @@ enum Verb {
     /// Check a proof document offline, with nothing but the file and the verifier keys; exit 3
     /// when it does not hold.
     CheckProof(proof::CheckProofArgs),
-    /// Verify a signed checkpoint's signatures, or cosign it as a witness.
+    /// Sign, list, show or keep the journal's checkpoints; verify or cosign one offline.
     #[command(subcommand)]
     Checkpoint(proof::CheckpointCommand),
+    /// Prove an event is in the journal, or that it only grew: a proof document for
+    /// `journal check-proof`.
+    #[command(subcommand)]
+    Prove(prove::ProveCommand),
 }
 
 #[derive(Args, Debug)]
@@ -423,7 +428,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Token(command) => serve::token(&cli.dir, command),
         Verb::Key(command) => key::run(command),
         Verb::CheckProof(args) => proof::check_proof(args),
-        Verb::Checkpoint(command) => proof::checkpoint(command),
+        Verb::Checkpoint(command) if command.offline() => proof::checkpoint(command),
         Verb::Serve(args) => serve::serve(&cli, args).await,
         Verb::Demo(args) => demo::run(&args.out).await,
         Verb::Import(args) => import(&cli, args),
@@ -475,6 +480,7 @@ async fn command(cli: &Cli, args: &CommandArgs) -> Result<u8, Failure> {
 async fn with_journal(cli: &Cli) -> Result<u8, Failure> {
     let access = match &cli.verb {
         Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) => Access::Write,
+        Verb::Checkpoint(command) if command.writes() => Access::Write,
         Verb::Tail(args) if args.follow => Access::Follow,
         _ => Access::Read,
     };
@@ -500,8 +506,9 @@ async fn on_journal(
         | Verb::Serve(_)
         | Verb::Token(_)
         | Verb::Key(_)
-        | Verb::CheckProof(_)
-        | Verb::Checkpoint(_) => Ok(0),
+        | Verb::CheckProof(_) => Ok(0),
+        Verb::Checkpoint(command) => prove::checkpoint(journal, command),
+        Verb::Prove(command) => prove::prove(journal, command),
         Verb::Export(args) => export::run(journal, args),
         Verb::Append(args) => append::append_stream(journal, args).await,
         Verb::Read(args) => {

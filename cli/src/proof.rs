@@ -35,13 +35,42 @@ pub struct CheckProofArgs {
     json: bool,
 }
 
-/// `journal checkpoint`'s subcommands.
+/// `journal checkpoint`'s subcommands: `verify` and `cosign` work on a file alone; the others
+/// on the journal (`crate::prove`).
 #[derive(Subcommand, Debug)]
 pub enum CheckpointCommand {
     /// Check a signed checkpoint's signatures with verifier keys.
     Verify(VerifyArgs),
     /// Add a witness's signature to a signed checkpoint (the file is replaced whole).
     Cosign(CosignArgs),
+    /// Sign a checkpoint of the journal's tree head with a key, keep it and print it.
+    Sign(crate::prove::SignArgs),
+    /// List the checkpoints the journal keeps, a JSON line each.
+    List,
+    /// Print a kept checkpoint (a tree size, or `latest`) as text to paste into a ticket.
+    Show(crate::prove::ShowArgs),
+    /// Keep a checkpoint of this journal a witness cosigned, once it matches the journal.
+    Keep(crate::prove::KeepArgs),
+}
+
+impl CheckpointCommand {
+    /// Whether the subcommand works on a file alone, opening no journal.
+    #[must_use]
+    pub fn offline(&self) -> bool {
+        matches!(
+            self,
+            CheckpointCommand::Verify(_) | CheckpointCommand::Cosign(_)
+        )
+    }
+
+    /// Whether the subcommand writes to the journal.
+    #[must_use]
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            CheckpointCommand::Sign(_) | CheckpointCommand::Keep(_)
+        )
+    }
 }
 
 /// `journal checkpoint verify`'s arguments.
@@ -75,7 +104,7 @@ fn refused(message: String) -> Failure {
 }
 
 /// Reads `path` (`-`: standard input) as text of at most `limit` bytes.
-fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, Failure> {
+pub(crate) fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, Failure> {
     let in_path = |e: io::Error| fail(format!("{what} {}: {e}", path.display()));
     let reader: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(io::stdin().lock())
@@ -144,6 +173,11 @@ pub fn checkpoint(command: &CheckpointCommand) -> Result<u8, Failure> {
     match command {
         CheckpointCommand::Verify(args) => verify(args),
         CheckpointCommand::Cosign(args) => cosign(args),
+        // Answered by `crate::prove::checkpoint`, on the journal.
+        CheckpointCommand::Sign(_)
+        | CheckpointCommand::List
+        | CheckpointCommand::Show(_)
+        | CheckpointCommand::Keep(_) => Ok(0),
     }
 }
 
@@ -181,11 +215,14 @@ fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// The private key of the file `path` (`NAME.key`).
+pub(crate) fn read_signing_key(path: &Path) -> Result<SigningKey, Failure> {
+    let text = read_text(path, KEY_FILE_LEN_MAX, "key file").map_err(|f| fail(f.message))?;
+    SigningKey::from_text(&text).map_err(|e| fail(format!("key file {}: {e}", path.display())))
+}
+
 fn cosign(args: &CosignArgs) -> Result<u8, Failure> {
-    let key_text =
-        read_text(&args.key, KEY_FILE_LEN_MAX, "key file").map_err(|f| fail(f.message))?;
-    let witness = SigningKey::from_text(&key_text)
-        .map_err(|e| fail(format!("key file {}: {e}", args.key.display())))?;
+    let witness = read_signing_key(&args.key)?;
     let text = read_text(&args.file, NOTE_LEN_MAX, "checkpoint").map_err(|f| fail(f.message))?;
     let mut signed = SignedCheckpoint::parse(&text)
         .map_err(|e| fail(format!("checkpoint {}: {e}", args.file.display())))?;
