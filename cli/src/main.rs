@@ -367,10 +367,15 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
         Verb::Serve(args) => args.strict.map(Profile::schema),
         _ => None,
     };
+    let checkpoints = match &cli.verb {
+        Verb::Serve(args) => serve::checkpoint_policy(args)?,
+        _ => None,
+    };
     let options = |read_only| Options {
         salvage: cli.salvage,
         read_only,
         conformance,
+        checkpoints: checkpoints.clone(),
         ..Options::default()
     };
     if cli.salvage && access == Access::Follow {

@@ -7,10 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use journal_engine::Journal;
 use journal_format::checkpoint::{SignedCheckpoint, NOTE_LEN_MAX};
-use journal_format::merkle::leaf_hash;
-use journal_format::proof::{
-    ConsistencyProof, InclusionProof, ProofDocument, CONSISTENCY_FORMAT, INCLUSION_FORMAT,
-};
+use journal_format::proof::ProofDocument;
 use journal_format::time_fmt;
 use serde_json::json;
 
@@ -78,89 +75,65 @@ pub fn prove(journal: &Journal, command: &ProveCommand) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// The checkpoint a proof of tree size `size` (or, without one, of a tree holding `needed`
-/// events) is against: the one kept, else one signed now with `key` when the size is the
-/// head's; `None` (an unsigned tree head, said on standard error) when neither.
-fn checkpoint_for(
+/// Signs a checkpoint of the tree head with `key` when no kept checkpoint serves a proof of
+/// `size` (or, without one, of a tree holding `needed` events) and the tree is the head's;
+/// warns on standard error when the proof will be against an unsigned tree head.
+fn sign_if_needed(
     journal: &Journal,
     size: Option<u64>,
     needed: u64,
     key: Option<&Path>,
-) -> Result<(u64, Option<SignedCheckpoint>), Failure> {
+) -> Result<(), Failure> {
     let head = journal.head().position.0;
     let kept = match size {
-        Some(size) => journal.checkpoint(size)?,
+        Some(size) => journal.checkpoint(size)?.is_some(),
         None => journal
             .latest_checkpoint()?
-            .filter(|c| c.checkpoint.tree_size >= needed),
+            .is_some_and(|c| c.checkpoint.tree_size >= needed),
     };
-    if let Some(kept) = kept {
-        return Ok((kept.checkpoint.tree_size, Some(kept)));
+    if kept {
+        return Ok(());
     }
-    let size = size.unwrap_or(head);
-    if let Some(key) = key.filter(|_| size == head) {
-        let signed = journal.sign_checkpoint(&read_signing_key(key)?)?;
-        return Ok((signed.checkpoint.tree_size, Some(signed)));
+    match key {
+        Some(key) if size.is_none_or(|s| s == head) => {
+            journal.sign_checkpoint(&read_signing_key(key)?)?;
+        }
+        _ => out::warn(format_args!(
+            "journal: no signed checkpoint serves this proof: it is against the unsigned tree head (sign one with `journal checkpoint sign --key`, or pass --key)"
+        )),
     }
-    out::warn(format_args!(
-        "journal: no signed checkpoint of {size} events is kept: the proof is against the unsigned tree head (sign one with `journal checkpoint sign --key`, or pass --key)"
-    ));
-    Ok((size, None))
+    Ok(())
 }
 
 fn inclusion(journal: &Journal, args: &InclusionArgs) -> Result<ProofDocument, Failure> {
     let event = journal
         .get(&args.event_id)?
         .ok_or_else(|| fail(format!("no event with id {:?}", args.event_id)))?;
-    let position = event.position;
-    let (size, checkpoint) =
-        checkpoint_for(journal, args.size, position.0, args.output.key.as_deref())?;
-    let path = journal.inclusion_proof(position, size)?;
-    let body = journal.stored_body(position)?;
-    Ok(ProofDocument::Inclusion(InclusionProof {
-        format: INCLUSION_FORMAT.into(),
-        event_id: args.event_id.clone(),
-        position: position.0,
-        leaf_index: position.0 - 1,
-        tree_size: size,
-        leaf_hash: leaf_hash(&body),
-        path,
-        root: journal.tree_root(size)?,
-        body: InclusionProof::encode_body(&body),
-        checkpoint: checkpoint.map(|c| c.to_text()),
-    }))
+    sign_if_needed(
+        journal,
+        args.size,
+        event.position.0,
+        args.output.key.as_deref(),
+    )?;
+    let document = journal.inclusion_document(&args.event_id, args.size)?;
+    Ok(ProofDocument::Inclusion(document))
 }
 
 fn consistency(journal: &Journal, args: &ConsistencyArgs) -> Result<ProofDocument, Failure> {
-    let (new_size, new_checkpoint) = checkpoint_for(
+    sign_if_needed(
         journal,
         args.new_size,
         args.old_size,
         args.output.key.as_deref(),
     )?;
-    if args.old_size > new_size {
-        return Err(fail(format!(
-            "the older size {} is beyond the newer {new_size}",
-            args.old_size
-        )));
-    }
-    let old_checkpoint = journal.checkpoint(args.old_size)?;
-    if old_checkpoint.is_none() {
+    let document = journal.consistency_document(args.old_size, args.new_size)?;
+    if document.old_checkpoint.is_none() {
         out::warn(format_args!(
             "journal: no signed checkpoint of {} events is kept: the older tree head is unsigned",
             args.old_size
         ));
     }
-    Ok(ProofDocument::Consistency(ConsistencyProof {
-        format: CONSISTENCY_FORMAT.into(),
-        old_size: args.old_size,
-        old_root: journal.tree_root(args.old_size)?,
-        new_size,
-        new_root: journal.tree_root(new_size)?,
-        path: journal.consistency_proof(args.old_size, new_size)?,
-        old_checkpoint: old_checkpoint.map(|c| c.to_text()),
-        new_checkpoint: new_checkpoint.map(|c| c.to_text()),
-    }))
+    Ok(ProofDocument::Consistency(document))
 }
 
 /// `journal checkpoint sign`'s arguments.

@@ -7,10 +7,12 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use journal_engine::seams::{Clock, SystemClock};
+use journal_engine::CheckpointPolicy;
 use journal_format::time_fmt::format_rfc3339_ns;
 use journal_server::tls::{Tls, TlsError};
 use journal_server::tokens::{Scope, TokensFile};
@@ -63,6 +65,29 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Sign checkpoints of the tree head with this private key (`journal key create`): every
+    /// --checkpoint-every-events events, every --checkpoint-every-secs seconds when events came,
+    /// and at shutdown. `GET /v1/checkpoints/latest` serves the latest.
+    #[arg(long, value_name = "KEY_FILE")]
+    checkpoint_key: Option<PathBuf>,
+    /// Events after which a checkpoint is signed (0: none by count).
+    #[arg(long, default_value_t = 10_000)]
+    checkpoint_every_events: u64,
+    /// Seconds after which a checkpoint is signed when events came (0: none by time).
+    #[arg(long, default_value_t = 60)]
+    checkpoint_every_secs: u64,
+}
+
+/// The checkpoint policy `journal serve`'s flags give: none without --checkpoint-key.
+pub(crate) fn checkpoint_policy(args: &ServeArgs) -> Result<Option<CheckpointPolicy>, Failure> {
+    let Some(path) = &args.checkpoint_key else {
+        return Ok(None);
+    };
+    Ok(Some(CheckpointPolicy {
+        key: Arc::new(crate::proof::read_signing_key(path)?),
+        every_events: args.checkpoint_every_events,
+        every: Duration::from_secs(args.checkpoint_every_secs),
+    }))
 }
 
 #[derive(Subcommand, Debug)]

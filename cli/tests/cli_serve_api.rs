@@ -478,6 +478,7 @@ fn concrete(path: &str) -> String {
     path.replace("{kind}", "session")
         .replace("{name}", "event")
         .replace("{id}", "no-such-id")
+        .replace("{eventId}", "no-such-event")
         .replace("{session}", "no-such-session")
 }
 
@@ -521,7 +522,7 @@ fn the_document_lists_exactly_the_routes_served() {
             }
         }
     }
-    assert_eq!(operations, 15);
+    assert_eq!(operations, 18);
     // A path the document does not list is not served.
     let unknown = get(&server.url("/v1/nothing"), Some(&admin));
     assert_eq!(unknown.refused(404), "not_found");

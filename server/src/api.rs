@@ -6,6 +6,7 @@
 //! status, verify, read models, replays) run on the blocking pool; appends await the writer.
 
 mod openapi;
+mod proofs;
 mod review;
 mod schemas;
 
@@ -58,6 +59,9 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(model))
         .routes(routes!(review::replay))
         .routes(routes!(review::evidence))
+        .routes(routes!(proofs::inclusion))
+        .routes(routes!(proofs::consistency))
+        .routes(routes!(proofs::latest_checkpoint))
         .routes(routes!(schemas::list))
         .routes(routes!(schemas::one))
         .routes(routes!(status))

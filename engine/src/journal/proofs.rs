@@ -5,7 +5,11 @@
 
 use std::ops::ControlFlow;
 
-use journal_format::merkle::TreeHash;
+use journal_format::checkpoint::SignedCheckpoint;
+use journal_format::merkle::{leaf_hash, TreeHash};
+use journal_format::proof::{
+    ConsistencyProof, InclusionProof, CONSISTENCY_FORMAT, INCLUSION_FORMAT,
+};
 use journal_format::{ChainHash, Position};
 
 use crate::error::{Error, Result};
@@ -129,5 +133,96 @@ impl Journal {
             )));
         }
         Ok(())
+    }
+}
+
+/// Proof documents: what `journal prove` prints and `GET /v1/proofs/...` answers, for
+/// `journal check-proof` (or `journal_format::proof`) to check offline.
+impl Journal {
+    /// The inclusion proof document of the event `event_id`: against the kept checkpoint of
+    /// `tree_size` (or an unsigned tree head of that size when none is kept); without a size,
+    /// against the latest kept checkpoint that holds the event, else the unsigned tree head.
+    /// The document carries the event's stored body and the checkpoint's text.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an unknown event or a size that does not hold it; as
+    /// [`Journal::inclusion_proof`].
+    pub fn inclusion_document(
+        &self,
+        event_id: &str,
+        tree_size: Option<u64>,
+    ) -> Result<InclusionProof> {
+        let event = self
+            .get(event_id)?
+            .ok_or_else(|| Error::InvalidInput(format!("no event has id {event_id:?}")))?;
+        let position = event.position;
+        let (size, checkpoint) = self.proof_checkpoint(tree_size, position.0)?;
+        let body = self.stored_body(position)?;
+        Ok(InclusionProof {
+            format: INCLUSION_FORMAT.into(),
+            event_id: event_id.to_owned(),
+            position: position.0,
+            leaf_index: position.0 - 1,
+            tree_size: size,
+            leaf_hash: leaf_hash(&body),
+            path: self.inclusion_proof(position, size)?,
+            root: self.tree_root(size)?,
+            body: InclusionProof::encode_body(&body),
+            checkpoint: checkpoint.map(|c| c.to_text()),
+        })
+    }
+
+    /// The consistency proof document from the tree of `old_size` events to that of
+    /// `new_size` (without one: the latest kept checkpoint's size, else the tree head), with
+    /// the kept checkpoints of both sizes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `old_size` is beyond the newer size; as
+    /// [`Journal::consistency_proof`].
+    pub fn consistency_document(
+        &self,
+        old_size: u64,
+        new_size: Option<u64>,
+    ) -> Result<ConsistencyProof> {
+        let (new_size, new_checkpoint) = self.proof_checkpoint(new_size, old_size)?;
+        if old_size > new_size {
+            return Err(Error::InvalidInput(format!(
+                "the older size {old_size} is beyond the newer {new_size}"
+            )));
+        }
+        Ok(ConsistencyProof {
+            format: CONSISTENCY_FORMAT.into(),
+            old_size,
+            old_root: self.tree_root(old_size)?,
+            new_size,
+            new_root: self.tree_root(new_size)?,
+            path: self.consistency_proof(old_size, new_size)?,
+            old_checkpoint: self.checkpoint(old_size)?.map(|c| c.to_text()),
+            new_checkpoint: new_checkpoint.map(|c| c.to_text()),
+        })
+    }
+
+    /// The tree size a proof is against and its kept checkpoint: `size`'s, or the latest kept
+    /// checkpoint of at least `needed` events, or the tree head, unsigned.
+    fn proof_checkpoint(
+        &self,
+        size: Option<u64>,
+        needed: u64,
+    ) -> Result<(u64, Option<SignedCheckpoint>)> {
+        if let Some(size) = size {
+            if size < needed {
+                return Err(Error::InvalidInput(format!(
+                    "a tree of {size} events does not hold position {needed}"
+                )));
+            }
+            return Ok((size, self.checkpoint(size)?));
+        }
+        match self
+            .latest_checkpoint()?
+            .filter(|c| c.checkpoint.tree_size >= needed)
+        {
+            Some(kept) => Ok((kept.checkpoint.tree_size, Some(kept))),
+            None => Ok((self.head().position.0, None)),
+        }
     }
 }

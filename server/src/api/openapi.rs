@@ -450,7 +450,11 @@ fn journal_schemas() -> Map<String, Value> {
                 "ok": {"type": "boolean"},
                 "events": count,
                 "segments": count,
-                "head": reference("Digest"),
+                "head": {
+                    "type": "object",
+                    "required": ["position", "hash"],
+                    "properties": {"position": count, "hash": string},
+                },
                 "problems": {"type": "array", "items": {
                     "type": "object",
                     "required": ["kind", "detail"],
