@@ -36,6 +36,10 @@ pub struct ExportArgs {
     /// new or empty).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// For `evidence`: also prove the journal only grew since an earlier pack, given its
+    /// `checkpoint.txt` (or a tree size): `consistency.json`.
+    #[arg(long, value_name = "CHECKPOINT")]
+    since: Option<String>,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -50,7 +54,8 @@ pub fn run(journal: &Journal, args: &ExportArgs) -> Result<u8, Failure> {
                 message: "export replay|evidence needs --session ID and --out DIR".into(),
             });
         };
-        return pack::export(journal, what, session, out);
+        let since = args.since.as_deref().map(pack::since_size).transpose()?;
+        return pack::export(journal, what, session, out, since);
     }
     let ExportFormat::Agentruntime = args.format;
     let schema = args.profile.schema();

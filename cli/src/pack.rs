@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use journal_engine::Journal;
+use journal_format::checkpoint::{SignedCheckpoint, NOTE_LEN_MAX};
 use journal_replay::pack::{self, Contents};
 use serde_json::json;
 
@@ -15,18 +16,39 @@ use crate::{fail, out, Failure};
 pub enum Pack {
     /// The narrative in JSON, text and HTML.
     Replay,
-    /// The events with their chain links, the head digest, the referenced blobs, the replay.
+    /// The events with their chain links and inclusion proofs, the head digest, the signed
+    /// checkpoint, the referenced blobs, the replay.
     Evidence,
 }
 
-/// Writes the pack; returns the exit code (1 when the session has no events).
-pub fn export(journal: &Journal, what: Pack, session: &str, out: &Path) -> Result<u8, Failure> {
+/// The tree size `--since` names: a number, or a checkpoint file (an earlier pack's
+/// `checkpoint.txt`).
+pub fn since_size(since: &str) -> Result<u64, Failure> {
+    if let Ok(size) = since.parse::<u64>() {
+        return Ok(size);
+    }
+    let path = Path::new(since);
+    let text = crate::proof::read_text(path, NOTE_LEN_MAX, "checkpoint")?;
+    let signed = SignedCheckpoint::parse(&text)
+        .map_err(|e| fail(format!("--since {}: {e}", path.display())))?;
+    Ok(signed.checkpoint.tree_size)
+}
+
+/// Writes the pack; returns the exit code (1 when the session has no events). An evidence pack
+/// `since` a tree size also holds the consistency proof from it.
+pub fn export(
+    journal: &Journal,
+    what: Pack,
+    session: &str,
+    out: &Path,
+    since: Option<u64>,
+) -> Result<u8, Failure> {
     let contents = match what {
         Pack::Replay => Contents::Replay,
         Pack::Evidence => Contents::Evidence,
     };
-    let Some(pack) = pack::build(journal, contents, session).map_err(|e| fail(e.to_string()))?
-    else {
+    let built = pack::build_since(journal, contents, session, since);
+    let Some(pack) = built.map_err(|e| fail(e.to_string()))? else {
         out::warn(format_args!(
             "journal: nothing is recorded for session {session}"
         ));

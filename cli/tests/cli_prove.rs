@@ -190,3 +190,65 @@ fn an_auditor_checks_an_event_and_the_journals_growth_offline() {
         Some(0)
     );
 }
+
+#[test]
+fn an_evidence_pack_carries_a_proof_of_each_event_and_of_the_growth_since_the_last_pack() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, dir) = (tmp.path(), tmp.path().join("journal"));
+    ok(journal(tmp)
+        .args(["key", "create", "log", "--out"])
+        .arg(tmp)
+        .output()
+        .unwrap());
+    append(&dir, tmp, 1, 40);
+    ok(journal(&dir)
+        .args(["checkpoint", "sign", "--key"])
+        .arg(tmp.join("log.key"))
+        .output()
+        .unwrap());
+    let first = tmp.join("pack1");
+    ok(journal(&dir)
+        .args(["export", "evidence", "--session", "s1", "--out"])
+        .arg(&first)
+        .output()
+        .unwrap());
+    let proofs: Vec<_> = fs::read_dir(first.join("proofs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(proofs.len(), 40);
+    for proof in &proofs {
+        let checked: Value = serde_json::from_str(&ok(check(tmp, proof, "log.pub"))).unwrap();
+        assert_eq!(checked["signed"], true, "{checked}");
+    }
+    let head: Value = serde_json::from_slice(&fs::read(first.join("head.json")).unwrap()).unwrap();
+    let verify = head["verify"].as_str().unwrap();
+    let digest = verify.rsplit(' ').next().unwrap();
+    ok(journal(&dir)
+        .args(["verify", "--digest", digest])
+        .output()
+        .unwrap());
+
+    // The next pack, since the first's checkpoint: the growth between them proved too.
+    append(&dir, tmp, 41, 75);
+    ok(journal(&dir)
+        .args(["checkpoint", "sign", "--key"])
+        .arg(tmp.join("log.key"))
+        .output()
+        .unwrap());
+    let second = tmp.join("pack2");
+    ok(journal(&dir)
+        .args(["export", "evidence", "--session", "s1", "--since"])
+        .arg(first.join("checkpoint.txt"))
+        .arg("--out")
+        .arg(&second)
+        .output()
+        .unwrap());
+    let checked: Value =
+        serde_json::from_str(&ok(check(tmp, &second.join("consistency.json"), "log.pub"))).unwrap();
+    assert_eq!(checked["ok"], true, "{checked}");
+    let manifest: Value =
+        serde_json::from_slice(&fs::read(second.join("MANIFEST.json")).unwrap()).unwrap();
+    assert_eq!(manifest["exported"]["proofs"]["treeSize"], 75);
+    assert_eq!(manifest["exported"]["proofs"]["consistencyFrom"], 40);
+}

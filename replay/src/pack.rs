@@ -4,7 +4,10 @@
 //! - A replay pack: the session's narrative as `replay.json`, `replay.txt` and `replay.html`.
 //! - An evidence pack: the replay, the session's events as stored (`events.jsonl`: each with
 //!   its position, chain link and stream version), the journal's head when packed
-//!   (`head.json`: check the journal later with `journal verify --digest POSITION:HASH`), and
+//!   (`head.json`: check the journal later with `journal verify --digest POSITION:HASH:ROOT`),
+//!   each event's inclusion proof (`proofs/<position>.json`) against the latest signed
+//!   checkpoint (`checkpoint.txt`) and, since an earlier pack's checkpoint, the consistency
+//!   proof from it (`consistency.json`), all checked offline by `journal check-proof`; and
 //!   every blob the events reference (`blobs/<hex>`, with the references that could not be
 //!   found listed).
 //!
@@ -15,6 +18,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use journal_engine::{Filter, Journal};
+use journal_format::Position;
 use serde_json::{json, Value};
 
 use crate::{Narrative, Scope};
@@ -109,6 +113,20 @@ pub fn build(
     contents: Contents,
     session: &str,
 ) -> Result<Option<Pack>, PackError> {
+    build_since(journal, contents, session, None)
+}
+
+/// As [`build`]; an evidence pack also holds the consistency proof from the tree of `since`
+/// events (the checkpoint of an earlier pack) to its own checkpoint.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_since(
+    journal: &Journal,
+    contents: Contents,
+    session: &str,
+    since: Option<u64>,
+) -> Result<Option<Pack>, PackError> {
     let scope = Scope::Session(session.to_string());
     let narrative = crate::load(journal, &scope, None)?;
     if narrative.counts.events == 0 {
@@ -120,7 +138,12 @@ pub fn build(
     let mut summary = json!({"session": session, "replay": narrative.counts});
     let mut modified = 0;
     if contents == Contents::Evidence {
-        modified = add_evidence(journal, session, &mut files, &mut manifest, &mut summary)?;
+        let packing = Packing {
+            files: &mut files,
+            manifest: &mut manifest,
+            summary: &mut summary,
+        };
+        modified = add_evidence(journal, session, since, packing)?;
     }
     let manifest_json = json!({"exported": summary, "files": manifest});
     files.push(File {
@@ -154,20 +177,31 @@ fn add_replay(
     Ok(())
 }
 
-/// The session's events as stored, the head when packed and the blobs the events reference;
-/// what was added goes into `summary`. Returns when the newest event was recorded (Unix
-/// seconds).
+/// Where the files of a pack go, with their manifest and summary.
+struct Packing<'p> {
+    files: &'p mut Vec<File>,
+    manifest: &'p mut Vec<Value>,
+    summary: &'p mut Value,
+}
+
+/// The session's events as stored, the head when packed, each event's inclusion proof, and the
+/// blobs the events reference; what was added goes into the summary. Returns when the newest
+/// event was recorded (Unix seconds).
 fn add_evidence(
     journal: &Journal,
     session: &str,
-    files: &mut Vec<File>,
-    manifest: &mut Vec<Value>,
-    summary: &mut Value,
+    since: Option<u64>,
+    packing: Packing<'_>,
 ) -> Result<u64, PackError> {
-    let head = journal.head();
+    let Packing {
+        files,
+        manifest,
+        summary,
+    } = packing;
+    let head = journal.tree_head()?;
     let mut lines = String::new();
     let mut refs = BTreeSet::new();
-    let mut count = 0u64;
+    let mut positions = Vec::new();
     let mut newest_ns = 0i64;
     for event in journal.query(Filter {
         session: Some(session.to_string()),
@@ -179,13 +213,15 @@ fn add_evidence(
         blob_refs(&value, &mut refs);
         lines.push_str(&value.to_string());
         lines.push('\n');
-        count += 1;
+        positions.push(event.position);
     }
     add(files, manifest, "events.jsonl", lines.into_bytes());
+    let digest = format!("{}:{}:{}", head.position.0, head.hash.to_hex(), head.root);
     let head_json = json!({
         "position": head.position.0,
         "hash": head.hash.to_hex(),
-        "verify": format!("journal verify --digest {}:{}", head.position.0, head.hash.to_hex()),
+        "root": head.root.to_hex(),
+        "verify": format!("journal verify --digest {digest}"),
     });
     add(
         files,
@@ -193,12 +229,62 @@ fn add_evidence(
         "head.json",
         pretty("head.json", &head_json)?,
     );
+    let proofs = add_proofs(journal, &positions, since, files, manifest)?;
     let (stored, missing) = add_blobs(journal, &refs, files, manifest);
-    summary["events"] = json!(count);
+    summary["events"] = json!(positions.len());
     summary["blobs"] = json!(stored);
     summary["blobsMissing"] = json!(missing);
     summary["head"] = head_json;
+    summary["proofs"] = proofs;
     Ok(u64::try_from(newest_ns / 1_000_000_000).unwrap_or(0))
+}
+
+/// Each event's inclusion proof, `proofs/<position, 20 digits>.json`, against the latest kept
+/// checkpoint when it holds every event (its text as `checkpoint.txt`), else against the
+/// unsigned tree head; and, `since` an earlier pack's tree size, the consistency proof from it
+/// (`consistency.json`). Each is a document `journal check-proof` checks.
+fn add_proofs(
+    journal: &Journal,
+    positions: &[Position],
+    since: Option<u64>,
+    files: &mut Vec<File>,
+    manifest: &mut Vec<Value>,
+) -> Result<Value, PackError> {
+    let last = positions.last().map_or(0, |p| p.0);
+    let checkpoint = journal
+        .latest_checkpoint()?
+        .filter(|c| c.checkpoint.tree_size >= last);
+    let size = checkpoint
+        .as_ref()
+        .map_or_else(|| journal.head().position.0, |c| c.checkpoint.tree_size);
+    for position in positions {
+        let document = journal.inclusion_document_at(*position, Some(size))?;
+        let name = format!("proofs/{:020}.json", position.0);
+        add(files, manifest, &name, pretty(&name, &document)?);
+    }
+    if let Some(checkpoint) = &checkpoint {
+        add(
+            files,
+            manifest,
+            "checkpoint.txt",
+            checkpoint.to_text().into_bytes(),
+        );
+    }
+    if let Some(old) = since {
+        let document = journal.consistency_document(old, Some(size))?;
+        add(
+            files,
+            manifest,
+            "consistency.json",
+            pretty("consistency.json", &document)?,
+        );
+    }
+    Ok(json!({
+        "treeSize": size,
+        "signed": checkpoint.is_some(),
+        "inclusion": positions.len(),
+        "consistencyFrom": since,
+    }))
 }
 
 /// Each blob of `refs` as `blobs/<hex>`; how many were added, and the references that could

@@ -10,7 +10,7 @@ use journal_format::merkle::{leaf_hash, TreeHash};
 use journal_format::proof::{
     ConsistencyProof, InclusionProof, CONSISTENCY_FORMAT, INCLUSION_FORMAT,
 };
-use journal_format::{ChainHash, Position};
+use journal_format::{ChainHash, EventIds, Position};
 
 use crate::error::{Error, Result};
 use crate::journal::Journal;
@@ -155,12 +155,30 @@ impl Journal {
         let event = self
             .get(event_id)?
             .ok_or_else(|| Error::InvalidInput(format!("no event has id {event_id:?}")))?;
-        let position = event.position;
+        self.inclusion_document_at(event.position, tree_size)
+    }
+
+    /// The inclusion proof document of the event at `position`, as
+    /// [`Journal::inclusion_document`] makes it.
+    ///
+    /// # Errors
+    /// As [`Journal::inclusion_document`].
+    pub fn inclusion_document_at(
+        &self,
+        position: Position,
+        tree_size: Option<u64>,
+    ) -> Result<InclusionProof> {
         let (size, checkpoint) = self.proof_checkpoint(tree_size, position.0)?;
         let body = self.stored_body(position)?;
+        let event_id = EventIds::from_msgpack(&body)
+            .ok()
+            .and_then(|ids| ids.event_id.map(str::to_owned))
+            .ok_or_else(|| {
+                Error::Internal(format!("the event at {position} has no readable id"))
+            })?;
         Ok(InclusionProof {
             format: INCLUSION_FORMAT.into(),
-            event_id: event_id.to_owned(),
+            event_id,
             position: position.0,
             leaf_index: position.0 - 1,
             tree_size: size,
