@@ -1,6 +1,11 @@
-//! `journal import claude-code|codex|openhands PATH...`: every file is parsed before the journal
-//! is opened, so a damaged file (refused with its line) writes nothing of the whole command;
-//! then each file's events are appended and its summary printed.
+//! `journal import claude-code|codex|openhands [PATH...]`: the sessions named, found in the
+//! directories named, or found in the runtime's usual location ([`find`]). Every session is
+//! parsed before the journal is opened, so a damaged file (refused with its line) writes
+//! nothing of the whole command; then each session's events are appended and its summary
+//! printed. `--follow` keeps importing as the files grow ([`follow`]).
+
+mod find;
+mod follow;
 
 use std::io::{self, IsTerminal as _};
 use std::path::PathBuf;
@@ -11,6 +16,9 @@ use journal_replay::import::{self, Options, Parsed, Source};
 use serde_json::json;
 
 use crate::{out, Failure};
+
+pub use find::Unit;
+pub use follow::follow;
 
 /// The source formats, as named on the command line.
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -39,9 +47,27 @@ pub struct ImportArgs {
     /// The source format.
     #[arg(value_enum)]
     pub format: Format,
-    /// The files to import.
-    #[arg(required = true)]
+    /// Session files, or directories to search recursively for them (a file of another
+    /// format is skipped and counted). With none, the runtime's usual location:
+    /// `$CODEX_HOME/sessions` (`~/.codex/sessions`), `$CLAUDE_CONFIG_DIR/projects`
+    /// (`~/.claude/projects`), or OpenHands' `~/.openhands/sessions`.
     pub paths: Vec<PathBuf>,
+    /// Codex's home directory, whose `sessions/` is read when no path is given.
+    #[arg(long, env = "CODEX_HOME", value_name = "DIR")]
+    pub codex_home: Option<PathBuf>,
+    /// Claude Code's configuration directory, whose `projects/` is read when no path is given.
+    #[arg(long, env = "CLAUDE_CONFIG_DIR", value_name = "DIR")]
+    pub claude_dir: Option<PathBuf>,
+    /// OpenHands' file store, whose `sessions/` is read when no path is given.
+    #[arg(long, value_name = "DIR")]
+    pub openhands_dir: Option<PathBuf>,
+    /// Keep importing what the sessions' files gain, and sessions that appear, until
+    /// interrupted (Ctrl-C): a live session can be reviewed while it runs.
+    #[arg(long)]
+    pub follow: bool,
+    /// How often `--follow` looks at the files, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 500, requires = "follow")]
+    pub poll_ms: u64,
     /// Claude Code's file-history directory for these sessions
     /// (`~/.claude/file-history/<session>`): referenced backups found there are stored as blobs,
     /// the others are marked unavailable.
@@ -59,21 +85,49 @@ pub struct ImportArgs {
     pub json: bool,
 }
 
-/// Parses every file; refuses the command, naming each damaged file and line, if any is.
-pub fn parse(args: &ImportArgs) -> Result<Vec<Parsed>, Failure> {
-    let options = Options {
-        skip_bad: args.skip_bad,
-        blobs_dir: args.blobs.clone(),
-        session_id: args.session.clone(),
-    };
+impl ImportArgs {
+    /// The parse options the flags give.
+    fn options(&self) -> Options {
+        Options {
+            skip_bad: self.skip_bad,
+            blobs_dir: self.blobs.clone(),
+            session_id: self.session.clone(),
+            live: self.follow,
+        }
+    }
+}
+
+/// Parses one session.
+fn parse_unit(
+    format: Format,
+    unit: &Unit,
+    options: &Options,
+) -> Result<Parsed, import::ImportError> {
+    match unit {
+        Unit::File(path) => import::parse_file(format.source(), path, options),
+        Unit::OpenHandsEvents(dir) => import::parse_openhands_events(dir, options),
+    }
+}
+
+/// The sessions to import, parsed; refuses the command, naming each damaged file and line, if
+/// any is.
+pub fn parse(args: &ImportArgs) -> Result<(Vec<Parsed>, find::Found), Failure> {
+    let found = find::find(args)?;
+    let options = args.options();
+    let bar = bar(
+        found.units.len() as u64,
+        "reading {bar:40} {pos}/{len} files",
+    );
     let mut parsed = Vec::new();
     let mut errors = Vec::new();
-    for path in &args.paths {
-        match import::parse_file(args.format.source(), path, &options) {
+    for unit in &found.units {
+        match parse_unit(args.format, unit, &options) {
             Ok(p) => parsed.push(p),
             Err(e) => errors.push(e.to_string()),
         }
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if !errors.is_empty() {
         return Err(Failure {
             code: 1,
@@ -83,7 +137,20 @@ pub fn parse(args: &ImportArgs) -> Result<Vec<Parsed>, Failure> {
             ),
         });
     }
-    Ok(parsed)
+    Ok((parsed, found))
+}
+
+/// A progress bar of `len` steps drawn with `template`, when standard error is a terminal;
+/// hidden otherwise.
+fn bar(len: u64, template: &str) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// How each file's summary is printed.
@@ -95,40 +162,55 @@ pub enum Summaries {
     Json,
 }
 
-/// Writes the parsed files and prints their summaries in `form`.
+/// Writes the parsed files and prints their summaries in `form`; then, on standard error, how
+/// many sessions were imported and how many files were skipped.
 pub fn write(
     journal: &journal_engine::Journal,
     parsed: Vec<Parsed>,
+    found: &find::Found,
     form: Summaries,
 ) -> Result<u8, Failure> {
     let total: u64 = parsed.iter().map(|p| p.events.len() as u64).sum();
-    let bar = if io::stderr().is_terminal() && total >= 10_000 {
-        let bar = ProgressBar::new(total);
-        if let Ok(style) =
-            ProgressStyle::with_template("importing {bar:40} {pos}/{len} events ({per_sec})")
-        {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = bar(total, "importing {bar:40} {pos}/{len} events ({per_sec})");
+    let sessions = parsed.len();
     let mut before = 0;
+    let mut all = import::Written::default();
     for mut file in parsed {
         let written = import::write(journal, &file, &mut |done| bar.set_position(before + done))?;
         before += file.events.len() as u64;
+        all.events_written += written.events_written;
+        all.revised += written.revised;
+        all.already_present += written.already_present;
         file.summary.events_written = Some(written.events_written);
-        match form {
-            Summaries::Json => out::line(json!(file.summary))?,
-            Summaries::Text => out::text(text(&file, written))?,
-        }
+        bar.suspend(|| match form {
+            Summaries::Json => out::line(json!(file.summary)),
+            Summaries::Text => out::text(text(&file, written)),
+        })?;
     }
     bar.finish_and_clear();
+    if found.searched || sessions > 1 {
+        let skipped = if found.searched {
+            format!(
+                "; {} other files skipped (not {} sessions)",
+                found.skipped, found.format
+            )
+        } else {
+            String::new()
+        };
+        out::warn(format_args!(
+            "imported {sessions} sessions: {} events written, {} revised, {} already present{skipped}",
+            all.events_written, all.revised, all.already_present
+        ));
+    }
     Ok(0)
 }
 
 fn text(file: &Parsed, written: import::Written) -> String {
     let s = &file.summary;
+    let requests = format!(
+        "  requests {}, context messages {}\n",
+        s.requests, s.context_messages
+    );
     let mut out = format!(
         "{} ({}): session {}\n  records {} → events {} ({} written, {} revised, {} already present, {} blobs)\n",
         s.file,
@@ -145,6 +227,7 @@ fn text(file: &Parsed, written: import::Written) -> String {
         "  turns {}, model calls {}, tool calls {}, results {}, open calls {}, subagents {}, compactions {}\n",
         s.turns, s.model_calls, s.tool_calls, s.tool_results, s.open_calls, s.subagents, s.compactions
     ));
+    out.push_str(&requests);
     out.push_str(&format!(
         "  artifact refs {} resolved, {} dangling (unavailable); duplicate records {}; timestamps read as UTC {}\n",
         s.artifact_refs_resolved, s.artifact_refs_dangling, s.duplicate_records, s.timestamps_assumed_utc

@@ -36,10 +36,9 @@ const TOOL_ACTIONS: [&str; 9] = [
 ];
 
 /// Known kinds without a dedicated mapping (kept as vendor events, not counted unknown).
-const KNOWN_KINDS: [&str; 4] = [
+const KNOWN_KINDS: [&str; 3] = [
     "observation.null",
     "action.change_agent_state",
-    "action.system",
     "observation.recall",
 ];
 
@@ -344,6 +343,10 @@ impl Run {
         }
         match (str_of(v, "action"), str_of(v, "observation")) {
             (Some("message"), _) if source == "user" => self.user_message(out, &from, v, &args),
+            (Some("system"), _) => self.context(out, &from, v, &args, "system_prompt"),
+            (Some("message"), _) if source != "agent" => {
+                self.context(out, &from, v, &args, "environment");
+            }
             (Some("message"), _) => {
                 let (text, text_ref) = out.text(str_of(v, "message").unwrap_or(""));
                 if let Some(e) =
@@ -460,6 +463,7 @@ impl Run {
     ) {
         self.turn = Some(format!("turn-{}", from.id));
         out.summary.turns += 1;
+        out.summary.requests += 1;
         let text = str_at(args, "/content")
             .or_else(|| str_of(v, "message"))
             .unwrap_or("");
@@ -474,6 +478,40 @@ impl Run {
                 Some(json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}));
         }
         let _ = self.emit(out, "turn.started", &format!("{}:started", from.key), from);
+    }
+
+    /// What OpenHands put in front of the model that no person asked: the system prompt (with
+    /// its tools), or a message from the environment.
+    fn context(
+        &mut self,
+        out: &mut Emitter,
+        from: &Origin,
+        v: &Map<String, Value>,
+        args: &Value,
+        kind: &str,
+    ) {
+        out.summary.context_messages += 1;
+        let text = str_at(args, "/content")
+            .or_else(|| str_of(v, "message"))
+            .unwrap_or("");
+        let (text, text_ref) = out.text(text);
+        let tools = args.get("tools").map(|t| out.value(t));
+        let payload = json!({
+            "kind": kind,
+            "role": str_of(v, "source"),
+            "text": text,
+            "textRef": text_ref,
+            "tools": tools,
+            "openhandsVersion": str_at(args, "/openhands_version"),
+        });
+        if let Some(e) = self.emit(
+            out,
+            "context.resolved",
+            &format!("{}:context", from.key),
+            from,
+        ) {
+            e.payload = Some(payload);
+        }
     }
 
     /// An action that runs a tool: a call, open until its observation.
