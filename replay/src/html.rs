@@ -46,7 +46,8 @@ li.approval { border-left: 4px solid #36c; }
 details pre { background: #f4f4f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; }
 .gap, .incident { border-left: 4px solid #c33; background: #fbeaea; padding: .3em .8em; margin: .3em 0; }
 .final { font-size: 1.1em; padding: .6em .8em; background: #eef; }
-.title, ul.requested li { white-space: pre-wrap; }
+.title { display: inline-block; vertical-align: top; white-space: pre-wrap; }
+ul.requested li { white-space: pre-wrap; }
 li.context { color: #666; font-size: .9em; background: #f7f7f7; }
 li.context > .kind { font-weight: 400; }
 "#;

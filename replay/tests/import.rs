@@ -937,7 +937,8 @@ fn codex_requests_are_what_the_person_typed_and_injected_messages_are_context() 
         "a continuation line keeps its indentation, under the first line: {text}"
     );
     assert_eq!(
-        text.matches("  context     context (injected)").count(),
+        text.matches("  context     injected: <environment_context>")
+            .count(),
         2,
         "{text}"
     );

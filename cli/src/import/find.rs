@@ -4,7 +4,7 @@
 //! (`$CODEX_HOME/sessions`, `$CLAUDE_CONFIG_DIR/projects`, the OpenHands file store's
 //! `sessions/`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use journal_replay::import::{self, Detected, Source};
@@ -68,12 +68,42 @@ pub fn default_location(args: &ImportArgs) -> Result<PathBuf, Failure> {
     })
 }
 
+/// What the files met so far hold, so that searching a tree again (as `--follow` does on every
+/// pass) reads only files not met before, or not told yet and grown since.
+#[derive(Debug, Default)]
+pub struct Detections(HashMap<PathBuf, (u64, Option<Detected>)>);
+
+impl Detections {
+    /// What the file at `path` holds, read only when not known yet.
+    fn of(&mut self, path: &Path, source: Source) -> Option<Detected> {
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        if let Some((seen_len, detected)) = self.0.get(path) {
+            // A file's first record does not change as it grows; a file not told yet (an empty
+            // one, or one whose first line is being written) is read again once it grew.
+            if detected.is_some() || *seen_len == len {
+                return *detected;
+            }
+        }
+        let detected = detect_file(path, source);
+        self.0.insert(path.to_path_buf(), (len, detected));
+        detected
+    }
+}
+
 /// The sessions to import for `args`.
 ///
 /// # Errors
 /// A path that does not exist, a default location that does not exist (saying how to name
 /// another), or a directory that cannot be read.
 pub fn find(args: &ImportArgs) -> Result<Found, Failure> {
+    find_again(args, &mut Detections::default())
+}
+
+/// [`find`], with what earlier searches told of the files in `detections`.
+///
+/// # Errors
+/// As [`find`].
+pub fn find_again(args: &ImportArgs, detections: &mut Detections) -> Result<Found, Failure> {
     let mut found = Found {
         format: args.format.source().name(),
         ..Found::default()
@@ -102,16 +132,12 @@ pub fn find(args: &ImportArgs) -> Result<Found, Failure> {
             continue;
         }
         found.searched = true;
+        let source = args.format.source();
         walk(
             &root,
-            args.format.source(),
-            &mut |path, detected| match (detected, path.parent()) {
-                (Some(Detected::Session(s)), _) if s == args.format.source() => {
-                    files.push(path.to_path_buf());
-                }
-                (Some(Detected::OpenHandsEvent), Some(dir))
-                    if args.format.source() == Source::OpenHands =>
-                {
+            &mut |path| match (detections.of(path, source), path.parent()) {
+                (Some(Detected::Session(s)), _) if s == source => files.push(path.to_path_buf()),
+                (Some(Detected::OpenHandsEvent), Some(dir)) if source == Source::OpenHands => {
                     events_dirs.insert(dir.to_path_buf());
                 }
                 _ => found.skipped += 1,
@@ -136,14 +162,9 @@ fn override_hint(format: Format) -> &'static str {
     }
 }
 
-/// Calls `each` with every file below `dir` and what it holds (`None` for a file that is not
-/// JSON of a known format), in path order. Symbolic links are not followed, so a link that
-/// loops is harmless.
-fn walk(
-    dir: &Path,
-    source: Source,
-    each: &mut dyn FnMut(&Path, Option<Detected>),
-) -> Result<(), Failure> {
+/// Calls `each` with every file below `dir`, in path order. Symbolic links are not followed,
+/// so a link that loops is harmless.
+fn walk(dir: &Path, each: &mut dyn FnMut(&Path)) -> Result<(), Failure> {
     let read_error = |e: std::io::Error| fail(format!("{}: cannot read: {e}", dir.display()));
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(read_error)? {
@@ -153,9 +174,9 @@ fn walk(
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (path, kind) in entries {
         if kind.is_dir() {
-            walk(&path, source, each)?;
+            walk(&path, each)?;
         } else if kind.is_file() {
-            each(&path, detect_file(&path, source));
+            each(&path);
         }
     }
     Ok(())

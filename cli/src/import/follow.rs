@@ -5,7 +5,7 @@
 //! - A file is read again when its size, inode or modification time changed; a file whose size
 //!   shrank or whose inode changed was rewritten or rotated, is reported, and is read again
 //!   from its start. Directories are searched again each time, so a session that starts later
-//!   is imported too.
+//!   is imported too (a file's format is told once, from its first record).
 //! - Only lines written whole are read (a runtime writes a line at a time; the rest of a line
 //!   being written is read on the next pass).
 //! - Only what is new is appended: the events made from a file are compared with those already
@@ -77,8 +77,9 @@ pub async fn follow(journal: &Journal, args: &ImportArgs, form: Summaries) -> Re
     let poll = Duration::from_millis(args.poll_ms.max(1));
     let mut watched: BTreeMap<Unit, Watched> = BTreeMap::new();
     let mut handled = Handled::default();
+    let mut detections = find::Detections::default();
     loop {
-        let found = find::find(args)?;
+        let found = find::find_again(args, &mut detections)?;
         for unit in found.units {
             let w = watched.entry(unit.clone()).or_default();
             tokio::task::block_in_place(|| {

@@ -485,7 +485,7 @@ impl<'a> Builder<'a> {
             .and_then(|t| t.lines().find(|l| !l.trim().is_empty()))
             .map(str::trim)
             .unwrap_or("");
-        let mut title = format!("context ({kind})");
+        let mut title = kind.to_string();
         if !first_line.is_empty() {
             let cut: String = first_line.chars().take(CONTEXT_TITLE_CHARS).collect();
             let more = if cut.len() < first_line.len() {
