@@ -2,7 +2,7 @@
 //! directories named, or found in the runtime's usual location ([`find`]). Every session is
 //! parsed before the journal is opened, so a damaged file (refused with its line) writes
 //! nothing of the whole command; then each session's events are appended and its summary
-//! printed. `--follow` keeps importing as the files grow ([`follow`]).
+//! printed. `--follow` keeps importing as the files grow ([`follow()`]).
 
 mod find;
 mod follow;
