@@ -391,10 +391,11 @@ fn follow_imports_what_a_growing_file_gains_until_interrupted() {
         .iter()
         .any(|e| e["type"] == "turn.submitted" && e["supersedes"].is_string()));
 
-    // Rotated: a new file in its place (another inode) holding another session.
-    let rotated = tmp.path().join("rollout.new");
-    std::fs::write(&rotated, codex_rollout("session-rotated", "after rotation")).unwrap();
-    std::fs::rename(&rotated, &file).unwrap();
+    // Rotated: the file moved away (missing for a few passes), then a new one in its place
+    // (another inode) holding another session.
+    std::fs::rename(&file, tmp.path().join("rollout.1.jsonl")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&file, codex_rollout("session-rotated", "after rotation")).unwrap();
     wait_for("the rotated file's session", || {
         events_of(&dir, "session-rotated")
             .iter()

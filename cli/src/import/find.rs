@@ -99,7 +99,8 @@ pub fn find(args: &ImportArgs) -> Result<Found, Failure> {
     find_again(args, &mut Detections::default())
 }
 
-/// [`find`], with what earlier searches told of the files in `detections`.
+/// [`find`], with what earlier searches told of the files in `detections`. Under `--follow`
+/// a path that is missing (a file being rotated) is kept, to be looked at again.
 ///
 /// # Errors
 /// As [`find`].
@@ -125,8 +126,15 @@ pub fn find_again(args: &ImportArgs, detections: &mut Detections) -> Result<Foun
     let mut events_dirs = BTreeSet::new();
     let mut files = Vec::new();
     for root in roots {
-        let meta = std::fs::metadata(&root)
-            .map_err(|e| fail(format!("{}: cannot read: {e}", root.display())))?;
+        let meta = match std::fs::metadata(&root) {
+            Ok(meta) => meta,
+            // A file being rotated is missing for a moment: followed, it is looked at again.
+            Err(e) if args.follow && e.kind() == std::io::ErrorKind::NotFound => {
+                found.units.push(Unit::File(root));
+                continue;
+            }
+            Err(e) => return Err(fail(format!("{}: cannot read: {e}", root.display()))),
+        };
         if !meta.is_dir() {
             found.units.push(Unit::File(root));
             continue;
