@@ -428,7 +428,7 @@ async fn append_checked(cli: &Cli, args: &AppendArgs) -> Result<u8, Failure> {
 }
 
 /// `import`: every file is parsed before the journal is opened, so a damaged one writes
-/// nothing.
+/// nothing; `--follow` imports what the files gain until SIGINT or SIGTERM.
 async fn import(cli: &Cli, args: &import::ImportArgs) -> Result<u8, Failure> {
     let form = if args.json {
         import::Summaries::Json
@@ -437,7 +437,9 @@ async fn import(cli: &Cli, args: &import::ImportArgs) -> Result<u8, Failure> {
     };
     if args.follow {
         let journal = open(cli, Access::Write)?;
-        let code = import::follow(&journal, args, form).await?;
+        let stop = journal_server::shutdown_signal()
+            .map_err(|e| fail(format!("cannot install the Ctrl-C handler: {e}")))?;
+        let code = import::follow(&journal, args, form, stop).await?;
         journal.close();
         return Ok(code);
     }

@@ -2,6 +2,7 @@
 //! imported again adding nothing; a damaged file refused with its line, writing nothing.
 
 mod common;
+mod serving;
 
 use std::path::{Path, PathBuf};
 
@@ -432,4 +433,51 @@ fn follow_imports_what_a_growing_file_gains_until_interrupted() {
         .unwrap()
         .status
         .success());
+}
+
+/// `journal serve --follow-import codex=FILE`: a running agent reviewed live over HTTP; the
+/// replay gains each prompt as the rollout grows, and the server stops cleanly.
+#[test]
+fn serve_follows_a_growing_session_and_replays_it_live() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let file = tmp.path().join("rollout.jsonl");
+    std::fs::write(&file, codex_rollout("live-1", "first prompt")).unwrap();
+    let spec = format!("codex={}", file.display());
+    let server = serving::Server::start(&dir, &["--follow-import", &spec]);
+    let requested = || -> Vec<Value> {
+        let answer = serving::get(&server.url("/v1/replay/session/live-1"), None);
+        if answer.status != 200 {
+            return Vec::new();
+        }
+        answer.json()["requested"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    wait_for("the first prompt in the replay", || requested().len() == 1);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    use std::io::Write as _;
+    let more = [
+        serde_json::json!({"timestamp": "2026-01-01T00:00:05Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "second prompt"}]}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:05Z", "type": "event_msg", "payload": {"type": "user_message", "message": "second prompt"}}),
+    ];
+    for r in more {
+        writeln!(f, "{r}").unwrap();
+    }
+    drop(f);
+    wait_for("the second prompt in the replay", || requested().len() == 2);
+    assert_eq!(
+        requested(),
+        [
+            serde_json::json!("first prompt"),
+            serde_json::json!("second prompt")
+        ]
+    );
+    let (code, log) = server.terminate();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("following codex sessions"), "{log}");
 }

@@ -1,6 +1,7 @@
-//! `journal import --follow`: imports the sessions found, then looks at them again every
-//! `--poll-ms` and imports what they gained, until SIGINT or SIGTERM, so that a running agent
-//! can be reviewed live.
+//! `journal import --follow` (and `journal serve --follow-import`): imports the sessions
+//! found, then looks at them again every `--poll-ms` and imports what they gained, until
+//! stopped (SIGINT or SIGTERM; the server's stop), so that a running agent can be reviewed
+//! live.
 //!
 //! - A file is read again when its size, inode or modification time changed; a file whose size
 //!   shrank or whose inode changed was rewritten or rotated, is reported, and is read again
@@ -25,7 +26,7 @@ use serde_json::json;
 
 use super::find::{self, Unit};
 use super::{parse_unit, text, ImportArgs, Summaries};
-use crate::{fail, out, Failure};
+use crate::{out, Failure};
 
 /// What a file or an events directory looked like when it was last read: enough to tell that
 /// it grew, or was rewritten or rotated.
@@ -64,14 +65,18 @@ struct Handled {
     blobs: HashSet<String>,
 }
 
-/// Imports the sessions `args` names, and what they gain, until interrupted; prints a summary
-/// per session in `form` when it is first imported and a line each time it gains events.
+/// Imports the sessions `args` names, and what they gain, until `stop` completes (checked
+/// between passes); prints a summary per session in `form` when it is first imported and a
+/// line each time it gains events.
 ///
 /// # Errors
-/// A journal error, a path that cannot be read, or signal handlers that cannot be installed.
-pub async fn follow(journal: &Journal, args: &ImportArgs, form: Summaries) -> Result<u8, Failure> {
-    let stop = journal_server::shutdown_signal()
-        .map_err(|e| fail(format!("cannot install the Ctrl-C handler: {e}")))?;
+/// A journal error, or a path that cannot be read.
+pub async fn follow(
+    journal: &Journal,
+    args: &ImportArgs,
+    form: Summaries,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<u8, Failure> {
     tokio::pin!(stop);
     let options = args.options();
     let poll = Duration::from_millis(args.poll_ms.max(1));
@@ -142,17 +147,21 @@ fn pass(
         .blobs
         .extend(new.blobs.iter().map(|b| b.reference.clone()));
     parsed.summary.events_written = Some(written.events_written);
-    match (form, first) {
-        (Summaries::Json, _) => out::line(json!(parsed.summary))?,
-        (Summaries::Text, true) => out::text(text(&parsed, written))?,
-        (Summaries::Text, false) => out::line(format!(
+    let line = || {
+        format!(
             "{}: {} events written, {} revised ({} events from {} records in all)",
             parsed.summary.file,
             written.events_written,
             written.revised,
             parsed.summary.events,
             parsed.summary.records
-        ))?,
+        )
+    };
+    match (form, first) {
+        (Summaries::Json, _) => out::line(json!(parsed.summary))?,
+        (Summaries::Text, true) => out::text(text(&parsed, written))?,
+        (Summaries::Text, false) => out::line(line())?,
+        (Summaries::Log, _) => tracing::info!(target: "journal::import", "{}", line()),
     }
     Ok(())
 }

@@ -42,7 +42,7 @@ impl Format {
 }
 
 /// `journal import`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct ImportArgs {
     /// The source format.
     #[arg(value_enum)]
@@ -66,7 +66,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub follow: bool,
     /// How often `--follow` looks at the files, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 500, requires = "follow")]
+    #[arg(long, value_name = "MS", default_value_t = FOLLOW_POLL_MS, requires = "follow")]
     pub poll_ms: u64,
     /// Claude Code's file-history directory for these sessions
     /// (`~/.claude/file-history/<session>`): referenced backups found there are stored as blobs,
@@ -86,6 +86,21 @@ pub struct ImportArgs {
 }
 
 impl ImportArgs {
+    /// The source format's name.
+    pub fn format_name(&self) -> &'static str {
+        self.format.source().name()
+    }
+
+    /// The paths named, or the usual location's, for messages.
+    pub fn paths_or_usual(&self) -> String {
+        if self.paths.is_empty() {
+            return find::default_location(self)
+                .map_or_else(|_| "its usual location".into(), |p| p.display().to_string());
+        }
+        let paths: Vec<String> = self.paths.iter().map(|p| p.display().to_string()).collect();
+        paths.join(", ")
+    }
+
     /// The parse options the flags give.
     fn options(&self) -> Options {
         Options {
@@ -160,7 +175,65 @@ pub enum Summaries {
     Text,
     /// One JSON object per line.
     Json,
+    /// One line per session in the log (`journal serve --follow-import`), not on standard
+    /// output.
+    Log,
 }
+
+/// `journal serve --follow-import FORMAT[=PATH]`: a runtime's sessions to follow while
+/// serving, in its usual location or under PATH.
+#[derive(Clone, Debug)]
+pub struct FollowSpec {
+    format: Format,
+    path: Option<PathBuf>,
+}
+
+impl std::str::FromStr for FollowSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FollowSpec, String> {
+        let (format, path) = match s.split_once('=') {
+            Some((format, path)) => (format, Some(PathBuf::from(path))),
+            None => (s, None),
+        };
+        let format = Format::from_str(format, false)
+            .map_err(|_| format!("{format:?} is not codex, claude-code or openhands"))?;
+        Ok(FollowSpec { format, path })
+    }
+}
+
+impl FollowSpec {
+    /// The import arguments of following it (the usual locations' environment variables
+    /// apply), checked: the paths exist.
+    ///
+    /// # Errors
+    /// A path, or a usual location, that does not exist.
+    pub fn args(&self) -> Result<ImportArgs, Failure> {
+        let env = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let args = ImportArgs {
+            format: self.format,
+            paths: self.path.iter().cloned().collect(),
+            codex_home: env("CODEX_HOME"),
+            claude_dir: env("CLAUDE_CONFIG_DIR"),
+            openhands_dir: None,
+            follow: true,
+            poll_ms: FOLLOW_POLL_MS,
+            blobs: None,
+            skip_bad: false,
+            session: None,
+            json: false,
+        };
+        find::find(&args)?;
+        Ok(args)
+    }
+}
+
+/// How often a followed session is looked at by default, in milliseconds.
+const FOLLOW_POLL_MS: u64 = 500;
 
 /// Writes the parsed files and prints their summaries in `form`; then, on standard error, how
 /// many sessions were imported and how many files were skipped.
@@ -184,7 +257,7 @@ pub fn write(
         file.summary.events_written = Some(written.events_written);
         bar.suspend(|| match form {
             Summaries::Json => out::line(json!(file.summary)),
-            Summaries::Text => out::text(text(&file, written)),
+            Summaries::Text | Summaries::Log => out::text(text(&file, written)),
         })?;
     }
     bar.finish_and_clear();
