@@ -11,6 +11,10 @@
 //! - `Task`/`Agent` calls are subagents; `TodoWrite` is the checklist; `ExitPlanMode` and
 //!   `AskUserQuestion` are decisions asked for and resolved; `permissionMode` changes are
 //!   policy changes.
+//! - A user record is a prompt (a request, a new turn) unless it carries tool results (results
+//!   of their calls) or is something Claude Code wrote itself: a meta message, a compaction's
+//!   summary, a command's output or an interruption's marker, which are context
+//!   (`context.resolved`).
 //! - File-history backups are artifact references, stored as blobs when found.
 
 use std::collections::{HashMap, HashSet};

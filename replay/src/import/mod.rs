@@ -15,8 +15,13 @@
 //! - Every record becomes at least one event; a record the mapping does not know becomes a
 //!   `vendor.<source>.<kind>` event carrying the record, and is counted in
 //!   [`Summary::unknown_kinds`].
-//! - Structure never depends on text content: turns, calls, results and approvals are found
-//!   by record kinds and ids, so redacted text imports like any other.
+//! - Structure never depends on free text: turns, calls, results and approvals are found by
+//!   record kinds and ids, so redacted text imports like any other. (Claude Code's fixed
+//!   markers of command output and interruptions are read to tell them from prompts; a
+//!   redacted one stays a prompt.)
+//! - A request (`turn.submitted`) is what a person or a parent agent asked; what the runtime
+//!   put in front of the model itself (instructions, the environment, command output) is
+//!   context (`context.resolved`), each source telling them apart by its own structure.
 //! - Every event carries `nativeNs` (the source), `nativeType` (the record kind) and
 //!   `provenance` (`observed`, or `inferred` where the source does not say it directly).
 

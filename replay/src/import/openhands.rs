@@ -9,6 +9,8 @@
 //!   `tool_call_id` scoped by the action id (OpenHands synthesizes ids like `toolu_01` that are
 //!   unique only within a run).
 //! - Each distinct `model_response` is a model call, with its usage as the call's cost.
+//! - A message from the user is a request (a turn); the system prompt (`action: system`) and
+//!   messages from the environment are context (`context.resolved`), never requests.
 //! - `confirmation_state` is a permission asked for and resolved; agent state changes are the
 //!   run's status; `awaiting_user_input` ends the turn.
 //! - Timestamps without a zone are read as UTC, and the event says so
