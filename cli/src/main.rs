@@ -436,7 +436,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Checkpoint(command) if command.offline() => proof::checkpoint(command),
         Verb::Serve(args) => serve::serve(&cli, args).await,
         Verb::Demo(args) => demo::run(&args.out).await,
-        Verb::Import(args) => import(&cli, args),
+        Verb::Import(args) => import(&cli, args).await,
         Verb::Command(args) => command(&cli, args).await,
         _ => with_journal(&cli).await,
     }
@@ -453,16 +453,24 @@ async fn append_checked(cli: &Cli, args: &AppendArgs) -> Result<u8, Failure> {
 }
 
 /// `import`: every file is parsed before the journal is opened, so a damaged one writes
-/// nothing.
-fn import(cli: &Cli, args: &import::ImportArgs) -> Result<u8, Failure> {
-    let parsed = import::parse(args)?;
-    let journal = open(cli, Access::Write)?;
+/// nothing; `--follow` imports what the files gain until SIGINT or SIGTERM.
+async fn import(cli: &Cli, args: &import::ImportArgs) -> Result<u8, Failure> {
     let form = if args.json {
         import::Summaries::Json
     } else {
         import::Summaries::Text
     };
-    let code = tokio::task::block_in_place(|| import::write(&journal, parsed, form))?;
+    if args.follow {
+        let journal = open(cli, Access::Write)?;
+        let stop = journal_server::shutdown_signal()
+            .map_err(|e| fail(format!("cannot install the Ctrl-C handler: {e}")))?;
+        let code = import::follow(&journal, args, form, stop).await?;
+        journal.close();
+        return Ok(code);
+    }
+    let (parsed, found) = import::parse(args)?;
+    let journal = open(cli, Access::Write)?;
+    let code = tokio::task::block_in_place(|| import::write(&journal, parsed, &found, form))?;
     journal.close();
     Ok(code)
 }

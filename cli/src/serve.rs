@@ -55,6 +55,12 @@ pub struct ServeArgs {
     /// How many connections may be open at once; one more is answered 503 and closed.
     #[arg(long, default_value_t = journal_server::MAX_CONNECTIONS_DEFAULT)]
     max_connections: usize,
+    /// Follow a runtime's sessions while serving and import what they gain, so that a running
+    /// agent can be reviewed live: `codex`, `claude-code` or `openhands` (their usual
+    /// locations, as `journal import` reads them), or FORMAT=PATH for a file or directory.
+    /// Repeatable; each session imported is a line in the log.
+    #[arg(long, value_name = "FORMAT[=PATH]")]
+    follow_import: Vec<crate::import::FollowSpec>,
     /// The log's format on standard error: text, or json (one object per line).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -224,9 +230,44 @@ fn config(cli: &Cli, args: &ServeArgs) -> Result<Config, Failure> {
     Ok(config)
 }
 
+/// A task per `--follow-import`, importing what the sessions gain into `journal` until it is
+/// aborted; one that fails says why in the log.
+fn follow_imports(
+    journal: &journal_engine::Journal,
+    follow: &[crate::import::ImportArgs],
+    log: &log::Log,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    for args in follow {
+        log.note(format_args!(
+            "following {} sessions ({})",
+            args.format_name(),
+            args.paths_or_usual()
+        ));
+    }
+    follow
+        .iter()
+        .cloned()
+        .map(|args| {
+            let journal = journal.clone();
+            tokio::spawn(async move {
+                let forever = std::future::pending::<()>();
+                let form = crate::import::Summaries::Log;
+                if let Err(e) = crate::import::follow(&journal, &args, form, forever).await {
+                    tracing::error!(target: "journal::import", "following stopped: {}", e.message);
+                }
+            })
+        })
+        .collect()
+}
+
 /// `journal serve`.
 pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
     let config = config(cli, args)?;
+    let follow = args
+        .follow_import
+        .iter()
+        .map(crate::import::FollowSpec::args)
+        .collect::<Result<Vec<_>, _>>()?;
     let log = log::start(args.log_format)?;
     let stop = journal_server::shutdown_signal()?;
     std::fs::create_dir_all(&cli.dir).map_err(|e| fail(format!("{}: {e}", cli.dir.display())))?;
@@ -245,7 +286,13 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
         server.scheme(),
         cli.dir.display()
     ));
+    let followers = follow_imports(&journal, &follow, &log);
     let served = server.run(stop).await;
+    for follower in followers {
+        // Stopped between passes: each pass's appends are whole.
+        follower.abort();
+        let _ = follower.await;
+    }
     journal.close();
     served.map_err(|e| fail(e.to_string()))?;
     log.note("stopped; the journal is closed");

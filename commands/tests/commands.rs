@@ -439,6 +439,22 @@ async fn checklist_rules_and_the_edge_triggered_verification_nudge() {
         .await,
         Rule::ChecklistMultipleInProgress
     );
+    assert_eq!(
+        f.refused(
+            "checklist_create",
+            json!({"items": [{"title": "a"}, {"title": "  \n"}]})
+        )
+        .await,
+        Rule::ChecklistBlankTitle
+    );
+    assert_eq!(
+        f.refused(
+            "checklist_create",
+            json!({"items": [{"title": "a", "kind": "research"}]})
+        )
+        .await,
+        Rule::ChecklistUnknownKind
+    );
     let created = f
         .ok(
             "checklist_create",

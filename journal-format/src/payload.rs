@@ -230,7 +230,8 @@ pub struct ChecklistItem {
     pub id: String,
     /// What the item is.
     pub title: String,
-    /// `implementation` (the default) or `verification`, or another word.
+    /// `implementation` (the default) or `verification`; another word breaks the checklist
+    /// rules (refused as a command, an incident as a fact).
     #[serde(default = "ChecklistItem::default_kind")]
     pub kind: String,
     /// The item's status.

@@ -45,6 +45,10 @@ pub enum Rule {
     ChecklistDuplicateId,
     /// In the session runtime: at most one checklist item is `in_progress`.
     ChecklistMultipleInProgress,
+    /// In the session runtime: every checklist item has a title that is not blank.
+    ChecklistBlankTitle,
+    /// In the session runtime: an item's kind is `implementation` or `verification`.
+    ChecklistUnknownKind,
     /// In the session runtime: `checklist_create` fails if a checklist exists.
     ChecklistExists,
     /// In the session runtime: `checklist_update` needs a checklist.
@@ -81,6 +85,8 @@ impl Rule {
             Rule::ChecklistEmpty => "checklist_empty",
             Rule::ChecklistDuplicateId => "checklist_duplicate_id",
             Rule::ChecklistMultipleInProgress => "checklist_multiple_in_progress",
+            Rule::ChecklistBlankTitle => "checklist_blank_title",
+            Rule::ChecklistUnknownKind => "checklist_unknown_kind",
             Rule::ChecklistExists => "checklist_exists",
             Rule::NoChecklist => "no_checklist",
             Rule::DependencyCycle => "dependency_cycle",

@@ -410,7 +410,11 @@ impl Checklist {
             && !live().any(|i| i.kind == "verification")
     }
 
-    /// The session runtime's rules for a new list: not empty, unique ids, at most one `in_progress`.
+    /// The item kinds the session runtime knows.
+    pub const ITEM_KINDS: [&'static str; 2] = ["implementation", "verification"];
+
+    /// The session runtime's rules for a new list: not empty, unique ids, every title not
+    /// blank, every kind one of [`Checklist::ITEM_KINDS`], at most one `in_progress`.
     ///
     /// # Errors
     /// The first broken rule.
@@ -423,6 +427,23 @@ impl Checklist {
         }
         let mut seen = BTreeSet::new();
         for item in items {
+            if item.title.trim().is_empty() {
+                return Err(Violation::new(
+                    Rule::ChecklistBlankTitle,
+                    format!("checklist item {} has a blank title", item.id),
+                ));
+            }
+            if !Checklist::ITEM_KINDS.contains(&item.kind.as_str()) {
+                return Err(Violation::new(
+                    Rule::ChecklistUnknownKind,
+                    format!(
+                        "checklist item {} has kind {:?}; a kind is {}",
+                        item.id,
+                        item.kind,
+                        Checklist::ITEM_KINDS.join(" or ")
+                    ),
+                ));
+            }
             if !seen.insert(item.id.as_str()) {
                 return Err(Violation::new(
                     Rule::ChecklistDuplicateId,

@@ -1,6 +1,7 @@
 //! The narrative as one self-contained HTML file: a timeline with collapsible details (tool
 //! arguments and output), approval, gap and incident markers, observed and inferred steps styled
-//! apart, and the event ids shown. No script and nothing loaded from anywhere: the styles are
+//! apart, context the runtime injected labelled and collapsed (never among the requests), and
+//! the event ids shown. No script and nothing loaded from anywhere: the styles are
 //! inline and a Content-Security-Policy forbids every fetch, so the file opens the same offline.
 
 use std::fmt::Write as _;
@@ -45,7 +46,21 @@ li.approval { border-left: 4px solid #36c; }
 details pre { background: #f4f4f6; padding: .6em; overflow-x: auto; white-space: pre-wrap; }
 .gap, .incident { border-left: 4px solid #c33; background: #fbeaea; padding: .3em .8em; margin: .3em 0; }
 .final { font-size: 1.1em; padding: .6em .8em; background: #eef; }
+.title { display: inline-block; vertical-align: top; white-space: pre-wrap; }
+ul.requested li { white-space: pre-wrap; }
+li.context { color: #666; font-size: .9em; background: #f7f7f7; }
+li.context > .kind { font-weight: 400; }
 "#;
+
+/// The text of a context step, as the runtime wrote it.
+fn context_text(s: &Step) -> Option<&str> {
+    if s.kind != "context" {
+        return None;
+    }
+    s.details
+        .pointer("/payload/text")
+        .and_then(serde_json::Value::as_str)
+}
 
 fn step_html(out: &mut String, s: &Step) {
     let position = s.positions.first().copied().unwrap_or(0);
@@ -56,7 +71,7 @@ fn step_html(out: &mut String, s: &Step) {
     };
     let _ = write!(
         out,
-        "<li class=\"step {class} {}\" data-kind=\"{}\" data-positions=\"{}\"><span class=\"pos\">#{position}</span> <span class=\"meta\">{}</span> <span class=\"kind\">{}</span>{}<span class=\"badge {badge}\">{badge}</span>",
+        "<li class=\"step {class} {}\" data-kind=\"{}\" data-positions=\"{}\"><span class=\"pos\">#{position}</span> <span class=\"meta\">{}</span> <span class=\"kind\">{}</span><span class=\"title\">{}</span><span class=\"badge {badge}\">{badge}</span>",
         escape(&s.kind),
         escape(&s.kind),
         s.positions
@@ -81,10 +96,15 @@ fn step_html(out: &mut String, s: &Step) {
     out.push_str("</div>");
     if s.details.as_object().is_some_and(|d| !d.is_empty()) {
         let details = serde_json::to_string_pretty(&s.details).unwrap_or_default();
+        // Context shows its text as written, collapsed; other steps their details as JSON.
+        let (label, shown) = match context_text(s) {
+            Some(text) => ("context", text.to_string()),
+            None => ("details", details),
+        };
         let _ = write!(
             out,
-            "<details><summary>details</summary><pre>{}</pre></details>",
-            escape(&details)
+            "<details><summary>{label}</summary><pre>{}</pre></details>",
+            escape(&shown)
         );
     }
     if !s.children.is_empty() {
@@ -115,11 +135,13 @@ pub fn render(narrative: &Narrative) -> String {
     );
     let _ = writeln!(
         out,
-        "<h1>Replay of {kind} <code>{}</code></h1><p class=\"meta\">as of position {}; {} events, {} steps, {} gaps</p>",
+        "<h1>Replay of {kind} <code>{}</code></h1><p class=\"meta\">as of position {}; {} events, {} steps, {} requests, {} context, {} gaps</p>",
         escape(id),
         narrative.as_of,
         narrative.counts.events,
         narrative.counts.steps,
+        narrative.requested.len(),
+        narrative.counts.context,
         narrative.counts.gaps
     );
     let f = &narrative.final_state;
@@ -138,7 +160,7 @@ pub fn render(narrative: &Narrative) -> String {
         escape(&f.why)
     );
     if !narrative.requested.is_empty() {
-        out.push_str("<h2>Requested</h2><ul>");
+        out.push_str("<h2>Requested</h2><ul class=\"requested\">");
         for r in &narrative.requested {
             let _ = write!(out, "<li>{}</li>", escape(r));
         }

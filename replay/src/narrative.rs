@@ -46,7 +46,7 @@ pub enum Evidence {
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
-    /// What kind of step: `request`, `turn`, `model_call`, `tool_call`, `process`,
+    /// What kind of step: `request`, `context`, `turn`, `model_call`, `tool_call`, `process`,
     /// `subagent`, `approval`, `lifecycle` (queued, started, paused, resumed, retrying,
     /// interrupted, completed, failed, cancelled), `attempt`, `completion`, `checkpoint`,
     /// `compaction`, `artifact`, `evidence`, `memory`, `routing`, `permission`, `cost`,
@@ -132,6 +132,10 @@ pub struct Counts {
     pub subagents: u64,
     /// Compactions.
     pub compactions: u64,
+    /// Context the runtime put in front of the model (`context.resolved`): shown as steps of
+    /// kind `context`, never counted as requests.
+    #[serde(default)]
+    pub context: u64,
     /// Gaps.
     pub gaps: u64,
 }
@@ -144,7 +148,8 @@ pub struct Narrative {
     pub scope: Scope,
     /// The position it is as of (`--at`), or the head it was built at.
     pub as_of: u64,
-    /// What was requested (turn inputs, task objectives), in order.
+    /// What was requested (turn inputs, task objectives), in order; context the runtime
+    /// injected is a step of kind `context`, not a request.
     pub requested: Vec<String>,
     /// The steps, in log order.
     pub steps: Vec<Step>,

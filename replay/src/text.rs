@@ -1,5 +1,9 @@
 //! The narrative as text for a terminal: one line per step with its position, time, evidence
 //! and title, then the gaps and the final state. Colour only when asked (on a terminal).
+//! Multi-line text (a request typed over several lines) keeps its lines and their indentation:
+//! each continuation line is indented to where the first line's text starts. Context the
+//! runtime injected is one line per step, of kind `context`; its text is in the JSON and HTML
+//! forms.
 
 use std::fmt::Write as _;
 
@@ -48,7 +52,7 @@ fn heading(out: &mut String, narrative: &Narrative, colour: Colour) {
         narrative.as_of
     );
     for r in &narrative.requested {
-        let _ = writeln!(out, "  requested: {r}");
+        let _ = writeln!(out, "  requested: {}", hanging(r, "  requested: ".len()));
     }
     let _ = writeln!(out);
 }
@@ -62,10 +66,14 @@ fn steps(out: &mut String, narrative: &Narrative, colour: Colour) {
             (Evidence::Observed, false) => colour.paint("33", "open    "),
             (Evidence::Observed, true) => colour.paint("32", "observed"),
         };
+        // The title starts after the position, the time, the 8-wide mark and the kind.
+        let plain = format!("#{position:<8} {}  {:8}  {:<11} ", s.timestamp, "", s.kind);
         let _ = writeln!(
             out,
             "#{position:<8} {}  {mark}  {:<11} {}",
-            s.timestamp, s.kind, s.title
+            s.timestamp,
+            s.kind,
+            hanging(&s.title, plain.chars().count())
         );
         for c in &s.children {
             let _ = writeln!(
@@ -77,6 +85,22 @@ fn steps(out: &mut String, narrative: &Narrative, colour: Colour) {
             );
         }
     }
+}
+
+/// `text` with every line after the first indented by `width` spaces, so that continuation
+/// lines start under the first line's text and keep their own indentation after that. Line
+/// ends are normalised to `\n`; a trailing line end is dropped.
+fn hanging(text: &str, width: usize) -> String {
+    let mut lines = text.trim_end_matches(['\n', '\r']).lines();
+    let mut out = lines.next().unwrap_or("").to_string();
+    for line in lines {
+        out.push('\n');
+        if !line.is_empty() {
+            out.push_str(&" ".repeat(width));
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 fn gaps(out: &mut String, narrative: &Narrative, colour: Colour) {
@@ -125,7 +149,22 @@ fn ending(out: &mut String, narrative: &Narrative, colour: Colour) {
     let c = &narrative.counts;
     let _ = writeln!(
         out,
-        "{} events, {} steps: {} model calls, {} tool calls ({} without a result), {} approvals, {} subagents, {} compactions, {} gaps",
-        c.events, c.steps, c.model_calls, c.tool_calls, c.open_calls, c.approvals, c.subagents, c.compactions, c.gaps
+        "{} events, {} steps: {} requests, {} context, {} model calls, {} tool calls ({} without a result), {} approvals, {} subagents, {} compactions, {} gaps",
+        c.events, c.steps, narrative.requested.len(), c.context, c.model_calls, c.tool_calls, c.open_calls, c.approvals, c.subagents, c.compactions, c.gaps
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hanging;
+
+    #[test]
+    fn continuation_lines_keep_their_indentation_under_the_first_line() {
+        let text = "fix this:\n  - the parser\n\n    fn main() {}\n";
+        assert_eq!(
+            hanging(text, 4),
+            "fix this:\n      - the parser\n\n        fn main() {}"
+        );
+        assert_eq!(hanging("one line", 4), "one line");
+    }
 }

@@ -64,6 +64,8 @@ struct Expected {
     compactions: u64,
     resolved: u64,
     dangling: u64,
+    requests: u64,
+    context: u64,
 }
 
 fn counts(s: &Summary) -> Expected {
@@ -78,6 +80,8 @@ fn counts(s: &Summary) -> Expected {
         compactions: s.compactions,
         resolved: s.artifact_refs_resolved,
         dangling: s.artifact_refs_dangling,
+        requests: s.requests,
+        context: s.context_messages,
     }
 }
 
@@ -117,8 +121,25 @@ fn claude_expected() -> Expected {
                 }
                 let meta = r.get("isMeta") == Some(&Value::Bool(true))
                     || r.get("isCompactSummary") == Some(&Value::Bool(true));
-                if tool_results.is_empty() && !meta {
+                // Claude Code's own text: a command's output, an interruption's marker.
+                let text = match &r["message"]["content"] {
+                    Value::String(s) => s.clone(),
+                    _ => blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                };
+                let text = text.trim_start();
+                let injected = text.starts_with("[Request interrupted by user")
+                    || ["<local-command-std", "<bash-std"]
+                        .iter()
+                        .any(|tag| text.starts_with(tag));
+                if tool_results.is_empty() && (meta || injected) {
+                    e.context += 1;
+                } else if tool_results.is_empty() {
                     e.turns += 1;
+                    e.requests += 1;
                 }
             }
             "system" if r["subtype"] == "compact_boundary" => e.compactions += 1,
@@ -158,9 +179,19 @@ fn codex_expected() -> Expected {
     };
     let mut calls = HashSet::new();
     let mut outputs = HashSet::new();
-    for r in &records {
+    for (i, r) in records.iter().enumerate() {
         let sub = r.pointer("/payload/type").and_then(Value::as_str);
+        // What the person typed is the `user_message` after its model-history message; a
+        // user-role message without one is context Codex injected, as a developer message is.
+        let typed = records
+            .get(i + 1)
+            .is_some_and(|next| next["payload"]["type"] == "user_message");
         match (r["type"].as_str().unwrap(), sub) {
+            ("response_item", Some("message")) => match r["payload"]["role"].as_str() {
+                Some("assistant") => {}
+                Some("user") if typed => e.requests += 1,
+                _ => e.context += 1,
+            },
             ("event_msg", Some("task_started")) => e.turns += 1,
             ("turn_context", _) => e.model_calls += 1,
             ("compacted", _) => e.compactions += 1,
@@ -198,8 +229,12 @@ fn openhands_expected(path: &Path) -> (Expected, u64) {
             responses.insert(id.as_str().unwrap().to_string());
         }
         match (ev["action"].as_str(), ev["source"].as_str()) {
-            (Some("message"), Some("user")) => e.turns += 1,
-            (Some("message" | "finish" | "change_agent_state" | "system"), _) => {}
+            (Some("message"), Some("user")) => {
+                e.turns += 1;
+                e.requests += 1;
+            }
+            (Some("system"), _) | (Some("message"), Some("environment")) => e.context += 1,
+            (Some("message" | "finish" | "change_agent_state"), _) => {}
             (Some(_), _) => {
                 tool_actions.insert(ev["id"].as_u64().unwrap());
             }
@@ -256,6 +291,18 @@ fn import_twice_and_replay(parsed: &Parsed) {
         replayed.compactions += n.counts.compactions;
         let turns = n.steps.iter().filter(|s| s.title == "turn started").count();
         replayed.turns += turns as u64;
+        let requests = n
+            .steps
+            .iter()
+            .filter(|s| s.kind == "request" && s.title.starts_with("turn submitted"))
+            .count();
+        replayed.requests += requests as u64;
+        replayed.context += n.counts.context;
+        assert_eq!(
+            n.requested.len(),
+            n.steps.iter().filter(|s| s.kind == "request").count(),
+            "what was requested is the request steps, never context"
+        );
     }
     let mut from_summary = counts(s);
     from_summary.records = 0;
@@ -802,23 +849,192 @@ fn changed_by_growth(source: Source, text: &str) -> Vec<String> {
 
 /// Codex and OpenHands make each event from its own record and the records before it, so a
 /// file that grows never changes an event an earlier import made: checked at every prefix of
-/// the rollout and of both trajectories. (Claude Code does change events as a file grows: the
-/// test above.)
+/// the rollout and of both trajectories. The one exception is a Codex user-role message that
+/// ends the file: whether it is a request or injected context is told by the record after it,
+/// so it is context until the file grows (and a later import records the request as a
+/// revision). (Claude Code does change events as a file grows: the test above.)
 #[test]
 fn codex_and_openhands_events_never_change_as_their_file_grows() {
-    let mut files = vec![(Source::Codex, codex_file())];
-    files.extend(
-        openhands_files()
-            .into_iter()
-            .map(|f| (Source::OpenHands, f)),
+    let text = std::fs::read_to_string(codex_file()).unwrap();
+    let prompt_line = 1 + lines(&codex_file())
+        .iter()
+        .position(|r| r["payload"]["role"] == "user" && r.to_string().contains("REDACTED_PROMPT"))
+        .unwrap();
+    assert_eq!(
+        changed_by_growth(Source::Codex, &text),
+        [format!(
+            "codex:019e9625-802f-7e91-840a-cfe88d14117a:line-{prompt_line}:message"
+        )],
+        "only the prompt read before its user_message changes"
     );
-    for (source, file) in files {
+    for file in openhands_files() {
         let text = std::fs::read_to_string(&file).unwrap();
         assert_eq!(
-            changed_by_growth(source, &text),
+            changed_by_growth(Source::OpenHands, &text),
             Vec::<String>::new(),
             "{}",
             file.display()
         );
     }
+}
+
+/// The events of `parsed` of type `t`, with their payloads.
+fn payloads_of<'p>(parsed: &'p Parsed, t: &str) -> Vec<&'p Value> {
+    parsed
+        .events
+        .iter()
+        .filter(|e| e.event_type == t)
+        .map(|e| e.payload.as_ref().unwrap())
+        .collect()
+}
+
+/// Codex writes what the person typed as an `event_msg` `user_message` after the user-role
+/// message of the model history; the environment and instructions it injects as user-role or
+/// developer messages have none, and are context.
+#[test]
+fn codex_requests_are_what_the_person_typed_and_injected_messages_are_context() {
+    let parsed = parse(Source::Codex, &codex_file());
+    let requests = payloads_of(&parsed, "turn.submitted");
+    let typed: Vec<Value> = lines(&codex_file())
+        .into_iter()
+        .filter(|r| r["payload"]["type"] == "user_message")
+        .map(|r| r["payload"]["message"].clone())
+        .collect();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|p| p["input"][0]["text"].clone())
+            .collect::<Vec<_>>(),
+        typed
+    );
+    let context = payloads_of(&parsed, "context.resolved");
+    let kinds: Vec<(&str, &str)> = context
+        .iter()
+        .map(|p| (p["kind"].as_str().unwrap(), p["role"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("instructions", "developer"), ("injected", "user")]);
+    assert!(context[1]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("<environment_context>"));
+
+    // A session of many prompts: each prompt is one request, each injected message context.
+    let rollout = codex_session_of_prompts(&["first\n  indented", "second"]);
+    let parsed = parse_bytes(Source::Codex, &rollout);
+    assert_eq!(
+        (parsed.summary.requests, parsed.summary.context_messages),
+        (2, 2)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    import::write(&journal, &parsed, &mut |_| {}).unwrap();
+    let n = journal_replay::load(&journal, &Scope::Session("s1".into()), None).unwrap();
+    assert_eq!(n.requested, ["first\n  indented", "second"]);
+    assert_eq!(n.counts.context, 2);
+    let text = journal_replay::text::render(&n, journal_replay::text::Colour::Plain);
+    assert!(
+        text.contains("  requested: first\n               indented\n"),
+        "a continuation line keeps its indentation, under the first line: {text}"
+    );
+    assert_eq!(
+        text.matches("  context     injected: <environment_context>")
+            .count(),
+        2,
+        "{text}"
+    );
+}
+
+/// A Codex rollout of session `s1` in which Codex injects an environment message before each
+/// of `prompts`.
+fn codex_session_of_prompts(prompts: &[&str]) -> String {
+    let mut lines = vec![
+        serde_json::json!({"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1"}}),
+    ];
+    for (i, prompt) in prompts.iter().enumerate() {
+        let ts = format!("2026-01-01T00:00:{:02}Z", i + 1);
+        let user = |text: &str| serde_json::json!({"timestamp": ts, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}});
+        lines.push(user(
+            "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>",
+        ));
+        lines.push(user(prompt));
+        lines.push(serde_json::json!({"timestamp": ts, "type": "event_msg", "payload": {"type": "user_message", "message": prompt}}));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Claude Code writes meta messages, a local command's output and the marker of an
+/// interruption as user messages: context, not prompts, and no new turn.
+#[test]
+fn claude_code_meta_command_output_and_interruptions_are_context() {
+    let record = |uuid: &str, parent: &str, content: &str, extra: &str| {
+        format!(
+            r#"{{"type":"user","uuid":"{uuid}","parentUuid":{parent},"sessionId":"s1","timestamp":"2026-01-06T09:00:00.000Z",{extra}"message":{{"role":"user","content":{content}}}}}"#
+        )
+    };
+    let lines = [
+        record("u1", "null", r#""fix the\n  parser""#, ""),
+        record(
+            "u2",
+            "\"u1\"",
+            r#""Caveat: the messages below were generated by the user""#,
+            r#""isMeta":true,"#,
+        ),
+        record(
+            "u3",
+            "\"u2\"",
+            r#""<command-name>/model</command-name>""#,
+            "",
+        ),
+        record(
+            "u4",
+            "\"u3\"",
+            r#""<local-command-stdout>Set model to opus</local-command-stdout>""#,
+            "",
+        ),
+        record(
+            "u5",
+            "\"u4\"",
+            r#"[{"type":"text","text":"[Request interrupted by user]"}]"#,
+            "",
+        ),
+        record(
+            "u6",
+            "\"u5\"",
+            r#""<bash-stdout>ok</bash-stdout><bash-stderr></bash-stderr>""#,
+            "",
+        ),
+    ];
+    let parsed = parse_bytes(Source::ClaudeCode, &lines.join("\n"));
+    let s = &parsed.summary;
+    assert_eq!((s.requests, s.turns, s.context_messages), (2, 2, 4));
+    let kinds: Vec<&str> = payloads_of(&parsed, "context.resolved")
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["meta", "command_output", "interruption", "command_output"]
+    );
+}
+
+/// OpenHands' system prompt and the environment's messages are context; the user's messages
+/// are the requests.
+#[test]
+fn openhands_system_and_environment_messages_are_context() {
+    let mut events: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(&openhands_files()[1]).unwrap()).unwrap();
+    let at = events[0]["timestamp"].clone();
+    events.insert(0, serde_json::json!({"id": 100, "timestamp": at, "source": "agent", "action": "system", "message": "You are OpenHands agent", "args": {"content": "You are OpenHands agent", "tools": [], "openhands_version": "0.40.0"}}));
+    events.insert(1, serde_json::json!({"id": 101, "timestamp": at, "source": "environment", "action": "message", "message": "The workspace is ready", "args": {"content": "The workspace is ready"}}));
+    let text = serde_json::to_string_pretty(&events).unwrap();
+    let parsed = parse_bytes(Source::OpenHands, &text);
+    let (expected, _) = openhands_expected(&openhands_files()[1]);
+    assert_eq!(parsed.summary.requests, expected.requests);
+    assert_eq!(parsed.summary.context_messages, 2);
+    let kinds: Vec<&str> = payloads_of(&parsed, "context.resolved")
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["system_prompt", "environment"]);
+    assert!(parsed.summary.unknown_kinds.is_empty());
 }

@@ -11,6 +11,10 @@
 //! - `Task`/`Agent` calls are subagents; `TodoWrite` is the checklist; `ExitPlanMode` and
 //!   `AskUserQuestion` are decisions asked for and resolved; `permissionMode` changes are
 //!   policy changes.
+//! - A user record is a prompt (a request, a new turn) unless it carries tool results (results
+//!   of their calls) or is something Claude Code wrote itself: a meta message, a compaction's
+//!   summary, a command's output or an interruption's marker, which are context
+//!   (`context.resolved`).
 //! - File-history backups are artifact references, stored as blobs when found.
 
 use std::collections::{HashMap, HashSet};
@@ -371,15 +375,12 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
         return;
     }
     let text = content.map(content_text).unwrap_or_default();
-    let is = |flag: &str| v.get(flag).and_then(Value::as_bool) == Some(true);
-    if is("isMeta") || is("isCompactSummary") {
+    if let Some(kind) = context_kind(v, &text) {
+        out.summary.context_messages += 1;
         let (text, text_ref) = out.text(&text);
         if let Some(e) = at.event(out, "context.resolved", at.key, state.turn.as_ref()) {
-            e.payload = Some(json!({
-                "kind": if is("isCompactSummary") { "compaction_summary" } else { "meta" },
-                "text": text,
-                "textRef": text_ref,
-            }));
+            e.payload =
+                Some(json!({"kind": kind, "role": "user", "text": text, "textRef": text_ref}));
         }
         return;
     }
@@ -388,6 +389,7 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
     state.turn = Some(turn.clone());
     state.turn_completed = false;
     out.summary.turns += 1;
+    out.summary.requests += 1;
     let (text, text_ref) = out.text(&text);
     let submitted = format!("{}:submitted", at.key);
     if let Some(e) = at.event(out, "turn.submitted", &submitted, Some(&turn)) {
@@ -398,6 +400,33 @@ fn user(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>) {
     }
     let started = format!("{}:started", at.key);
     let _ = at.event(out, "turn.started", &started, Some(&turn));
+}
+
+/// What Claude Code writes as a user message that no person typed: meta messages (`isMeta`,
+/// such as the caveat before a local command's output), the summary that replaces a compacted
+/// conversation, the output of a local or `!` shell command, and the marker of an interruption.
+/// `None` for a prompt. The command tags and the interruption marker are Claude Code's own
+/// fixed text; a redacted message carries neither and stays a prompt.
+fn context_kind(v: &Map<String, Value>, text: &str) -> Option<&'static str> {
+    const COMMAND_OUTPUT: [&str; 4] = [
+        "<local-command-stdout>",
+        "<local-command-stderr>",
+        "<bash-stdout>",
+        "<bash-stderr>",
+    ];
+    let is = |flag: &str| v.get(flag).and_then(Value::as_bool) == Some(true);
+    let text = text.trim_start();
+    if is("isCompactSummary") {
+        Some("compaction_summary")
+    } else if is("isMeta") {
+        Some("meta")
+    } else if COMMAND_OUTPUT.iter().any(|tag| text.starts_with(tag)) {
+        Some("command_output")
+    } else if text.starts_with("[Request interrupted by user") {
+        Some("interruption")
+    } else {
+        None
+    }
 }
 
 fn tool_result(out: &mut Emitter, state: &mut State, at: &At, v: &Map<String, Value>, b: &Value) {

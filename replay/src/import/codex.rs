@@ -2,6 +2,12 @@
 //!
 //! - Model history (`response_item`) is canonical; UI events (`event_msg` user/agent messages
 //!   and reasoning) repeat it and are kept as vendor events for their timing.
+//! - A user-role message of the model history is a person's request only when the next record
+//!   is the `event_msg` `user_message` that shows what the person typed (Codex writes the two
+//!   together); one without it is context Codex injected (instructions, the environment) and
+//!   becomes `context.resolved`, as developer messages do. A user-role message that ends the
+//!   file has no next record yet: it is context until the file grows, and a later import
+//!   records the request as a revision of it.
 //! - Turns by `turn_id` (`task_started` / `task_complete` / `turn_aborted`); a model call per
 //!   `turn_context` (Codex writes one per sampling request), completed by the next
 //!   `token_count` that carries usage, which is also the call's cost.
@@ -49,10 +55,14 @@ pub(super) fn parse(file: &str, bytes: &[u8], options: &Options) -> Result<Parse
         open_calls: HashMap::new(),
         policy: None,
         seen: HashSet::new(),
+        pending: None,
     };
     for record in &kept {
         let key = format!("line-{}", record.line);
         map_record(&mut out, &mut state, &key, &record.value);
+    }
+    if let Some((key, record)) = state.pending.take() {
+        context_message(&mut out, &line_of(&state, &key, &record));
     }
     out.summary.open_calls = state.open_calls.len() as u64;
     Ok(out.finish())
@@ -85,6 +95,9 @@ struct State {
     policy: Option<(Value, Value)>,
     /// Source ids already mapped (a record repeated in the file adds nothing).
     seen: HashSet<String>,
+    /// A user-role message of the model history (its key and record) whose kind the next
+    /// record tells: a request when that is the `user_message` the person typed, else context.
+    pending: Option<(String, Map<String, Value>)>,
 }
 
 /// One record being mapped: its key and time, its native kind, its payload, and the session
@@ -126,30 +139,29 @@ impl Line<'_> {
 }
 
 fn map_record(out: &mut Emitter, state: &mut State, line_key: &str, v: &Map<String, Value>) {
+    let line = line_of(state, line_key, v);
+    let sub = str_at(&line.payload, "/type").unwrap_or("").to_string();
     let kind = str_of(v, "type").unwrap_or("unknown");
-    let payload = v.get("payload").cloned().unwrap_or(Value::Null);
-    let sub = str_at(&payload, "/type").unwrap_or("").to_string();
-    let native = if sub.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{sub}")
-    };
-    let line = Line {
-        key: line_key,
-        record: v,
-        ts: str_of(v, "timestamp").unwrap_or("").to_string(),
-        native,
-        payload,
-        session: state.session.clone(),
-        turn: state.turn.clone(),
-    };
+    if let Some((key, record)) = state.pending.take() {
+        let pending = line_of(state, &key, &record);
+        if (kind, sub.as_str()) == ("event_msg", "user_message") {
+            request(out, &pending, Some(&line));
+            other(out, &line, &sub);
+            return;
+        }
+        context_message(out, &pending);
+    }
     match (kind, sub.as_str()) {
         ("session_meta", _) => session_meta(out, &line),
         ("event_msg", "task_started") => turn_started(out, state, &line),
         ("event_msg", "task_complete" | "turn_aborted") => turn_ended(out, state, &line),
+        ("event_msg", "user_message") => request(out, &line, None),
         ("turn_context", _) => turn_context(out, state, &line),
         ("event_msg", "token_count") if line.payload.get("info").is_some_and(|i| !i.is_null()) => {
             token_count(out, state, &line);
+        }
+        ("response_item", "message") if line.str("/role") == Some("user") => {
+            state.pending = Some((line_key.to_string(), v.clone()));
         }
         ("response_item", "message") => message(out, state, &line),
         ("response_item", "reasoning") => reasoning(out, state, &line),
@@ -163,6 +175,27 @@ fn map_record(out: &mut Emitter, state: &mut State, line_key: &str, v: &Map<Stri
         ) => tool_output(out, state, &line),
         ("compacted", _) => compacted(out, &line),
         _ => other(out, &line, &sub),
+    }
+}
+
+/// The record `v` at `key` as it is mapped now: on the session and the open turn.
+fn line_of<'r>(state: &State, key: &'r str, v: &'r Map<String, Value>) -> Line<'r> {
+    let kind = str_of(v, "type").unwrap_or("unknown");
+    let payload = v.get("payload").cloned().unwrap_or(Value::Null);
+    let sub = str_at(&payload, "/type").unwrap_or("");
+    let native = if sub.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{sub}")
+    };
+    Line {
+        key,
+        record: v,
+        ts: str_of(v, "timestamp").unwrap_or("").to_string(),
+        native,
+        payload,
+        session: state.session.clone(),
+        turn: state.turn.clone(),
     }
 }
 
@@ -296,30 +329,77 @@ fn token_count(out: &mut Emitter, state: &mut State, line: &Line) {
     }
 }
 
-/// A message of the model history: the user's input, the model's output, or context.
+/// A message of the model history from the model or the system: the model's output, or
+/// instructions (context).
 fn message(out: &mut Emitter, state: &State, line: &Line) {
-    let p = &line.payload;
-    let role = line.str("/role").unwrap_or("");
-    let text = p.get("content").map(content_text).unwrap_or_default();
+    if line.str("/role") != Some("assistant") {
+        context_message(out, line);
+        return;
+    }
+    let text = line
+        .payload
+        .get("content")
+        .map(content_text)
+        .unwrap_or_default();
     let (text, text_ref) = out.text(&text);
-    let (t, payload) = match role {
-        "user" => (
-            "turn.submitted",
-            json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}),
-        ),
-        "assistant" => (
-            "model.delta",
-            json!({"output": text, "outputRef": text_ref, "phase": p.get("phase")}),
-        ),
-        _ => (
-            "context.resolved",
-            json!({"role": role, "text": text, "textRef": text_ref}),
-        ),
-    };
-    if let Some(e) = line.emit(out, t, &format!("{}:message", line.key)) {
-        if t == "model.delta" {
-            e.model_request_id.clone_from(&state.model_call);
+    let payload =
+        json!({"output": text, "outputRef": text_ref, "phase": line.payload.get("phase")});
+    if let Some(e) = line.emit(out, "model.delta", &format!("{}:message", line.key)) {
+        e.model_request_id.clone_from(&state.model_call);
+        e.payload = Some(payload);
+    }
+}
+
+/// A person's request: the user-role message of the model history with the `user_message`
+/// that follows it (`typed`: the text as the person typed it), or a `user_message` alone when
+/// the history holds no message for it.
+fn request(out: &mut Emitter, line: &Line, typed: Option<&Line>) {
+    out.summary.requests += 1;
+    let typed_text = typed.and_then(|t| t.str("/message"));
+    let text = match typed_text {
+        Some(text) => text.to_string(),
+        None if line.str("/type") == Some("user_message") => {
+            line.str("/message").unwrap_or("").to_string()
         }
+        None => line
+            .payload
+            .get("content")
+            .map(content_text)
+            .unwrap_or_default(),
+    };
+    let images = typed
+        .unwrap_or(line)
+        .payload
+        .get("images")
+        .and_then(Value::as_array)
+        .map(Vec::len)
+        .filter(|n| *n > 0);
+    let (text, text_ref) = out.text(&text);
+    let payload =
+        json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref, "images": images});
+    if let Some(e) = line.emit(out, "turn.submitted", &format!("{}:message", line.key)) {
+        e.payload = Some(payload);
+    }
+}
+
+/// Context put in front of the model that no person typed: developer or system instructions,
+/// and user-role messages Codex injected (the environment, project instructions).
+fn context_message(out: &mut Emitter, line: &Line) {
+    out.summary.context_messages += 1;
+    let role = line.str("/role").unwrap_or("");
+    let kind = if role == "user" {
+        "injected"
+    } else {
+        "instructions"
+    };
+    let text = line
+        .payload
+        .get("content")
+        .map(content_text)
+        .unwrap_or_default();
+    let (text, text_ref) = out.text(&text);
+    let payload = json!({"kind": kind, "role": role, "text": text, "textRef": text_ref});
+    if let Some(e) = line.emit(out, "context.resolved", &format!("{}:message", line.key)) {
         e.payload = Some(payload);
     }
 }

@@ -15,13 +15,19 @@
 //! - Every record becomes at least one event; a record the mapping does not know becomes a
 //!   `vendor.<source>.<kind>` event carrying the record, and is counted in
 //!   [`Summary::unknown_kinds`].
-//! - Structure never depends on text content: turns, calls, results and approvals are found
-//!   by record kinds and ids, so redacted text imports like any other.
+//! - Structure never depends on free text: turns, calls, results and approvals are found by
+//!   record kinds and ids, so redacted text imports like any other. (Claude Code's fixed
+//!   markers of command output and interruptions are read to tell them from prompts; a
+//!   redacted one stays a prompt.)
+//! - A request (`turn.submitted`) is what a person or a parent agent asked; what the runtime
+//!   put in front of the model itself (instructions, the environment, command output) is
+//!   context (`context.resolved`), each source telling them apart by its own structure.
 //! - Every event carries `nativeNs` (the source), `nativeType` (the record kind) and
 //!   `provenance` (`observed`, or `inferred` where the source does not say it directly).
 
 mod claude_code;
 mod codex;
+mod detect;
 mod emit;
 mod openhands;
 mod records;
@@ -33,6 +39,7 @@ use std::path::{Path, PathBuf};
 use journal_format::Envelope;
 use serde::Serialize;
 
+pub use detect::{detect, Detected};
 pub use write::{write, Written};
 
 /// The runtimes whose sessions can be imported.
@@ -80,6 +87,9 @@ pub struct Options {
     /// The session id for formats that do not record one (OpenHands trajectories); by default
     /// the file name without its extension.
     pub session_id: Option<String>,
+    /// The file is still being written: a last line without its line end is not read yet (it
+    /// is read once the runtime has finished writing it).
+    pub live: bool,
 }
 
 /// Why a file cannot be imported. Nothing of the file is written.
@@ -147,6 +157,11 @@ pub struct Summary {
     pub events_written: Option<u64>,
     /// Turns started.
     pub turns: u64,
+    /// Requests: what a person (or a parent agent) asked, as `turn.submitted` events.
+    pub requests: u64,
+    /// Context the runtime put in front of the model that nobody asked for here (instructions,
+    /// the environment, command output, meta messages), as `context.resolved` events.
+    pub context_messages: u64,
     /// Model calls.
     pub model_calls: u64,
     /// Tool calls (a result whose call the file does not hold counts as one, as in replay).
@@ -233,6 +248,11 @@ pub fn parse(
     options: &Options,
     resolve: &dyn Fn(&str) -> Option<Vec<u8>>,
 ) -> Result<Parsed, ImportError> {
+    let bytes = if options.live {
+        written_lines(bytes)
+    } else {
+        bytes
+    };
     let mut parsed = match source {
         Source::ClaudeCode => claude_code::parse(name, bytes, options, resolve),
         Source::Codex => codex::parse(name, bytes, options),
@@ -241,4 +261,94 @@ pub fn parse(
     parsed.summary.file = name.to_string();
     parsed.summary.source = source.name().to_string();
     Ok(parsed)
+}
+
+/// The lines of a JSON-lines file that are written whole (up to the last line end); a JSON
+/// array is read whole, as its runtime writes it at once.
+fn written_lines(bytes: &[u8]) -> &[u8] {
+    let json_array = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'[');
+    if json_array {
+        return bytes;
+    }
+    let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    bytes.get(..end).unwrap_or_default()
+}
+
+/// Reads an OpenHands session folder's events (`sessions/<id>/events/<n>.json`, one event a
+/// file) as one trajectory, in the order of their numbers; the session id is the folder's
+/// name (`<id>`) unless [`Options::session_id`] gives one. A damaged event is named by its
+/// file.
+///
+/// # Errors
+/// [`ImportError`] naming the folder or the damaged event's file.
+pub fn parse_openhands_events(events_dir: &Path, options: &Options) -> Result<Parsed, ImportError> {
+    let name = events_dir.display().to_string();
+    let io = |source| ImportError::Io {
+        file: name.clone(),
+        source,
+    };
+    let mut files: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(events_dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let number = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(number) = number {
+            files.push((number, path));
+        }
+    }
+    files.sort();
+    // One event a line, so that a line of the trajectory names its event's file.
+    let mut lines = Vec::with_capacity(files.len());
+    for (_, path) in &files {
+        let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+            file: path.display().to_string(),
+            source,
+        })?;
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(event) => lines.push(event.to_string()),
+            // An event being written is read on a later pass.
+            Err(_) if options.live => break,
+            Err(e) => {
+                return Err(ImportError::Damaged {
+                    file: path.display().to_string(),
+                    line: e.line() as u64,
+                    message: format!("not a JSON event ({e})"),
+                })
+            }
+        }
+    }
+    let trajectory = format!("[\n{}\n]\n", lines.join(",\n"));
+    let session = events_dir.parent().and_then(Path::file_name).map_or_else(
+        || "session".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let at_file = |e: ImportError| match e {
+        ImportError::Damaged { line, message, .. } => {
+            let file = usize::try_from(line.saturating_sub(2))
+                .ok()
+                .and_then(|i| files.get(i))
+                .map_or_else(|| name.clone(), |(_, p)| p.display().to_string());
+            ImportError::Damaged {
+                file,
+                line: 1,
+                message,
+            }
+        }
+        other => other,
+    };
+    parse(
+        Source::OpenHands,
+        &name,
+        &session,
+        trajectory.as_bytes(),
+        options,
+        &|_| None,
+    )
+    .map_err(at_file)
 }

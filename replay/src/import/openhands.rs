@@ -9,6 +9,8 @@
 //!   `tool_call_id` scoped by the action id (OpenHands synthesizes ids like `toolu_01` that are
 //!   unique only within a run).
 //! - Each distinct `model_response` is a model call, with its usage as the call's cost.
+//! - A message from the user is a request (a turn); the system prompt (`action: system`) and
+//!   messages from the environment are context (`context.resolved`), never requests.
 //! - `confirmation_state` is a permission asked for and resolved; agent state changes are the
 //!   run's status; `awaiting_user_input` ends the turn.
 //! - Timestamps without a zone are read as UTC, and the event says so
@@ -36,10 +38,9 @@ const TOOL_ACTIONS: [&str; 9] = [
 ];
 
 /// Known kinds without a dedicated mapping (kept as vendor events, not counted unknown).
-const KNOWN_KINDS: [&str; 4] = [
+const KNOWN_KINDS: [&str; 3] = [
     "observation.null",
     "action.change_agent_state",
-    "action.system",
     "observation.recall",
 ];
 
@@ -344,6 +345,10 @@ impl Run {
         }
         match (str_of(v, "action"), str_of(v, "observation")) {
             (Some("message"), _) if source == "user" => self.user_message(out, &from, v, &args),
+            (Some("system"), _) => self.context(out, &from, v, &args, "system_prompt"),
+            (Some("message"), _) if source != "agent" => {
+                self.context(out, &from, v, &args, "environment");
+            }
             (Some("message"), _) => {
                 let (text, text_ref) = out.text(str_of(v, "message").unwrap_or(""));
                 if let Some(e) =
@@ -460,6 +465,7 @@ impl Run {
     ) {
         self.turn = Some(format!("turn-{}", from.id));
         out.summary.turns += 1;
+        out.summary.requests += 1;
         let text = str_at(args, "/content")
             .or_else(|| str_of(v, "message"))
             .unwrap_or("");
@@ -474,6 +480,40 @@ impl Run {
                 Some(json!({"input": [{"type": "text", "text": text}], "inputRef": text_ref}));
         }
         let _ = self.emit(out, "turn.started", &format!("{}:started", from.key), from);
+    }
+
+    /// What OpenHands put in front of the model that no person asked: the system prompt (with
+    /// its tools), or a message from the environment.
+    fn context(
+        &mut self,
+        out: &mut Emitter,
+        from: &Origin,
+        v: &Map<String, Value>,
+        args: &Value,
+        kind: &str,
+    ) {
+        out.summary.context_messages += 1;
+        let text = str_at(args, "/content")
+            .or_else(|| str_of(v, "message"))
+            .unwrap_or("");
+        let (text, text_ref) = out.text(text);
+        let tools = args.get("tools").map(|t| out.value(t));
+        let payload = json!({
+            "kind": kind,
+            "role": str_of(v, "source"),
+            "text": text,
+            "textRef": text_ref,
+            "tools": tools,
+            "openhandsVersion": str_at(args, "/openhands_version"),
+        });
+        if let Some(e) = self.emit(
+            out,
+            "context.resolved",
+            &format!("{}:context", from.key),
+            from,
+        ) {
+            e.payload = Some(payload);
+        }
     }
 
     /// An action that runs a tool: a call, open until its observation.

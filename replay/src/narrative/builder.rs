@@ -12,6 +12,10 @@ use super::open::Open;
 use super::step::{join, lifecycle_word, payload_str, step};
 use super::{Counts, Gap, Narrative, Scope, Step};
 
+/// The characters of a context's first line that its step's title shows (the whole text is in
+/// the step's details).
+const CONTEXT_TITLE_CHARS: usize = 80;
+
 /// A narrative being built, one event at a time.
 pub(super) struct Builder<'a> {
     scope: &'a Scope,
@@ -177,6 +181,7 @@ impl<'a> Builder<'a> {
             ("run", _) => self.run_status(event),
             ("checkpoint" | "snapshot", _) => self.push("checkpoint", t.to_string(), event),
             ("context", _) if t.starts_with("context.compaction.") => self.compaction(event),
+            (_, "context.resolved") => self.context(event),
             ("artifact", _) => self.artifact(event),
             ("evidence", _) => self.push("evidence", "evidence recorded".into(), event),
             ("routing", _) => self.push("routing", t.replace('.', " "), event),
@@ -469,6 +474,28 @@ impl<'a> Builder<'a> {
             self.counts.compactions += u64::from(t.ends_with("completed"));
         }
         self.push("compaction", t.replace('.', " "), event);
+    }
+
+    /// Context the runtime put in front of the model (instructions, the environment, command
+    /// output): a step of its own, labelled by its kind, never a request.
+    fn context(&mut self, event: &StoredEvent) {
+        self.counts.context += 1;
+        let kind = payload_str(event, "kind").unwrap_or("context");
+        let first_line = payload_str(event, "text")
+            .and_then(|t| t.lines().find(|l| !l.trim().is_empty()))
+            .map(str::trim)
+            .unwrap_or("");
+        let mut title = kind.to_string();
+        if !first_line.is_empty() {
+            let cut: String = first_line.chars().take(CONTEXT_TITLE_CHARS).collect();
+            let more = if cut.len() < first_line.len() {
+                "…"
+            } else {
+                ""
+            };
+            title.push_str(&format!(": {cut}{more}"));
+        }
+        self.push("context", title, event);
     }
 
     fn artifact(&mut self, event: &StoredEvent) {
