@@ -9,7 +9,7 @@ use std::path::Path;
 
 use journal_engine::{Chain, Journal, Options, RecoveryAction, VerifyOptions};
 use journal_format::merkle::{
-    leaf_hash, verify_consistency, verify_inclusion, MemoryTree, TreeHash,
+    leaf_hash, root_at, verify_consistency, verify_inclusion, MemoryTree, TreeHash,
 };
 use journal_format::Position;
 
@@ -262,4 +262,57 @@ fn a_journal_opened_without_its_tree_refuses_proofs_and_grows_it_when_opened_wit
         journal.tree_head().unwrap().root,
         tree_of_log(&journal).root()
     );
+}
+
+/// A journal of 1,000,000 events: proofs of spread positions against the tree the log gives,
+/// and the tree rebuilt from the log after its files are deleted has the same root.
+#[test]
+fn proofs_from_a_journal_of_a_million_events() {
+    const EVENTS: u64 = 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let buffered = || Options {
+        durability: journal_engine::Durability::Buffered {
+            sync_interval: std::time::Duration::from_millis(200),
+        },
+        ..Options::default()
+    };
+    let journal = Journal::open(dir.path(), buffered()).unwrap();
+    let mut at = 0;
+    while at < EVENTS {
+        let batch: Vec<_> = (at..at + 5000)
+            .map(|i| {
+                let mut e = journal_format::Envelope::new(
+                    "tool.started",
+                    format!("e{i}"),
+                    "2026-11-27T10:00:00Z",
+                );
+                e.session_id = Some(format!("s{}", i % 97));
+                e
+            })
+            .collect();
+        journal
+            .append_batch_blocking(batch, journal_engine::AppendOptions::default())
+            .unwrap();
+        at += 5000;
+    }
+    let head = journal.tree_head().unwrap();
+    assert_eq!(head.position.0, EVENTS);
+    let built = tree_of_log(&journal);
+    assert_eq!(head.root, built.root());
+    for k in 0..200u64 {
+        let position = 1 + (k * 4_999_999_967) % EVENTS;
+        let size = position + (k * 7_919) % (EVENTS - position + 1);
+        let proof = journal.inclusion_proof(Position(position), size).unwrap();
+        assert!(proof.len() <= 20, "{} hashes", proof.len());
+        let body = journal.stored_body(Position(position)).unwrap();
+        let root = root_at(&built, size).unwrap();
+        verify_inclusion(&leaf_hash(&body), position - 1, size, &proof, &root).unwrap();
+        let old = position;
+        let proof = journal.consistency_proof(old, size).unwrap();
+        verify_consistency(old, size, &root_at(&built, old).unwrap(), &root, &proof).unwrap();
+    }
+    journal.close();
+    std::fs::remove_dir_all(dir.path().join("tree")).unwrap();
+    let journal = Journal::open(dir.path(), buffered()).unwrap();
+    assert_eq!(journal.tree_head().unwrap(), head);
 }
