@@ -208,27 +208,8 @@ pub(crate) fn run(
         unpersisted: u32::from(dirty),
         last: now(),
     };
-    if let Some((from, to)) = backlog.index {
-        if let Err(e) = catch_up(&tree.log, &index, from, to) {
-            tracing::error!(error = %e, "indexing the backlog left at open failed");
-            progress.fail(&e);
-            return;
-        }
-    }
-    let tree_behind = tree.tree.size() < backlog.head.0;
-    if tree_behind {
-        tree.grow(backlog.head);
-    }
-    if backlog.index.is_some() || tree_behind {
-        // The index held the head at open, or its backlog brought it there; readers wait for
-        // the tree too.
-        progress.set(backlog.head);
-        // Made durable at once: were the process killed again before its next idle moment,
-        // the next open would index this backlog again, and more each time.
-        persistence.unpersisted = 1;
-        if !persistence.persist(&index, &tree, &progress) {
-            return;
-        }
+    if !start(&index, &tree, &progress, &backlog, &mut persistence) {
+        return;
     }
     loop {
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
@@ -262,6 +243,39 @@ pub(crate) fn run(
     if persistence.unpersisted > 0 && !persistence.persist(&index, &tree, &progress) {
         tracing::error!("making the index durable at close failed");
     }
+}
+
+/// What the indexer does first: indexes the backlog open left to it, grows the tree to the
+/// log's head at open, and makes both durable. `false` when the index failed (the indexer then
+/// stops; waiting readers are told).
+fn start(
+    index: &Index,
+    tree: &TreeFeed,
+    progress: &IndexProgress,
+    backlog: &Backlog,
+    persistence: &mut Persistence,
+) -> bool {
+    if let Some((from, to)) = backlog.index {
+        if let Err(e) = catch_up(&tree.log, index, from, to) {
+            tracing::error!(error = %e, "indexing the backlog left at open failed");
+            progress.fail(&e);
+            return false;
+        }
+    }
+    let tree_behind = tree.tree.size() < backlog.head.0;
+    if tree_behind {
+        tree.grow(backlog.head);
+    }
+    if backlog.index.is_some() || tree_behind {
+        // The index held the head at open, or its backlog brought it there; readers wait for
+        // the tree too.
+        progress.set(backlog.head);
+        // Made durable at once: were the process killed again before its next idle moment,
+        // the next open would index this backlog again, and more each time.
+        persistence.unpersisted = 1;
+        return persistence.persist(index, tree, progress);
+    }
+    true
 }
 
 /// Gathers the entries of `first` and of the commits that follow it (see the module's doc) and

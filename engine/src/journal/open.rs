@@ -105,24 +105,11 @@ impl Journal {
         let progress = Arc::new(IndexProgress::new(indexed));
         let (index_tx, index_rx) = mpsc::channel();
         let index_complete_at = backlog.deferred.map(|(_, to)| to);
-        let indexer = {
-            let (index, progress) = (Arc::clone(&index), Arc::clone(&progress));
-            let feed = indexer::TreeFeed {
-                tree: Arc::clone(&tree),
-                log: Arc::clone(&log),
-            };
-            let Backlog {
-                deferred, lagging, ..
-            } = backlog;
-            let backlog = indexer::Backlog {
-                index: deferred,
-                head: head.position,
-            };
-            std::thread::Builder::new()
-                .name("journal-indexer".into())
-                .spawn(move || indexer::run(index, feed, progress, index_rx, backlog, lagging))
-                .map_err(Error::io("starting the indexer thread"))?
+        let feed = indexer::TreeFeed {
+            tree: Arc::clone(&tree),
+            log: Arc::clone(&log),
         };
+        let indexer = start_indexer(&index, feed, &progress, index_rx, backlog, head.position)?;
         let publisher = Arc::new(Publisher::new(
             Arc::clone(&log),
             Arc::clone(&poison),
@@ -461,6 +448,30 @@ fn catch_up_index(
         lagging,
         indexed: head.position,
     })
+}
+
+/// Starts the indexer thread with what open left to it: the index's backlog and the tree to
+/// grow to the log's head at open (`head`).
+fn start_indexer(
+    index: &Arc<Index>,
+    feed: indexer::TreeFeed,
+    progress: &Arc<IndexProgress>,
+    rx: mpsc::Receiver<crate::write::answer::CommittedGroup>,
+    backlog: Backlog,
+    head: Position,
+) -> Result<std::thread::JoinHandle<()>> {
+    let (index, progress) = (Arc::clone(index), Arc::clone(progress));
+    let Backlog {
+        deferred, lagging, ..
+    } = backlog;
+    let backlog = indexer::Backlog {
+        index: deferred,
+        head,
+    };
+    std::thread::Builder::new()
+        .name("journal-indexer".into())
+        .spawn(move || indexer::run(index, feed, progress, rx, backlog, lagging))
+        .map_err(Error::io("starting the indexer thread"))
 }
 
 /// Opens the Merkle tree, reporting why it is rebuilt when it is. A small backlog (the usual
