@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use journal_engine::{AppendOptions, Journal, Options};
-use journal_format::merkle::{leaf_hash, verify_consistency, verify_inclusion};
+use journal_format::merkle::{leaf_hash, verify_consistency, verify_inclusion, TreeHash};
 use journal_format::{Envelope, Position};
 use serde_json::{json, Value};
 
@@ -135,6 +135,34 @@ fn spread(size: u64, k: u64) -> u64 {
     1 + (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % size
 }
 
+/// The medians of producing and checking [`PROOFS`] inclusion and consistency proofs on the
+/// tree of `size` events whose root is `root`: per kind, produce µs, check µs, hashes.
+fn time_proofs(journal: &Journal, size: u64, root: &TreeHash) -> Res<[[f64; 3]; 2]> {
+    let mut figures: [[Vec<f64>; 3]; 2] = Default::default();
+    for k in 0..PROOFS {
+        let position = spread(size, k);
+        let body = journal.stored_body(Position(position))?;
+        let t = Instant::now();
+        let proof = journal.inclusion_proof(Position(position), size)?;
+        figures[0][0].push(us(t.elapsed()));
+        let t = Instant::now();
+        verify_inclusion(&leaf_hash(&body), position - 1, size, &proof, root)?;
+        figures[0][1].push(us(t.elapsed()));
+        figures[0][2].push(proof.len() as f64);
+
+        let old = spread(size, k + PROOFS);
+        let old_root = journal.tree_root(old)?;
+        let t = Instant::now();
+        let proof = journal.consistency_proof(old, size)?;
+        figures[1][0].push(us(t.elapsed()));
+        let t = Instant::now();
+        verify_consistency(old, size, &old_root, root, &proof)?;
+        figures[1][1].push(us(t.elapsed()));
+        figures[1][2].push(proof.len() as f64);
+    }
+    Ok(figures.map(|kind| kind.map(|mut values| median(&mut values))))
+}
+
 /// Proofs on the shared journal of `events` events (or a few more): the medians of producing and checking
 /// [`PROOFS`] inclusion and consistency proofs, and the tree's bytes per event.
 fn proofs(ctx: &Context, events: u64) -> Res<(String, Value)> {
@@ -145,29 +173,7 @@ fn proofs(ctx: &Context, events: u64) -> Res<(String, Value)> {
     let open_ms = super::ms(opened.elapsed());
     // The open workload may have appended to the shared journal: the proofs are against its head.
     let size = head.position.0;
-    let (mut produce, mut check, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut c_produce, mut c_check, mut c_lengths) = (Vec::new(), Vec::new(), Vec::new());
-    for k in 0..PROOFS {
-        let position = spread(size, k);
-        let body = journal.stored_body(Position(position))?;
-        let t = Instant::now();
-        let proof = journal.inclusion_proof(Position(position), size)?;
-        produce.push(us(t.elapsed()));
-        let t = Instant::now();
-        verify_inclusion(&leaf_hash(&body), position - 1, size, &proof, &head.root)?;
-        check.push(us(t.elapsed()));
-        lengths.push(proof.len() as f64);
-
-        let old = spread(size, k + PROOFS);
-        let old_root = journal.tree_root(old)?;
-        let t = Instant::now();
-        let proof = journal.consistency_proof(old, size)?;
-        c_produce.push(us(t.elapsed()));
-        let t = Instant::now();
-        verify_consistency(old, size, &old_root, &head.root, &proof)?;
-        c_check.push(us(t.elapsed()));
-        c_lengths.push(proof.len() as f64);
-    }
+    let timed = time_proofs(&journal, size, &head.root)?;
     journal.close();
     let tree_bytes = super::dir_bytes(&dir.join("tree"));
     let per_event = tree_bytes as f64 / size as f64;
@@ -181,16 +187,7 @@ fn proofs(ctx: &Context, events: u64) -> Res<(String, Value)> {
         "{:<12} {:>12} {:>10} {:>8}",
         "proof", "produce µs", "check µs", "hashes"
     )?;
-    let inclusion = [
-        median(&mut produce),
-        median(&mut check),
-        median(&mut lengths),
-    ];
-    let consistency = [
-        median(&mut c_produce),
-        median(&mut c_check),
-        median(&mut c_lengths),
-    ];
+    let [inclusion, consistency] = timed;
     for (name, [p, c, n]) in [("inclusion", inclusion), ("consistency", consistency)] {
         writeln!(text, "{name:<12} {p:>12.1} {c:>10.1} {n:>8.0}")?;
     }
