@@ -20,11 +20,13 @@
 
 mod access;
 mod api;
+mod auth;
 mod conn;
 mod deadline;
 mod error;
 mod guard;
 mod metrics;
+mod read_query;
 mod reload;
 mod stream;
 pub mod tls;

@@ -26,8 +26,9 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::watch;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::api::{authorize, check_session, ReadQuery};
+use crate::auth::{authorize, check_session};
 use crate::error::ApiError;
+use crate::read_query::ReadQuery;
 use crate::tokens::Scope;
 use crate::AppState;
 
