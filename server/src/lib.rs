@@ -341,6 +341,13 @@ impl Server {
         let _ = feed.await;
         workers.abort();
         let _ = workers.await;
+        // The workers' last commits did not wait for the disk.
+        let models = state.models.clone();
+        match tokio::task::spawn_blocking(move || models.sync()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(target: "journal::serve", "read models: {e}"),
+            Err(e) => tracing::error!(target: "journal::serve", "read models: {e}"),
+        }
         drop(state);
         Ok(())
     }
