@@ -49,6 +49,11 @@ pub const MODEL_TIMEOUT_MAX: Duration = Duration::from_secs(60);
 /// The `timeoutMs` of a read model request that gives `minPosition` without one.
 pub const MODEL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
+/// An append body up to this size is parsed on the request's task (a few events, tens of
+/// microseconds); a larger one on the blocking pool, whose hand-over costs more than parsing
+/// a small body.
+const PARSE_INLINE_BYTES_MAX: usize = 16 << 10;
+
 /// The JSON Lines media type.
 const NDJSON: &str = "application/x-ndjson";
 
@@ -273,7 +278,11 @@ async fn append(
     let size = bytes.len() as u64;
     let checker = Checker::new(state.config.limits, state.config.conformance);
     let array = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-    let batch = tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??;
+    let batch = if bytes.len() <= PARSE_INLINE_BYTES_MAX {
+        parse_events(&bytes, checker)?
+    } else {
+        tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??
+    };
     if batch.is_empty() {
         return Err(ApiError::bad_request("no events in the body"));
     }
