@@ -16,7 +16,7 @@ use crate::activity::Activity;
 use crate::partition::{self, PARTITION_EVENTS};
 use crate::projection::{Event, Freshness, FreshnessState, Progress, Projection};
 use crate::state::StreamState;
-use crate::store::{Meta, Store, StoreError};
+use crate::store::{Durability, Meta, Store, StoreError};
 use crate::views;
 use crate::worker::{decode, Reached, Worker, WorkerError};
 
@@ -232,6 +232,17 @@ pub struct ReadModels {
     ordinary_only: Arc<AtomicBool>,
 }
 
+/// How often, at most, the live workers ([`ReadModels::spawn`]) catch up: one commit of the
+/// read models takes in the journal's commits of that long, instead of one each. A reader
+/// that needs a position sooner asks for it (`minPosition`, [`ReadModels::wait_for`]) and
+/// catches up itself.
+pub const LIVE_CATCH_UP_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How often, at most, the live workers make their commits durable (and once the journal is
+/// idle that long): a crash loses at most this much of their progress, applied again from the
+/// log at the next start.
+pub const LIVE_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The projections' names, in the order they run.
 pub const PROJECTIONS: [&str; 2] = ["state", "activity"];
 
@@ -351,6 +362,16 @@ impl ReadModels {
         &self,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
+        self.catch_up_with(progress, Durability::Immediate)
+    }
+
+    /// [`ReadModels::catch_up`], the workers' last commits not waiting for the disk
+    /// ([`Worker::catch_up_deferred`]); [`ReadModels::sync`] makes them durable.
+    fn catch_up_with(
+        &self,
+        progress: &mut dyn FnMut(&str, u64, u64),
+        last: Durability,
+    ) -> Result<Vec<(&'static str, Reached)>, ReadError> {
         if !self.ordinary_only.load(Ordering::Relaxed) {
             // A projection at the start of a generation is built by partition first, both
             // from the same passes; the ordinary catch-up below takes it from there.
@@ -370,34 +391,94 @@ impl ReadModels {
                 self.ordinary_only.store(true, Ordering::Relaxed);
             }
         }
-        let state =
-            lock(&self.state).catch_up(&self.journal, &mut |p, h| progress("state", p, h))?;
-        let activity =
-            lock(&self.activity).catch_up(&self.journal, &mut |p, h| progress("activity", p, h))?;
+        let state = match last {
+            Durability::Immediate => {
+                lock(&self.state).catch_up(&self.journal, &mut |p, h| progress("state", p, h))?
+            }
+            Durability::Deferred => lock(&self.state)
+                .catch_up_deferred(&self.journal, &mut |p, h| progress("state", p, h))?,
+        };
+        let activity = match last {
+            Durability::Immediate => lock(&self.activity)
+                .catch_up(&self.journal, &mut |p, h| progress("activity", p, h))?,
+            Durability::Deferred => lock(&self.activity)
+                .catch_up_deferred(&self.journal, &mut |p, h| progress("activity", p, h))?,
+        };
         Ok(vec![("state", state), ("activity", activity)])
     }
 
-    /// Runs the workers live on the current tokio runtime: after every commit to the journal,
-    /// they catch up. They run until the returned handle is aborted (or the runtime shuts
-    /// down); abort it before closing the journal, since the task holds a handle to it.
+    /// Makes every commit of the workers durable (after [`ReadModels::spawn`]'s, which do not
+    /// wait for the disk).
+    ///
+    /// # Errors
+    /// [`ReadError::Store`].
+    pub fn sync(&self) -> Result<(), ReadError> {
+        Ok(self.store.sync()?)
+    }
+
+    /// Runs the workers live on the current tokio runtime: after a commit to the journal they
+    /// catch up, at most once every [`LIVE_CATCH_UP_INTERVAL`], so that one commit of the
+    /// read models takes in every journal commit since the last. Their commits do not wait for
+    /// the disk: they are made durable at most once every [`LIVE_SYNC_INTERVAL`], and once
+    /// the journal is idle that long ([`ReadModels::sync`]); a crash loses at most that much
+    /// of the workers' progress, which they apply again from the log (the answers' freshness
+    /// says how far they are). They run until the returned handle is aborted (or the runtime
+    /// shuts down); abort it, then [`ReadModels::sync`], before closing the journal, since the
+    /// task holds a handle to it.
     pub fn spawn(&self) -> tokio::task::JoinHandle<()> {
         let models = self.clone();
         tokio::spawn(async move {
             let mut head = models.journal.watch_head();
+            let mut sync_tick = tokio::time::interval(LIVE_SYNC_INTERVAL);
+            sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Whether commits were made since the last sync.
+            let mut unsynced = false;
+            let mut reached = None;
             loop {
                 let m = models.clone();
-                let caught =
-                    tokio::task::spawn_blocking(move || m.catch_up(&mut |_, _, _| {})).await;
+                let caught = tokio::task::spawn_blocking(move || {
+                    m.catch_up_with(&mut |_, _, _| {}, Durability::Deferred)
+                })
+                .await;
                 match caught {
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(now)) => {
+                        unsynced |= reached.as_ref() != Some(&now);
+                        reached = Some(now);
+                    }
                     Ok(Err(e)) => tracing::error!(error = %e, "projection worker"),
                     Err(e) => tracing::error!(error = %e, "projection worker panicked"),
                 }
-                if head.changed().await.is_err() {
-                    return;
+                tokio::time::sleep(LIVE_CATCH_UP_INTERVAL).await;
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = sync_tick.tick(), if unsynced => {
+                            unsynced = false;
+                            models.sync_blocking().await;
+                        }
+                        changed = head.changed() => {
+                            if changed.is_err() {
+                                if unsynced {
+                                    models.sync_blocking().await;
+                                }
+                                return;
+                            }
+                            break;
+                        }
+                    }
                 }
             }
         })
+    }
+
+    /// [`ReadModels::sync`] on the blocking pool, its error logged.
+    async fn sync_blocking(&self) {
+        let m = self.clone();
+        match tokio::task::spawn_blocking(move || m.sync()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "projection worker: sync"),
+            Err(e) => tracing::error!(error = %e, "projection worker: sync panicked"),
+        }
     }
 
     /// The freshness of projection `name`.

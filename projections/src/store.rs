@@ -603,6 +603,21 @@ impl Store {
         })
     }
 
+    /// Makes every commit so far durable (those made with [`Durability::Deferred`]): an
+    /// empty transaction committed with [`Durability::Immediate`].
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.guard(|| {
+            let err = self.err("making the read models' commits durable");
+            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            txn.set_durability(redb::Durability::Immediate)
+                .map_err(|e| err(e.into()))?;
+            txn.commit().map_err(|e| err(e.into()))
+        })
+    }
+
     /// Drops every state and alias of generation `version` of projection `name`: a generation
     /// at position 0 must hold nothing, and a build that was interrupted before its first
     /// checkpoint may have left states behind. With `meta`, sets the checkpoint to it in the

@@ -171,7 +171,8 @@ impl<P: Projection> Worker<P> {
     }
 
     /// Applies every event up to the journal's head (as of the call), in batches; calls
-    /// `progress(position, head)` after each batch.
+    /// `progress(position, head)` after each batch. The last batch reaches the disk before it
+    /// returns.
     ///
     /// # Errors
     /// [`WorkerError`] when the journal or the store fails; the checkpoint then names the last
@@ -180,6 +181,32 @@ impl<P: Projection> Worker<P> {
         &mut self,
         journal: &Journal,
         progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Reached, WorkerError> {
+        self.catch_up_with(journal, progress, Durability::Immediate)
+    }
+
+    /// [`Worker::catch_up`], without waiting for the disk: every batch is visible to readers
+    /// once committed, and durable once a later commit is ([`Store::sync`]); a crash before
+    /// then rolls the projection back to its last durable checkpoint (states and checkpoint
+    /// together), from which the next catch-up applies the events again. For a worker that
+    /// follows the log live and commits often.
+    ///
+    /// # Errors
+    /// As [`Worker::catch_up`].
+    pub fn catch_up_deferred(
+        &mut self,
+        journal: &Journal,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Reached, WorkerError> {
+        self.catch_up_with(journal, progress, Durability::Deferred)
+    }
+
+    /// [`Worker::catch_up`], its last batch committed with `durability_last`.
+    fn catch_up_with(
+        &mut self,
+        journal: &Journal,
+        progress: &mut dyn FnMut(u64, u64),
+        durability_last: Durability,
     ) -> Result<Reached, WorkerError> {
         let head = journal.head().position.0;
         let (stored, mut meta, mut generation) = match self.prepare(journal, head)? {
@@ -213,9 +240,10 @@ impl<P: Projection> Worker<P> {
                 Applied::All(batch, last) => {
                     generation.position = to;
                     generation.hash = last;
-                    // The last batch reaches the disk before the catch-up returns.
+                    // The last batch reaches the disk before the catch-up returns (unless
+                    // deferred).
                     let durability = if to >= head {
-                        Durability::Immediate
+                        durability_last
                     } else {
                         Durability::Deferred
                     };

@@ -357,6 +357,50 @@ fn read_your_own_writes_with_live_workers() {
     });
 }
 
+/// The live workers reach the head on their own (no reader asking), their commits not
+/// waiting for the disk; after `sync` the store, opened again, holds them.
+#[test]
+fn live_workers_reach_the_head_and_sync_makes_their_commits_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let journal = journal_with(dir.path(), None);
+    let models = ReadModels::open(&journal).unwrap();
+    let head = runtime.block_on(async {
+        let workers = models.spawn();
+        let mut head = 0;
+        for chunk in workload::generate(5, 2, 300).chunks(20) {
+            let appended = journal
+                .append_batch(chunk.to_vec(), AppendOptions::default())
+                .await
+                .unwrap();
+            head = appended.last().unwrap().position.0;
+        }
+        let mut reached = false;
+        for _ in 0..600 {
+            let fresh = ["state", "activity"]
+                .iter()
+                .all(|n| models.freshness(n).unwrap().position == head);
+            if fresh {
+                reached = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(reached, "the live workers did not reach {head} in 6 s");
+        workers.abort();
+        let _ = workers.await;
+        head
+    });
+    models.sync().unwrap();
+    let path = models.store().path().to_path_buf();
+    drop(models);
+    let store = Store::open(&path).unwrap();
+    for name in ["state", "activity"] {
+        let meta = store.meta(name).unwrap();
+        assert_eq!(meta.serving.map(|g| g.position), Some(head), "{name}");
+    }
+}
+
 #[test]
 fn read_models_of_a_generated_workload_tell_what_the_facts_say() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
-//! The routes: the router, authentication, and the handlers of events, commands, read models
-//! and the journal's state; the event stream's is in `stream.rs`, the replay and evidence
-//! pack's in [`review`], the schemas' in [`schemas`]. Every route is registered once, with its
+//! The routes: the router and the handlers of events, commands, read models and the journal's
+//! state; the event stream's is in `stream.rs`, the replay and evidence pack's in [`review`],
+//! the schemas' in [`schemas`]. Token checks are in `auth.rs`, the read filters in
+//! `read_query.rs`, both shared with `stream.rs`. Every route is registered once, with its
 //! `#[utoipa::path]` description, in [`routes`]: the router and the OpenAPI document
 //! ([`openapi`], `GET /openapi.json`) both come from it. Journal calls that block (reads,
 //! status, verify, read models, replays) run on the blocking pool; appends await the writer.
@@ -24,16 +25,18 @@ use axum::{Json, Router};
 use futures_util::StreamExt;
 use journal_commands::Command;
 use journal_engine::input::{line_bytes_max, Checker, InputBatch};
-use journal_engine::{AppendOptions, Filter, VerifyOptions};
-use journal_format::{Digest as KeptDigest, Position};
+use journal_engine::{AppendOptions, VerifyOptions};
+use journal_format::Digest as KeptDigest;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::auth::{authorize, check_session, forbidden};
 use crate::error::{ApiError, Refusal};
-use crate::tokens::{Grant, Scope};
+use crate::read_query::ReadQuery;
+use crate::tokens::Scope;
 use crate::AppState;
 
 /// The number of events a page of `GET /v1/events` holds when `limit` is not given.
@@ -46,6 +49,11 @@ pub const READ_PAGE_BYTES_MAX: usize = 16 << 20;
 pub const MODEL_TIMEOUT_MAX: Duration = Duration::from_secs(60);
 /// The `timeoutMs` of a read model request that gives `minPosition` without one.
 pub const MODEL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+/// An append body up to this size is parsed on the request's task (a few events, tens of
+/// microseconds); a larger one on the blocking pool, whose hand-over costs more than parsing
+/// a small body.
+const PARSE_INLINE_BYTES_MAX: usize = 16 << 10;
 
 /// The JSON Lines media type.
 const NDJSON: &str = "application/x-ndjson";
@@ -97,61 +105,6 @@ async fn not_found() -> ApiError {
         "not_found",
         "no such route (docs/SERVER.md lists them)",
     )
-}
-
-/// The grant of the request's bearer token for `scope`: everything when the server has no
-/// tokens file.
-pub(crate) fn authorize(
-    state: &AppState,
-    headers: &HeaderMap,
-    scope: Scope,
-) -> Result<Grant, ApiError> {
-    let Some(tokens) = &state.tokens else {
-        return Ok(Grant::everything());
-    };
-    let unauthorized =
-        |message: &str| ApiError::kind(StatusCode::UNAUTHORIZED, "unauthorized", message);
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            // The scheme's name is case-insensitive (RFC 9110, 11.1).
-            let (scheme, token) = v.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token)
-        })
-        .map(str::trim)
-        .ok_or_else(|| unauthorized("no bearer token: send `Authorization: Bearer <token>`"))?;
-    let grant = tokens
-        .check(token)
-        .ok_or_else(|| unauthorized("the bearer token is not known (mistyped or revoked)"))?;
-    if !grant.has(scope) {
-        return Err(forbidden(format!(
-            "the token has no `{}` scope",
-            scope.name()
-        )));
-    }
-    Ok(grant)
-}
-
-pub(crate) fn forbidden(message: impl Into<String>) -> ApiError {
-    ApiError::kind(StatusCode::FORBIDDEN, "forbidden", message)
-}
-
-/// Refuses a session the grant is not limited to.
-pub(crate) fn check_session(grant: &Grant, session: Option<&str>) -> Result<(), ApiError> {
-    if grant.covers(session) {
-        return Ok(());
-    }
-    Err(forbidden(match session {
-        Some(s) => format!(
-            "the token is limited to sessions starting with {:?}; {s:?} is not one",
-            grant.sessions().unwrap_or_default()
-        ),
-        None => format!(
-            "the token is limited to sessions starting with {:?}: name a session",
-            grant.sessions().unwrap_or_default()
-        ),
-    }))
 }
 
 /// A query string that does not parse, as a `400`.
@@ -329,7 +282,11 @@ async fn append(
     let size = bytes.len() as u64;
     let checker = Checker::new(state.config.limits, state.config.conformance);
     let array = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-    let batch = tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??;
+    let batch = if bytes.len() <= PARSE_INLINE_BYTES_MAX {
+        parse_events(&bytes, checker)?
+    } else {
+        tokio::task::spawn_blocking(move || parse_events(&bytes, checker)).await??
+    };
     if batch.is_empty() {
         return Err(ApiError::bad_request("no events in the body"));
     }
@@ -362,75 +319,6 @@ async fn append(
         text.push('\n');
     }
     Ok(([(header::CONTENT_TYPE, NDJSON)], text).into_response())
-}
-
-/// The filters of `GET /v1/events` and `GET /v1/events/stream`.
-#[derive(Deserialize, Default, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct ReadQuery {
-    /// The first position (inclusive).
-    #[param(minimum = 0)]
-    pub from: Option<u64>,
-    /// The last position (inclusive).
-    #[param(minimum = 0)]
-    pub to: Option<u64>,
-    /// Only this session's events.
-    pub session: Option<String>,
-    /// Only this task's events.
-    pub task: Option<String>,
-    /// Only this run's events.
-    pub run: Option<String>,
-    /// Only events whose type starts with this.
-    #[serde(rename = "type")]
-    pub type_prefix: Option<String>,
-    /// The page size (default 100; a larger one than 1,000 is lowered to it). Not used by
-    /// the stream.
-    #[param(minimum = 1)]
-    pub limit: Option<usize>,
-}
-
-impl ReadQuery {
-    pub(crate) fn filter(&self) -> Filter {
-        Filter {
-            from: self.from.map(Position),
-            to: self.to.map(Position),
-            session: self.session.clone(),
-            task: self.task.clone(),
-            run: self.run.clone(),
-            type_prefix: self.type_prefix.clone(),
-            limit: None,
-        }
-    }
-
-    /// The query string of the page that starts at `from`, with the same filters.
-    fn next(&self, from: u64, limit: usize) -> String {
-        let mut q = format!("from={from}&limit={limit}");
-        let mut add = |key: &str, value: &Option<String>| {
-            if let Some(v) = value {
-                q.push_str(&format!("&{key}={}", encode(v)));
-            }
-        };
-        add("to", &self.to.map(|t| t.to_string()));
-        add("session", &self.session);
-        add("task", &self.task);
-        add("run", &self.run);
-        add("type", &self.type_prefix);
-        q
-    }
-}
-
-/// Percent-encodes a query value.
-fn encode(value: &str) -> String {
-    let mut out = String::new();
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// `GET /v1/events`: a page of events as JSON Lines; the `Link` header (`rel="next"`) names the

@@ -20,11 +20,13 @@
 
 mod access;
 mod api;
+mod auth;
 mod conn;
 mod deadline;
 mod error;
 mod guard;
 mod metrics;
+mod read_query;
 mod reload;
 mod stream;
 pub mod tls;
@@ -173,6 +175,33 @@ pub(crate) struct AppState {
     pub subscriber_slots: Arc<Semaphore>,
     /// Turns `true` when the server is shutting down: event streams close.
     pub shutdown: watch::Receiver<bool>,
+    /// The event stream's frames, serialised once for every subscriber.
+    pub feed: Arc<stream::feed::Feed>,
+}
+
+#[cfg(test)]
+impl AppState {
+    /// The state of a server over `journal` with the default configuration and a feed whose
+    /// window keeps `window_bytes_max`, for tests of what the handlers share.
+    pub(crate) fn for_tests(journal: &Journal, window_bytes_max: usize) -> Arc<AppState> {
+        let store = Store::open(journal.dir().join(journal_projections::store::FILE_NAME))
+            .expect("the read-model store opens");
+        let config = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+        Arc::new(AppState {
+            models: ReadModels::with_store(journal, Arc::new(store)),
+            commands: Commands::new(journal.clone()),
+            journal: journal.clone(),
+            tokens: None,
+            metrics: Metrics::default(),
+            subscriber_slots: Arc::new(Semaphore::new(config.max_subscribers)),
+            config,
+            shutdown: watch::channel(false).1,
+            feed: Arc::new(stream::feed::Feed::new(
+                journal.head().position.next(),
+                window_bytes_max,
+            )),
+        })
+    }
 }
 
 /// A server bound to its address, not yet serving.
@@ -233,6 +262,10 @@ impl Server {
                 source,
             })?;
         let (shutdown, watching) = watch::channel(false);
+        let feed = stream::feed::Feed::new(
+            journal.head().position.next(),
+            stream::feed::WINDOW_BYTES_MAX,
+        );
         let state = Arc::new(AppState {
             models: ReadModels::with_store(&journal, store),
             commands: Commands::new(journal.clone()),
@@ -242,6 +275,7 @@ impl Server {
             subscriber_slots: Arc::new(Semaphore::new(config.max_subscribers)),
             config,
             shutdown: watching,
+            feed: Arc::new(feed),
         });
         Ok(Server {
             listener,
@@ -294,6 +328,7 @@ impl Server {
             ..
         } = self;
         let workers = state.models.spawn();
+        let feed = state.feed.spawn(state.journal.clone());
         let watcher = reload::spawn(Arc::clone(&state));
         let app = access::layer(guard::layer(api::router(Arc::clone(&state)), &state));
         let stop = async move {
@@ -302,8 +337,17 @@ impl Server {
         };
         conn::serve(listener, app, Arc::clone(&state), stop).await;
         watcher.abort();
+        feed.abort();
+        let _ = feed.await;
         workers.abort();
         let _ = workers.await;
+        // The workers' last commits did not wait for the disk.
+        let models = state.models.clone();
+        match tokio::task::spawn_blocking(move || models.sync()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(target: "journal::serve", "read models: {e}"),
+            Err(e) => tracing::error!(target: "journal::serve", "read models: {e}"),
+        }
         drop(state);
         Ok(())
     }

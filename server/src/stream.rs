@@ -1,35 +1,43 @@
-//! `GET /v1/events/stream`: Server-Sent Events over [`journal_engine::Journal::subscribe`],
-//! which reads history and then live appends from the log itself, so the switch has no gap and
-//! no duplicate. Each event's `id:` is its position; a client resumes with `Last-Event-ID`.
+//! `GET /v1/events/stream`: Server-Sent Events over the log, history and then live appends,
+//! with no gap and no duplicate at the switch. Each event's `id:` is its position; a client
+//! resumes with `Last-Event-ID`.
 //!
-//! A task per subscriber reads the log and hands events to the response through a bounded
-//! channel. The writer never waits for a subscriber: a subscriber that falls
-//! `subscriber_buffer_events` behind is closed with a final comment saying so (it resumes from
-//! the last id it got), and shutdown closes every stream with a comment too.
+//! Each live event is read and serialised into its frame once for every subscriber, by the
+//! shared [`feed`]; a task per subscriber ([`subscriber`]) filters the frames and hands them to
+//! the response through a bounded channel, reading from the journal itself what the feed's
+//! window does not hold. The writer never waits for a subscriber: a subscriber that falls
+//! `subscriber_buffer_events` behind (its client reads too slowly) is closed with a final
+//! comment saying so (it resumes from the last id it got), and shutdown closes every stream
+//! with a comment too. The response writes the frames queued at once in one piece.
 //!
 //! At most `Config::max_subscribers` clients follow at once: one more is refused `503
 //! too_many_subscribers` before anything is read for it.
 
+pub(crate) mod feed;
+mod subscriber;
+
 use std::convert::Infallible;
-use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use journal_engine::{Filter, Subscription};
-use journal_format::{Position, StoredEvent};
-use tokio::sync::mpsc::{self, error::TrySendError};
-use tokio::sync::watch;
+use bytes::{Bytes, BytesMut};
+use journal_format::Position;
+use tokio::sync::mpsc;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 
-use crate::api::{authorize, check_session, ReadQuery};
+use crate::auth::{authorize, check_session};
 use crate::error::ApiError;
+use crate::read_query::ReadQuery;
 use crate::tokens::Scope;
 use crate::AppState;
+use subscriber::Subscriber;
 
 /// Why a stream ended, said in its last comment.
 type Reason = Arc<Mutex<Option<String>>>;
@@ -73,33 +81,34 @@ pub(crate) async fn follow(
     let from = start(&state, &q, &headers)?;
     let place = Place::take(&state)?;
     let buffer = state.config.subscriber_buffer_events.max(1);
-    let (tx, rx) = mpsc::channel::<Event>(buffer);
+    let (tx, rx) = mpsc::channel::<Bytes>(buffer);
     let reason: Reason = Arc::new(Mutex::new(None));
-    let mut subscription = state.journal.subscribe(from);
     let mut shutdown = state.shutdown.clone();
+    let heartbeat = state.config.heartbeat;
     let subscriber = Subscriber {
         state: Arc::clone(&state),
         filter: q.filter(),
         tx,
         buffer,
+        next: from.max(Position::FIRST),
     };
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
         let _place = place;
-        let ended = subscriber
-            .feed(from, &mut subscription, &mut shutdown)
-            .await;
+        let ended = subscriber.run(&mut shutdown).await;
         // Said before the sender is dropped: the response reads it once the channel is closed.
         if let Some(why) = ended {
             set(&task_reason, why);
         }
     });
-    let keep_alive = KeepAlive::new()
-        .interval(state.config.heartbeat)
-        .text("heartbeat");
-    Ok(Sse::new(events(rx, reason))
-        .keep_alive(keep_alive)
-        .into_response())
+    let mut response = Body::from_stream(frames(rx, reason, heartbeat)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }
 
 /// A subscriber's place, held while its task feeds the stream: its permit under the cap and its
@@ -145,100 +154,94 @@ fn too_many(state: &AppState) -> ApiError {
     .with("maxSubscribers", max)
 }
 
-/// The response's events: those the subscriber's task sends, then a comment saying why the
-/// stream ended.
-fn events(
-    rx: mpsc::Receiver<Event>,
+/// The most frames the response writes in one piece.
+const WRITE_FRAMES_MAX: usize = 256;
+
+/// The comment an idle stream sends every `Config::heartbeat`.
+const HEARTBEAT: &[u8] = b": heartbeat\n\n";
+
+/// The response's body: the frames the subscriber's task queues, those queued together
+/// written in one piece; a heartbeat comment whenever nothing was written for `heartbeat`;
+/// once the task has ended, a comment saying why.
+fn frames(
+    rx: mpsc::Receiver<Bytes>,
     reason: Reason,
-) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold((rx, reason, false), |(mut rx, reason, done)| async move {
-        if done {
-            return None;
-        }
-        match rx.recv().await {
-            Some(event) => Some((Ok::<_, Infallible>(event), (rx, reason, false))),
+    heartbeat: Duration,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
+    let body = Outgoing {
+        rx,
+        reason,
+        heartbeat,
+        idle: Box::pin(tokio::time::sleep(heartbeat)),
+        written: Instant::now(),
+        held: Vec::new(),
+    };
+    futures_util::stream::unfold(Some(body), |body| async move {
+        let mut body = body?;
+        match body.next().await {
+            Some(bytes) => Some((Ok(bytes), Some(body))),
             None => {
-                let text = reason.lock().unwrap_or_else(|p| p.into_inner()).take()?;
-                Some((Ok(Event::default().comment(text)), (rx, reason, true)))
+                let why = body
+                    .reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()?;
+                Some((Ok(Bytes::from(format!(": {why}\n\n"))), None))
             }
         }
     })
 }
 
-/// One subscriber's task: reads the log and hands the events its filter selects to the
-/// response.
-struct Subscriber {
-    state: Arc<AppState>,
-    filter: Filter,
-    tx: mpsc::Sender<Event>,
-    /// The channel's capacity: how far behind the subscriber may fall.
-    buffer: usize,
+/// The state of a response's body between writes.
+struct Outgoing {
+    rx: mpsc::Receiver<Bytes>,
+    reason: Reason,
+    heartbeat: Duration,
+    /// Fires `heartbeat` after the last write (or later: it is moved on lazily).
+    idle: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// When the last write was handed over.
+    written: Instant,
+    /// Frames received, not yet written.
+    held: Vec<Bytes>,
 }
 
-impl Subscriber {
-    /// Sends the events from `from` until the stream ends; returns why it ended, when the
-    /// subscriber is still there to be told.
-    async fn feed(
-        &self,
-        from: Position,
-        subscription: &mut Subscription,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> Option<String> {
-        if *shutdown.borrow_and_update() {
-            return Some("closed: the server is shutting down".into());
-        }
-        // Starting past `to` (a client resuming after the last event it asked for): nothing
-        // can come, so the stream ends now rather than waiting for a later event.
-        if self.filter.to.is_some_and(|to| from > to) {
-            return Some("end: reached `to`".into());
-        }
+impl Outgoing {
+    /// The next piece to write: the frames queued (waiting for one), or a heartbeat; `None`
+    /// once the task has ended and every frame is written.
+    async fn next(&mut self) -> Option<Bytes> {
         loop {
-            let next = tokio::select! {
-                _ = shutdown.changed() => {
-                    return Some("closed: the server is shutting down; resume with Last-Event-ID".into());
+            tokio::select! {
+                biased;
+                n = self.rx.recv_many(&mut self.held, WRITE_FRAMES_MAX) => {
+                    if n == 0 {
+                        return None;
+                    }
+                    self.written = Instant::now();
+                    return Some(concat(&mut self.held));
                 }
-                () = self.tx.closed() => return None,
-                next = subscription.next() => next,
-            };
-            let event = match next {
-                None => return Some("closed: the journal is closed".into()),
-                Some(Err(e)) => return Some(format!("closed: reading the log failed: {e}")),
-                Some(Ok(event)) => event,
-            };
-            if let ControlFlow::Break(ended) = self.send(&event) {
-                return ended;
+                () = self.idle.as_mut() => {
+                    let due = self.written + self.heartbeat;
+                    let now = Instant::now();
+                    if now >= due {
+                        self.written = now;
+                        self.idle.as_mut().reset(now + self.heartbeat);
+                        return Some(Bytes::from_static(HEARTBEAT));
+                    }
+                    self.idle.as_mut().reset(due);
+                }
             }
         }
     }
+}
 
-    /// Sends `event` when the filter selects it, without waiting; breaks when the stream ends
-    /// (with why, when the subscriber is still there to be told).
-    fn send(&self, event: &StoredEvent) -> ControlFlow<Option<String>> {
-        let last = self.filter.to.is_some_and(|to| event.position >= to);
-        if self.filter.to.is_some_and(|to| event.position > to) {
-            return ControlFlow::Break(Some("end: reached `to`".into()));
-        }
-        let sent = if self.filter.matches(event) {
-            let data = serde_json::to_string(&event.to_json_value()).unwrap_or_default();
-            self.tx
-                .try_send(Event::default().id(event.position.0.to_string()).data(data))
-        } else {
-            Ok(())
-        };
-        match sent {
-            Ok(()) if last => ControlFlow::Break(Some("end: reached `to`".into())),
-            Ok(()) => ControlFlow::Continue(()),
-            Err(TrySendError::Full(_)) => {
-                self.state
-                    .metrics
-                    .subscribers_dropped
-                    .fetch_add(1, Ordering::Relaxed);
-                ControlFlow::Break(Some(format!(
-                    "closed: this subscriber fell {} events behind the log; resume with Last-Event-ID",
-                    self.buffer
-                )))
-            }
-            Err(TrySendError::Closed(_)) => ControlFlow::Break(None),
-        }
+/// The frames of `held` as one piece (without a copy when there is one), leaving it empty.
+fn concat(held: &mut Vec<Bytes>) -> Bytes {
+    if held.len() == 1 {
+        return held.pop().unwrap_or_default();
     }
+    let mut out = BytesMut::with_capacity(held.iter().map(Bytes::len).sum());
+    for frame in held.drain(..) {
+        out.extend_from_slice(&frame);
+    }
+    out.freeze()
 }

@@ -20,7 +20,8 @@
 //! - `--json FILE`: also write the JSON document there (it is always printed last).
 //! - `--only W,...`: run only these workloads (repeatable).
 //! - `--cell BATCHxPRODUCERS`, `--engines E,...`: only these append cells and engines
-//!   (repeatable; for profiling one engine in one cell).
+//!   (repeatable; for profiling one engine in one cell); `--cell stream`: the http workload's
+//!   event stream.
 //! - `--random-ids`: UUID v4-shaped event ids in no order (default: ids that grow with time,
 //!   `evt-000000000123`), for the append workload and the journal the read and open workloads
 //!   build.
@@ -51,6 +52,7 @@ fn parse(args: &[String]) -> Res<Args> {
             rounds: 3,
             exe: std::env::current_exe()?,
             cells: Vec::new(),
+            stream_cell: false,
             engines: Vec::new(),
             ids: journal_benches::Ids::Growing,
         },
@@ -71,7 +73,13 @@ fn parse(args: &[String]) -> Res<Args> {
             "--json" => out.json = Some(PathBuf::from(value()?)),
             "--cell" => {
                 let v = value()?;
-                let (batch, producers) = v.split_once('x').ok_or("--cell BATCHxPRODUCERS")?;
+                if v == "stream" {
+                    out.ctx.stream_cell = true;
+                    continue;
+                }
+                let (batch, producers) = v
+                    .split_once('x')
+                    .ok_or("--cell BATCHxPRODUCERS or --cell stream")?;
                 out.ctx.cells.push((batch.parse()?, producers.parse()?));
             }
             "--engines" => {

@@ -132,6 +132,9 @@ pub struct Context {
     pub exe: PathBuf,
     /// `--cell BATCHxPRODUCERS`: only these append cells (all when empty); for profiling.
     pub cells: Vec<(u64, u64)>,
+    /// `--cell stream`: the http workload's event stream (alone, unless append cells are named
+    /// too); for profiling.
+    pub stream_cell: bool,
     /// `--engines a,b`: only these append engines (all when empty); for profiling. Ratios to an
     /// engine left out are not reported.
     pub engines: Vec<engines::Kind>,

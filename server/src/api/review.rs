@@ -20,7 +20,8 @@ use journal_replay::{Narrative, Scope as ReplayScope};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{authorize, check_session, forbidden, path, query};
+use super::{path, query};
+use crate::auth::{authorize, check_session, forbidden};
 use crate::error::ApiError;
 use crate::tokens::{Grant, Scope};
 use crate::AppState;

@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{authorize, path};
+use super::path;
+use crate::auth::authorize;
 use crate::error::ApiError;
 use crate::tokens::Scope;
 use crate::AppState;

@@ -112,16 +112,17 @@ fn measure_streams(ctx: &Context) -> Res<(Vec<report::Stream>, Vec<report::Strea
 /// # Errors
 /// The server's, a client's or the journal's error.
 pub fn run(ctx: &Context) -> Res<Section> {
+    // `--cell` picks what to profile: append cells, the event stream (`--cell stream`), or both.
+    let all = ctx.cells.is_empty() && !ctx.stream_cell;
     let mut cells = Vec::new();
     for clients in CLIENTS {
         for batch in BATCHES {
-            if ctx.cells.is_empty() || ctx.cells.contains(&(batch, clients)) {
+            if all || ctx.cells.contains(&(batch, clients)) {
                 cells.push(measure_cell(ctx, batch, clients)?);
             }
         }
     }
-    // `--cell` picks append cells to profile: the event stream is left out then.
-    let streams = if ctx.cells.is_empty() {
+    let streams = if all || ctx.stream_cell {
         Some(measure_streams(ctx)?)
     } else {
         None
