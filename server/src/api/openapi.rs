@@ -522,7 +522,7 @@ mod tests {
             .as_str()
             .is_some_and(|v| v.starts_with("3.1")));
         let paths = doc["paths"].as_object().map(|p| p.len());
-        assert_eq!(paths, Some(14));
+        assert_eq!(paths, Some(17));
         let name = &doc["paths"]["/v1/commands/{name}"]["post"]["parameters"][0]["schema"];
         assert_eq!(name["enum"][0], "create_task");
         assert!(doc["components"]["schemas"]["event"].is_object());
