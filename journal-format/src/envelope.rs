@@ -291,8 +291,38 @@ impl Envelope {
         bytes: &[u8],
         assign_id: &mut dyn FnMut() -> String,
     ) -> Result<Envelope, EnvelopeError> {
+        if let Some(envelope) = Envelope::from_plain_json(bytes, assign_id) {
+            return Ok(envelope);
+        }
         let value = strict_json::parse(bytes).map_err(EnvelopeError::NotJson)?;
         Envelope::from_json_value(value, assign_id)
+    }
+
+    /// The envelope of `bytes` read straight into its fields, without a `Value` tree of the
+    /// whole event, when that gives what the strict way gives: JSON that repeats no key
+    /// ([`strict_json::is_plain`]) with numbers read exactly, no journal field, valid
+    /// ([`Envelope::validate`]) once a missing `eventId` is assigned. `None` otherwise, and for
+    /// any error, which the strict way then reports in its words.
+    fn from_plain_json(bytes: &[u8], assign_id: &mut dyn FnMut() -> String) -> Option<Envelope> {
+        if !strict_json::is_plain(bytes) || strict_json::check_numbers(bytes).is_err() {
+            return None;
+        }
+        let mut envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+        if JOURNAL_FIELDS
+            .iter()
+            .any(|f| envelope.extra.contains_key(*f))
+        {
+            return None;
+        }
+        if envelope.event_id.is_empty() {
+            // Absent, or given empty (refused): only where the name appears nowhere is it
+            // certainly absent, and assigned as the strict way assigns it.
+            if bytes.windows(9).any(|w| w == b"\"eventId\"") {
+                return None;
+            }
+            envelope.event_id = assign_id();
+        }
+        envelope.validate().is_ok().then_some(envelope)
     }
 
     /// Like [`Envelope::from_json_slice`], for an already parsed value.
@@ -741,7 +771,116 @@ mod tests {
         })
     }
 
+    /// The strict way alone: the whole event parsed into a `Value`, then into its fields.
+    fn strictly(bytes: &[u8]) -> Result<Envelope, String> {
+        let mut n = 0;
+        let mut id = || {
+            n += 1;
+            format!("assigned-{n}")
+        };
+        strict_json::parse(bytes)
+            .map_err(EnvelopeError::NotJson)
+            .and_then(|v| Envelope::from_json_value(v, &mut id))
+            .map_err(|e| e.to_string())
+    }
+
+    /// `from_json_slice`, with the same ids assigned.
+    fn read(bytes: &[u8]) -> Result<Envelope, String> {
+        let mut n = 0;
+        let mut id = || {
+            n += 1;
+            format!("assigned-{n}")
+        };
+        Envelope::from_json_slice(bytes, &mut id).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn plain_json_is_read_straight_and_the_rest_strictly() {
+        let mut id = || "assigned".to_string();
+        let plain = br#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":{"a":{"b":[1]}}}"#;
+        assert!(Envelope::from_plain_json(plain, &mut id).is_some());
+        let no_id = br#"{"type":"t","timestamp":"2026-05-11T10:00:00Z"}"#;
+        let read = Envelope::from_plain_json(no_id, &mut id).map(|e| e.event_id);
+        assert_eq!(read.as_deref(), Some("assigned"));
+        for strict in [
+            &br#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":{"a":1,"a":1}}"#[..],
+            br#"{"type":"t","eventId":"","timestamp":"2026-05-11T10:00:00Z"}"#,
+            br#"{"type":"t","timestamp":"2026-05-11T10:00:00Z","payload":"eventId"}"#,
+            br#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","hash":"h"}"#,
+        ] {
+            assert!(
+                Envelope::from_plain_json(strict, &mut id).is_none(),
+                "{}",
+                String::from_utf8_lossy(strict)
+            );
+        }
+    }
+
+    #[test]
+    fn json_read_straight_or_strictly_gives_the_same_event_or_error() {
+        let lines: &[&str] = &[
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sessionId":"s","payload":{"a":[1,2.5,"x",null,true],"b":{"a":1}},"xCustom":{"k":"v"}}"#,
+            r#"{"type":"t","timestamp":"2026-05-11T10:00:00Z"}"#,
+            r#"{"type":"t","eventId":"","timestamp":"2026-05-11T10:00:00Z"}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","position":3}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":{"a":1,"a":2}}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","x":{"\u0061":1,"a":2}}"#,
+            r#"{"type":"t","eventId":"e","type":"u","timestamp":"2026-05-11T10:00:00Z"}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":{"n":123456789012345678901234567890}}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sessionId":null}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sessionId":5}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":null}"#,
+            r#"{"eventId":"e","timestamp":"2026-05-11T10:00:00Z"}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z"} {}"#,
+            r#"["type"]"#,
+            r#"{"type":"a","eventId":"e","timestamp":"nope"}"#,
+            r#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","taskId":""}"#,
+            r#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","sequence":-1}"#,
+            r#"{"type":"a","eventId":"e","timestamp":"2026-05-11T10:00:00Z","provenance":"guessed"}"#,
+            r#"{"type":"","eventId":"e","timestamp":"2026-05-11T10:00:00Z"}"#,
+            r#"{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","s":"\ud800"}"#,
+            r#"{"type":"tool.started","eventId":"é\"\\","timestamp":"2026-05-11T10:00:00Z","payload":{"text":"line\nnext \u00e9"}}"#,
+        ];
+        for line in lines {
+            assert_eq!(read(line.as_bytes()), strictly(line.as_bytes()), "{line}");
+        }
+        let deep = |n: usize| {
+            format!(
+                r#"{{"type":"t","eventId":"e","timestamp":"2026-05-11T10:00:00Z","payload":{}1{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        for n in [
+            NEST_LEVELS_MAX - 2,
+            NEST_LEVELS_MAX - 1,
+            NEST_LEVELS_MAX,
+            200,
+        ] {
+            assert_eq!(
+                read(deep(n).as_bytes()),
+                strictly(deep(n).as_bytes()),
+                "{n} levels"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn json_read_straight_equals_the_strict_way(
+            session in proptest::option::of("[a-z0-9]{1,12}"),
+            payload in proptest::option::of(arb_json()),
+            extra in prop::collection::btree_map("x[a-z]{1,6}", arb_json(), 0..4),
+        ) {
+            let mut e = Envelope::new("tool.started", "evt", "2026-05-11T10:00:00.5+02:00");
+            e.session_id = session;
+            e.payload = payload;
+            e.extra = extra;
+            let json = serde_json::to_vec(&e.to_json_value()).unwrap();
+            prop_assert_eq!(read(&json), strictly(&json));
+            prop_assert_eq!(read(&json).unwrap(), e);
+        }
+
         #[test]
         fn msgpack_round_trip(
             session in proptest::option::of("[a-z0-9]{1,12}"),

@@ -31,6 +31,73 @@ pub fn parse(bytes: &[u8]) -> Result<Value, String> {
     Ok(value)
 }
 
+/// The most keys an object may have for [`is_plain`] to vouch for it (its keys are compared
+/// pairwise).
+pub const PLAIN_KEYS_MAX: usize = 64;
+
+/// Whether `bytes` repeat no key within any object, escape no key, give no object more than
+/// [`PLAIN_KEYS_MAX`] keys and nest at most [`NEST_LEVELS_MAX`] levels: then reading them with
+/// `serde_json` directly (into a type, without a `Value` tree) reads what [`parse`] would,
+/// as long as [`check_numbers`] passes them too. Malformed JSON may answer either way: the
+/// parser refuses it.
+#[must_use]
+pub fn is_plain(bytes: &[u8]) -> bool {
+    /// An open array or object: whether an object, whether its next string is a key, and
+    /// where its keys start in `keys`.
+    struct Open {
+        object: bool,
+        expect_key: bool,
+        first_key: usize,
+    }
+    let mut open: Vec<Open> = Vec::new();
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => {
+                let end = string_end(bytes, i + 1);
+                if let Some(o) = open.last_mut().filter(|o| o.object && o.expect_key) {
+                    o.expect_key = false;
+                    let key = bytes.get(i + 1..end).unwrap_or_default();
+                    let siblings = keys.get(o.first_key..).unwrap_or_default();
+                    if key.contains(&b'\\')
+                        || siblings.len() >= PLAIN_KEYS_MAX
+                        || siblings.contains(&key)
+                    {
+                        return false;
+                    }
+                    keys.push(key);
+                }
+                i = end + 1;
+                continue;
+            }
+            b'{' | b'[' => {
+                if open.len() >= NEST_LEVELS_MAX {
+                    return false;
+                }
+                open.push(Open {
+                    object: b == b'{',
+                    expect_key: b == b'{',
+                    first_key: keys.len(),
+                });
+            }
+            b'}' | b']' => {
+                if let Some(o) = open.pop() {
+                    keys.truncate(o.first_key);
+                }
+            }
+            b',' => {
+                if let Some(o) = open.last_mut().filter(|o| o.object) {
+                    o.expect_key = true;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 /// An array or object open while numbers are checked, and where its current element is.
 enum Open {
     /// An object: the byte range of its current key (without the quotes), and whether the next
@@ -48,7 +115,10 @@ enum Open {
 /// outside float64's normal range, which overflow (refused by serde_json too, without saying
 /// which) or underflow to 0 or to fewer bits of precision. Each error names the field. Malformed
 /// JSON is left to the parser, which names it precisely.
-fn check_numbers(bytes: &[u8]) -> Result<(), String> {
+///
+/// # Errors
+/// The first such number, with its field.
+pub fn check_numbers(bytes: &[u8]) -> Result<(), String> {
     // The containers open around the current byte; past `NEST_LEVELS_MAX` only counted (the
     // parser refuses such input), so that the stack stays bounded whatever the input.
     let mut open: Vec<Open> = Vec::new();
@@ -280,6 +350,28 @@ impl<'de> Visitor<'de> for StrictVisitor {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn plain_json_repeats_and_escapes_no_key_and_nests_within_the_limit() {
+        assert!(is_plain(
+            br#"{"a":1,"b":{"a":[{"a":1},{"a":2}]},"c":"{\"a\":1,\"a\":2}"}"#
+        ));
+        assert!(!is_plain(br#"{"a":1,"a":2}"#));
+        assert!(!is_plain(br#"{"p":{"b":[{"c":1,"d":{},"c":1}]}}"#));
+        assert!(
+            !is_plain(br#"{"a":1,"\u0061":2}"#),
+            "an escaped key is not vouched for"
+        );
+        let wide: String = (0..=PLAIN_KEYS_MAX)
+            .map(|k| format!("\"k{k}\":0,"))
+            .collect();
+        assert!(!is_plain(format!("{{{}\"z\":0}}", wide).as_bytes()));
+        let deep = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert!(is_plain(deep(NEST_LEVELS_MAX).as_bytes()));
+        assert!(parse(deep(NEST_LEVELS_MAX).as_bytes()).is_ok());
+        assert!(!is_plain(deep(NEST_LEVELS_MAX + 1).as_bytes()));
+        assert!(parse(deep(NEST_LEVELS_MAX + 1).as_bytes()).is_err());
+    }
 
     #[test]
     fn refuses_duplicate_keys_at_any_depth() {
