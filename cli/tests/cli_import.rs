@@ -155,7 +155,7 @@ fn events_of(dir: &Path, session: &str) -> Vec<Value> {
         .output()
         .unwrap();
     if !out.status.success() {
-        return Vec::new(); // not created yet
+        return Vec::new(); // the journal does not exist yet
     }
     String::from_utf8(out.stdout)
         .unwrap()
@@ -387,13 +387,14 @@ fn follow_imports_what_a_growing_file_gains_until_interrupted() {
         .map(|e| e["eventId"].as_str().unwrap())
         .collect();
     assert_eq!(ids.len(), events.len(), "no event stored twice");
-    // The prompt read before its user_message was context first, then revised as the request.
+    // A prompt read before its user_message is context until the user_message comes; a
+    // revision then makes it the request.
     assert!(events
         .iter()
         .any(|e| e["type"] == "turn.submitted" && e["supersedes"].is_string()));
 
-    // Rotated: the file moved away (missing for a few passes), then a new one in its place
-    // (another inode) holding another session.
+    // Rotation: the file is moved away (missing for a few passes) and a new one, another inode
+    // holding another session, takes its place.
     std::fs::rename(&file, tmp.path().join("rollout.1.jsonl")).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     std::fs::write(&file, codex_rollout("session-rotated", "after rotation")).unwrap();

@@ -89,7 +89,7 @@ fn a_build_by_partition_equals_one_pass_aliases_included() {
     assert!(aliases.len() > 100, "{}", aliases.len());
     assert_eq!(aliases, aliases_of(one_pass.store(), "state"));
 
-    // Appends after the build are applied incrementally, as usual. The second workload's
+    // Appends after the build are applied incrementally. The second workload's
     // events get ids of their own: its generator numbers events as the first one's does, and an
     // id reused with another body is refused.
     let mut more = workload::generate(12, 3, 900);
@@ -240,7 +240,7 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
         assert_eq!(f.progress.map(|p| p.target), Some(head), "{name}");
         assert_eq!(models.digest(name).unwrap().1, 0, "{name}: nothing served");
     }
-    // Built again, in one pass; what the crash left is cleared first whatever the passes.
+    // Built again in one pass: what the crash left is cleared before any build.
     let models = models.without_partitions();
     models.catch_up(&mut |_, _, _| {}).unwrap();
     let fresh = ReadModels::open_at(&journal, &dir.path().join("fresh.redb")).unwrap();

@@ -46,8 +46,8 @@ fn wait_for_index(cell: &Mutex<Writer>, progress: &IndexProgress, log: &Log) {
 }
 
 /// Commits `request` on the caller's thread when the writer is idle (nobody holds it), and
-/// hands it back otherwise, for the writer thread's queue. The answer goes to the request's
-/// reply as usual.
+/// hands it back otherwise, for the writer thread's queue. Either way the answer goes to the
+/// request's reply.
 pub(crate) fn lead(
     cell: &WriterCell,
     progress: &IndexProgress,
