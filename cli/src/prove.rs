@@ -115,7 +115,7 @@ fn inclusion(journal: &Journal, args: &InclusionArgs) -> Result<ProofDocument, F
         event.position.0,
         args.output.key.as_deref(),
     )?;
-    let document = journal.inclusion_document(&args.event_id, args.size)?;
+    let document = journal.inclusion_document_at(event.position, args.size)?;
     Ok(ProofDocument::Inclusion(document))
 }
 

@@ -69,7 +69,7 @@ pub(crate) async fn inclusion(
         check_session(&grant, event.envelope.session_id.as_deref())?;
         state
             .journal
-            .inclusion_document(&event_id, q.size)
+            .inclusion_document_at(event.position, q.size)
             .map_err(ApiError::engine)
     })
     .await??;
