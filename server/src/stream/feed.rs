@@ -1,9 +1,9 @@
 //! The event stream's shared feed: one task follows the journal's head, reads each new event
 //! once and serialises it once into its Server-Sent Events frame, and keeps the frames of the
 //! latest events in a window of chunks that every subscriber reads, only filtering and
-//! writing. While no one listens it reads nothing. Under a steady flow of appends it reads at
-//! most every [`FEED_INTERVAL`], so that a chunk, and a subscriber's write, holds several
-//! commits' events.
+//! writing. While no one listens it reads nothing. Once it has caught up with the head it waits
+//! [`FEED_INTERVAL`] before reading again, so that under a steady flow of appends a chunk, and a
+//! subscriber's write, holds several commits' events.
 //!
 //! The window holds every event of its positions, `start..end`, and at most about
 //! [`WINDOW_BYTES_MAX`] of frames. A subscriber owing an event before `start` (history, or
@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 /// behind them reads from the journal.
 pub(crate) const WINDOW_BYTES_MAX: usize = 16 << 20;
 
-/// The least time between two reads of the feed while appends keep coming: one chunk then
-/// holds every commit of that time.
+/// How long the feed, once caught up with the head, waits before reading again: under a steady
+/// flow of appends one chunk then holds every commit of that time.
 pub(crate) const FEED_INTERVAL: Duration = Duration::from_millis(5);
 
 /// The most events one read of the journal takes (a chunk of the feed, a step of a
@@ -343,8 +343,11 @@ impl Feed {
                     self.skip_to(at.next());
                 } else {
                     self.read(journal, next, at).await;
-                    // The next read waits a little, so that it takes in several commits.
-                    tokio::time::sleep(FEED_INTERVAL).await;
+                    if self.window().end > at {
+                        // Caught up: the next read waits a little, so that it takes in several
+                        // commits. Behind (a read ends at a chunk's size), it reads on at once.
+                        tokio::time::sleep(FEED_INTERVAL).await;
+                    }
                     continue;
                 }
             }
@@ -488,6 +491,40 @@ mod tests {
                 );
             }
         }
+        journal.close();
+    }
+
+    /// The feed's task follows the journal while someone listens: a batch of three chunks'
+    /// worth reaches the window whole and in order, a chunk at a time.
+    #[tokio::test]
+    async fn the_feed_brings_every_appended_event_into_its_window_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path(), journal_engine::Options::default()).unwrap();
+        let feed = Arc::new(Feed::new(Position(1), WINDOW_BYTES_MAX));
+        let mut listener = feed.listen();
+        let task = feed.spawn(journal.clone());
+        let n = 3 * CHUNK_EVENTS;
+        let events: Vec<Envelope> = (1..=n).map(|i| event(i, "s1", None, "x.y")).collect();
+        journal
+            .append_batch(events, journal_engine::AppendOptions::default())
+            .await
+            .unwrap();
+        let fed = tokio::time::timeout(Duration::from_secs(30), listener.wait_past(Position(n)));
+        assert!(fed.await.unwrap(), "the feed stopped");
+        let Since::Chunks(chunks) = feed.since(Position(1)) else {
+            panic!("the window starts at 1")
+        };
+        let positions: Vec<u64> = chunks
+            .iter()
+            .flat_map(|c| c.frames().iter().map(|f| f.position.0))
+            .collect();
+        assert_eq!(positions, (1..=n).collect::<Vec<_>>());
+        assert!(
+            chunks.len() >= 3,
+            "a chunk holds at most {CHUNK_EVENTS} events"
+        );
+        task.abort();
+        drop(listener);
         journal.close();
     }
 
