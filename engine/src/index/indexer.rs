@@ -38,6 +38,11 @@ const PERSIST_IDLE: Duration = Duration::from_millis(500);
 /// appends never pause re-indexes at most this much of the log at its next open, and the head
 /// record (written with each durable commit) is at most this old.
 const PERSIST_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest the indexer goes, busy, without making the Merkle tree durable. The tree is
+/// built from the log, so what is not durable costs only time at the next open (the leaves
+/// since its head are grown again from the log's bodies); each persist syncs every level file
+/// written since the last, which on a busy journal competes with the appends' own syncs.
+const TREE_PERSIST_INTERVAL: Duration = Duration::from_secs(10);
 /// How many applies the indexer makes, busy, before it makes its work durable anyway. redb
 /// reuses the pages a non-durable commit frees only after a durable one: without this, a
 /// journal never idle for `PERSIST_IDLE` (single appends arriving without pause) grows its
@@ -66,6 +71,10 @@ struct Persistence {
     unpersisted: u32,
     /// When the index was last made durable.
     last: Instant,
+    /// Whether the index was made durable since the tree last was.
+    tree_behind: bool,
+    /// When the tree was last made durable.
+    tree_last: Instant,
 }
 
 /// The time between durable commits is measured, not recorded anywhere: it needs no clock seam
@@ -83,20 +92,33 @@ impl Persistence {
             || (self.unpersisted > 0 && self.last.elapsed() >= PERSIST_INTERVAL)
     }
 
-    /// Makes the index's applies durable, and the tree grown with them; on the index's
-    /// failure tells waiting readers and returns `false` (the indexer then stops). The tree's
-    /// failure stops only the tree.
-    fn persist(&mut self, index: &Index, tree: &TreeFeed, progress: &IndexProgress) -> bool {
-        if self.unpersisted == 0 {
-            return true;
+    /// Makes the index's applies durable, and the tree grown with them unless `busy` and the
+    /// tree was made durable less than [`TREE_PERSIST_INTERVAL`] ago; on the index's failure
+    /// tells waiting readers and returns `false` (the indexer then stops). The tree's failure
+    /// stops only the tree.
+    fn persist(
+        &mut self,
+        index: &Index,
+        tree: &TreeFeed,
+        progress: &IndexProgress,
+        busy: bool,
+    ) -> bool {
+        if self.unpersisted > 0 {
+            if let Err(e) = index.persist() {
+                progress.fail(&e);
+                return false;
+            }
+            self.unpersisted = 0;
+            self.tree_behind = true;
+            self.last = now();
         }
-        if let Err(e) = index.persist() {
-            progress.fail(&e);
-            return false;
+        if self.tree_behind
+            && (!busy || self.last.duration_since(self.tree_last) >= TREE_PERSIST_INTERVAL)
+        {
+            tree.persist();
+            self.tree_behind = false;
+            self.tree_last = self.last;
         }
-        tree.persist();
-        self.unpersisted = 0;
-        self.last = now();
         true
     }
 }
@@ -207,6 +229,8 @@ pub(crate) fn run(
     let mut persistence = Persistence {
         unpersisted: u32::from(dirty),
         last: now(),
+        tree_behind: false,
+        tree_last: now(),
     };
     if !start(&index, &tree, &progress, &backlog, &mut persistence) {
         return;
@@ -215,7 +239,7 @@ pub(crate) fn run(
         let msg = match rx.recv_timeout(PERSIST_IDLE) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => {
-                if !persistence.persist(&index, &tree, &progress) {
+                if !persistence.persist(&index, &tree, &progress, false) {
                     return;
                 }
                 continue;
@@ -233,14 +257,14 @@ pub(crate) fn run(
         tree.grow(head.0);
         progress.set(head.0);
         persistence.unpersisted += 1;
-        if persistence.due() && !persistence.persist(&index, &tree, &progress) {
+        if persistence.due() && !persistence.persist(&index, &tree, &progress, true) {
             return;
         }
         if !open {
             break;
         }
     }
-    if persistence.unpersisted > 0 && !persistence.persist(&index, &tree, &progress) {
+    if !persistence.persist(&index, &tree, &progress, false) {
         tracing::error!("making the index durable at close failed");
     }
 }
@@ -273,7 +297,7 @@ fn start(
         // Made durable at once: were the process killed again before its next idle moment,
         // the next open would index this backlog again, and more each time.
         persistence.unpersisted = 1;
-        return persistence.persist(index, tree, progress);
+        return persistence.persist(index, tree, progress, false);
     }
     true
 }

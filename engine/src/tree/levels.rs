@@ -4,6 +4,7 @@
 //! tree of `size` leaves.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use journal_format::merkle::TreeHash;
@@ -31,6 +32,9 @@ pub(super) struct Levels {
     files: RwLock<Vec<Arc<dyn StorageFile>>>,
     /// Whether each level was written since it was last synced.
     dirty: Mutex<Vec<bool>>,
+    /// Whether a level file was created or removed since the directory was last synced: only
+    /// then does a sync make the directory durable too.
+    listing_changed: AtomicBool,
 }
 
 impl Levels {
@@ -58,6 +62,8 @@ impl Levels {
             storage,
             dir: dir.to_path_buf(),
             dirty: Mutex::new(vec![false; files.len()]),
+            // Open may remove files past a gap: the first sync makes that durable too.
+            listing_changed: AtomicBool::new(!read_only),
             files: RwLock::new(files),
         };
         if !read_only {
@@ -73,6 +79,7 @@ impl Levels {
             dir: dir.to_path_buf(),
             files: RwLock::new(Vec::new()),
             dirty: Mutex::new(Vec::new()),
+            listing_changed: AtomicBool::new(false),
         }
     }
 
@@ -159,6 +166,7 @@ impl Levels {
             .open(&path, OpenMode::CreateNew)
             .map_err(Error::io_with(|| format!("creating {}", path.display())))?;
         files.push(Arc::clone(&file));
+        self.listing_changed.store(true, Ordering::Release);
         self.dirty
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -191,8 +199,9 @@ impl Levels {
         }
     }
 
-    /// Makes every level written since the last sync durable. A level stays to sync until its
-    /// sync succeeds, so that a head is never written over hashes a failed sync left behind.
+    /// Makes every level written since the last sync durable, and the directory when a level
+    /// file was created or removed since. A level (and a directory) stays to sync until its sync succeeds,
+    /// so that a head is never written over hashes a failed sync left behind.
     pub(super) fn sync(&self) -> Result<()> {
         let dirty: Vec<usize> = {
             let dirty = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
@@ -212,9 +221,14 @@ impl Levels {
                 *d = false;
             }
         }
-        self.storage
-            .sync_dir(&self.dir)
-            .map_err(Error::io_with(|| format!("syncing {}", self.dir.display())))
+        if self.listing_changed.swap(false, Ordering::AcqRel) {
+            let synced = self.storage.sync_dir(&self.dir);
+            if synced.is_err() {
+                self.listing_changed.store(true, Ordering::Release);
+            }
+            synced.map_err(Error::io_with(|| format!("syncing {}", self.dir.display())))?;
+        }
+        Ok(())
     }
 
     /// Removes every level file: the tree starts again from no leaves.
@@ -240,6 +254,7 @@ impl Levels {
                 self.storage
                     .remove_file(&path)
                     .map_err(Error::io_with(|| format!("removing {}", path.display())))?;
+                self.listing_changed.store(true, Ordering::Release);
             }
         }
         Ok(())

@@ -4,7 +4,8 @@
 //!
 //! Derived from the log, like the index: the indexer grows the tree behind each commit it
 //! applies, reading the committed bodies back (so a leaf is what is stored, and appends pay
-//! nothing for the tree), and makes it durable when it makes the index durable. Open checks the
+//! nothing for the tree), and makes it durable with the index when idle, and every ten seconds
+//! when busy (each persist syncs the level files written since the last). Open checks the
 //! files against the head and cuts them to the log; a tree missing or doubtful is rebuilt from
 //! the log. A proof for a tree of `n` leaves reads `O(log n)` hashes.
 //!
