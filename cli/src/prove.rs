@@ -85,13 +85,7 @@ fn sign_if_needed(
     key: Option<&Path>,
 ) -> Result<(), Failure> {
     let head = journal.head().position.0;
-    let kept = match size {
-        Some(size) => journal.checkpoint(size)?.is_some(),
-        None => journal
-            .latest_checkpoint()?
-            .is_some_and(|c| c.checkpoint.tree_size >= needed),
-    };
-    if kept {
+    if journal.proof_tree(size, needed)?.1.is_some() {
         return Ok(());
     }
     match key {

@@ -251,16 +251,11 @@ fn add_proofs(
     manifest: &mut Vec<Value>,
 ) -> Result<Value, PackError> {
     let last = positions.last().map_or(0, |p| p.0);
-    let checkpoint = journal
-        .latest_checkpoint()?
-        .filter(|c| c.checkpoint.tree_size >= last);
-    let size = checkpoint
-        .as_ref()
-        .map_or_else(|| journal.head().position.0, |c| c.checkpoint.tree_size);
-    for position in positions {
-        let document = journal.inclusion_document_at(*position, Some(size))?;
-        let name = format!("proofs/{:020}.json", position.0);
-        add(files, manifest, &name, pretty(&name, &document)?);
+    let (size, checkpoint) = journal.proof_tree(None, last)?;
+    let documents = journal.inclusion_documents(positions, size, checkpoint.as_ref())?;
+    for document in &documents {
+        let name = format!("proofs/{:020}.json", document.position);
+        add(files, manifest, &name, pretty(&name, document)?);
     }
     if let Some(checkpoint) = &checkpoint {
         add(

@@ -168,26 +168,57 @@ impl Journal {
         position: Position,
         tree_size: Option<u64>,
     ) -> Result<InclusionProof> {
-        let (size, checkpoint) = self.proof_checkpoint(tree_size, position.0)?;
-        let body = self.stored_body(position)?;
-        let event_id = EventIds::from_msgpack(&body)
-            .ok()
-            .and_then(|ids| ids.event_id.map(str::to_owned))
-            .ok_or_else(|| {
-                Error::Internal(format!("the event at {position} has no readable id"))
-            })?;
-        Ok(InclusionProof {
-            format: INCLUSION_FORMAT.into(),
-            event_id,
-            position: position.0,
-            leaf_index: position.0 - 1,
-            tree_size: size,
-            leaf_hash: leaf_hash(&body),
-            path: self.inclusion_proof(position, size)?,
-            root: self.tree_root(size)?,
-            body: InclusionProof::encode_body(&body),
-            checkpoint: checkpoint.map(|c| c.to_text()),
-        })
+        let (size, checkpoint) = self.proof_tree(tree_size, position.0)?;
+        let mut documents = self.inclusion_documents(&[position], size, checkpoint.as_ref())?;
+        documents
+            .pop()
+            .ok_or_else(|| Error::Internal("no inclusion document was made".into()))
+    }
+
+    /// The inclusion proof documents of the events at `positions`, all against the tree of
+    /// `size` events and its `checkpoint` (as [`Journal::proof_tree`] chooses them): the root
+    /// is computed, and the checkpoint's text made, once for all of them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a position the tree of `size` does not hold; as
+    /// [`Journal::inclusion_proof`].
+    pub fn inclusion_documents(
+        &self,
+        positions: &[Position],
+        size: u64,
+        checkpoint: Option<&SignedCheckpoint>,
+    ) -> Result<Vec<InclusionProof>> {
+        let root = self.tree_root(size)?;
+        let checkpoint = checkpoint.map(SignedCheckpoint::to_text);
+        positions
+            .iter()
+            .map(|&position| {
+                if position.0 == 0 || position.0 > size {
+                    return Err(Error::InvalidInput(format!(
+                        "a tree of {size} events does not hold position {position}"
+                    )));
+                }
+                let body = self.stored_body(position)?;
+                let event_id = EventIds::from_msgpack(&body)
+                    .ok()
+                    .and_then(|ids| ids.event_id.map(str::to_owned))
+                    .ok_or_else(|| {
+                        Error::Internal(format!("the event at {position} has no readable id"))
+                    })?;
+                Ok(InclusionProof {
+                    format: INCLUSION_FORMAT.into(),
+                    event_id,
+                    position: position.0,
+                    leaf_index: position.0 - 1,
+                    tree_size: size,
+                    leaf_hash: leaf_hash(&body),
+                    path: self.inclusion_proof(position, size)?,
+                    root,
+                    body: InclusionProof::encode_body(&body),
+                    checkpoint: checkpoint.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The consistency proof document from the tree of `old_size` events to that of
@@ -202,7 +233,7 @@ impl Journal {
         old_size: u64,
         new_size: Option<u64>,
     ) -> Result<ConsistencyProof> {
-        let (new_size, new_checkpoint) = self.proof_checkpoint(new_size, old_size)?;
+        let (new_size, new_checkpoint) = self.proof_tree(new_size, old_size)?;
         if old_size > new_size {
             return Err(Error::InvalidInput(format!(
                 "the older size {old_size} is beyond the newer {new_size}"
@@ -222,7 +253,11 @@ impl Journal {
 
     /// The tree size a proof is against and its kept checkpoint: `size`'s, or the latest kept
     /// checkpoint of at least `needed` events, or the tree head, unsigned.
-    fn proof_checkpoint(
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `size` is below `needed`; an I/O error reading the kept
+    /// checkpoints.
+    pub fn proof_tree(
         &self,
         size: Option<u64>,
         needed: u64,
