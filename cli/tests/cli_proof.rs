@@ -17,7 +17,7 @@ use journal_format::{ChainHash, Envelope, Position};
 use serde_json::Value;
 
 mod common;
-use common::output_with_stdin;
+use common::{output_with_stdin, stderr, stdout};
 
 /// The `journal` binary, run in `dir` (so that a journal made by mistake would show there).
 fn journal(dir: &Path) -> Command {
@@ -28,14 +28,6 @@ fn journal(dir: &Path) -> Command {
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn mode(path: &Path) -> u32 {

@@ -9,19 +9,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Output;
 
-use common::journal;
+use common::{journal, ok};
 use serde_json::Value;
-
-fn ok(out: Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Appends events `from..=to` of session s1, a batch of ten at a time.
 fn append(dir: &Path, tmp: &Path, from: u64, to: u64) {

@@ -13,6 +13,29 @@ pub fn journal(dir: &Path) -> Command {
     cmd
 }
 
+/// A command's standard output, as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The standard output of a command that must have exited 0 (else fails, showing both
+/// outputs).
+pub fn ok(out: Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
 /// Runs `cmd` with `stdin` as its standard input; its output.
 pub fn output_with_stdin(cmd: &mut Command, stdin: &str) -> Output {
     let mut child = cmd
