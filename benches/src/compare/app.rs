@@ -33,13 +33,41 @@ pub fn get(addr: SocketAddr, path: &str) -> Res<(Duration, Vec<u8>)> {
         stream,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )?;
+    // Read the head, then the body: as long as `Content-Length` says (a server may keep the
+    // connection open), or to the end.
     let mut answer = Vec::new();
-    stream.read_to_end(&mut answer)?;
+    let mut buf = [0u8; 64 << 10];
+    let (split, length) = loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Err(format!("GET {path}: the connection closed before the head ended").into());
+        }
+        answer.extend_from_slice(buf.get(..n).unwrap_or_default());
+        if let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head =
+                String::from_utf8_lossy(answer.get(..split).unwrap_or_default()).to_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            break (split, length);
+        }
+    };
+    match length {
+        Some(length) => {
+            while answer.len() < split + 4 + length {
+                let n = stream.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                answer.extend_from_slice(buf.get(..n).unwrap_or_default());
+            }
+        }
+        None => {
+            stream.read_to_end(&mut answer)?;
+        }
+    }
     let took = started.elapsed();
-    let split = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("an answer without a head")?;
     let head = String::from_utf8_lossy(answer.get(..split).unwrap_or_default());
     if !head.starts_with("HTTP/1.1 200") {
         return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")).into());
@@ -80,7 +108,7 @@ fn measure(
     browser: Option<&mut Browser>,
     path: &str,
 ) -> Res<Value> {
-    let (first, body) = get(served.addr, path)?;
+    let (first, body) = get(served.addr, path).map_err(|e| format!("GET {path}: {e}"))?;
     let mut answers: Vec<f64> = Vec::new();
     for _ in 0..ctx.rounds.max(1) {
         answers.push(ms(get(served.addr, path)?.0));
@@ -94,11 +122,15 @@ fn measure(
         let url = format!("http://{}{path}", served.addr);
         let (mut paint, mut loaded) = (Vec::new(), Vec::new());
         for _ in 0..ctx.rounds.max(1) {
-            let t = b.load(&url)?;
-            paint.push(t.first_paint);
+            let t = b
+                .load(&url)
+                .map_err(|e| format!("chromium loading {url}: {e}"))?;
+            paint.extend(t.first_paint);
             loaded.push(t.loaded);
         }
-        figures["firstPaintMs"] = json!(super::stats::median(&mut paint));
+        if !paint.is_empty() {
+            figures["firstPaintMs"] = json!(super::stats::median(&mut paint));
+        }
         figures["renderedMs"] = json!(super::stats::median(&mut loaded));
     }
     Ok(figures)
@@ -115,7 +147,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
         [1_000, 10_000, 100_000]
     };
     let sessions: usize = if ctx.quick { 300 } else { 10_000 };
-    let mut browser = Browser::launch()?;
+    let mut browser = Browser::launch().map_err(|e| format!("starting chromium: {e}"))?;
     let mut out = String::new();
     writeln!(
         out,
@@ -123,7 +155,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
         "page", "first ms", "answer ms", "KB", "painted ms", "loaded ms"
     )?;
     let mut rows = Vec::new();
-    let mut line = |out: &mut String, what: String, f: &Value| -> Res<()> {
+    let line = |out: &mut String, what: String, f: &Value| -> Res<()> {
         let get = |k: &str| f[k].as_f64().map_or("—".to_string(), |v| format!("{v:.0}"));
         writeln!(
             out,
@@ -138,7 +170,8 @@ pub fn run(ctx: &Context) -> Res<Section> {
     };
     for size in sizes {
         let (served, dir) = serve(ctx, &format!("app-{size}"), workload::generate(11, 1, size))?;
-        let mut f = measure(ctx, &served, browser.as_mut(), "/sessions/sess_00000")?;
+        let mut f = measure(ctx, &served, browser.as_mut(), "/sessions/sess_00000")
+            .map_err(|e| format!("the session of {size} events: {e}"))?;
         f["events"] = json!(size);
         line(&mut out, format!("session of {size} events"), &f)?;
         rows.push(f);

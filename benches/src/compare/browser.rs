@@ -39,8 +39,8 @@ impl Drop for Browser {
 pub struct PageTimes {
     /// The last byte of the answer.
     pub response_end: f64,
-    /// The first text or picture painted.
-    pub first_paint: f64,
+    /// The first text or picture painted, when the browser reported it.
+    pub first_paint: Option<f64>,
     /// The load event's end: the page parsed, laid out, its assets and script run.
     pub loaded: f64,
 }
@@ -64,7 +64,8 @@ impl Browser {
                 "--disable-extensions",
                 "--disable-background-networking",
                 "--proxy-server=127.0.0.1:9",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                "--proxy-bypass-list=127.0.0.1",
                 "--remote-debugging-port=0",
                 "--window-size=1400,1000",
             ])
@@ -142,13 +143,13 @@ impl Browser {
             json!({"returnByValue": true, "expression":
                 "(() => { const n = performance.getEntriesByType('navigation')[0];
                    const p = performance.getEntriesByName('first-contentful-paint')[0];
-                   return [n.responseEnd, p ? p.startTime : 0, n.loadEventEnd || performance.now()]; })()"}),
+                   return [n.responseEnd, p ? p.startTime : null, n.loadEventEnd || performance.now()]; })()"}),
         )?;
         let v = &times["result"]["value"];
         let at = |i: usize| v.get(i).and_then(Value::as_f64).unwrap_or(0.0);
         Ok(PageTimes {
             response_end: at(0),
-            first_paint: at(1),
+            first_paint: v.get(1).and_then(Value::as_f64),
             loaded: at(2),
         })
     }

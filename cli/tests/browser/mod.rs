@@ -67,7 +67,8 @@ impl Browser {
                 "--disable-component-update",
                 "--disable-sync",
                 "--proxy-server=127.0.0.1:9",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                "--proxy-bypass-list=127.0.0.1",
                 "--remote-debugging-port=0",
                 "--hide-scrollbars",
             ])

@@ -31,10 +31,9 @@ pub(crate) fn page(title: &str, place: &str, assets: Assets, body: &Markup) -> S
                     meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'";
                 }
                 title { (title) }
-                // No icon to fetch.
-                link rel="icon" href="data:,";
                 @match assets {
-                    Assets::Served => link rel="stylesheet" href="/assets/app.css";,
+                    // No icon to fetch.
+                    Assets::Served => { link rel="icon" href="data:,"; link rel="stylesheet" href="/assets/app.css"; },
                     Assets::Inline => style { (PreEscaped(CSS)) },
                 }
             }

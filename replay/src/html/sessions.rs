@@ -183,7 +183,7 @@ fn row(r: &SessionRow) -> Markup {
     let href = format!("/sessions/{}", encode(&r.id));
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     html! {
-        tr data-session=(r.id) {
+        tr data-session=(r.id) data-state=(r.state) data-failures=(r.failures) {
             td.id { a href=(href) title=(r.id) { (r.id) } @if let Some(t) = &r.title { br; span.muted { (t.chars().take(70).collect::<String>()) } } }
             td {
                 @match (&r.runtime, &r.imported_from) {
@@ -194,8 +194,8 @@ fn row(r: &SessionRow) -> Markup {
                 }
             }
             td { span class=(format!("state {}", r.state)) { (r.state.replace('_', " ")) } }
-            td { (or_dash(r.started.as_deref().map(fmt::time))) }
-            td { (or_dash(r.last_activity.as_deref().map(fmt::time))) }
+            td { (or_dash(r.last_activity.as_deref().map(fmt::time)))
+                @if let Some(s) = &r.started { br; span.muted { "started " (fmt::time(s)) } } }
             td.num { (or_dash(r.duration_ms().map(fmt::duration_ms))) }
             td.num { (fmt::count(r.events)) }
             td.num { (fmt::count(r.turns)) }
@@ -226,9 +226,9 @@ pub fn render(p: &SessionsPage<'_>) -> String {
         (filters(p))
         div.table-wrap { table.sessions {
             thead { tr {
-                th { "session" } th { "runtime" } th { "state" } th { "started" } th { "last activity" }
+                th { "session" } th { "runtime" } th { "state" } th { "last activity" }
                 th.num { "duration" } th.num { "events" } th.num { "turns" } th.num { "tool calls" }
-                th.num { "failures" } th.num { "open calls" } th.num { "pending approvals" }
+                th.num { "failures" } th.num { "open calls" } th.num { "approvals pending" }
                 th.num { "incidents" } th.num { "tokens" } th.num { "cost" }
             } }
             tbody { @for r in &p.rows { (row(r)) } }
