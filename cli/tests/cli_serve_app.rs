@@ -221,3 +221,101 @@ fn a_reviewer_filters_opens_travels_and_watches_a_session_live() {
         .collect();
     assert!(elsewhere.is_empty(), "requests elsewhere: {elsewhere:?}");
 }
+
+/// `GET url` with `cookie` (and no bearer header), without following a redirect: the status,
+/// the `Set-Cookie` and `Location` headers, and the body.
+fn get_with_cookie(url: &str, cookie: Option<&str>) -> (u16, String, String, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut request = agent.get(url);
+    if let Some(c) = cookie {
+        request = request.header("Cookie", c);
+    }
+    let mut response = request.call().unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let (set_cookie, location) = (header("set-cookie"), header("location"));
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap();
+    (status, set_cookie, location, body)
+}
+
+#[test]
+fn with_tokens_a_browser_signs_in_with_a_cookie_that_only_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let reader = serving::create_token(dir, &["--scope", "read"]);
+    let appender = serving::create_token(dir, &["--scope", "append"]);
+    let server = Server::start(dir, &[]);
+    let event = json!({"type": "session.started", "eventId": "c-1",
+        "timestamp": "2026-05-11T10:00:00Z", "sessionId": "cookie-s"});
+    assert_eq!(
+        serving::post(
+            &server.url("/v1/events"),
+            Some(&appender),
+            &event.to_string()
+        )
+        .status,
+        200
+    );
+
+    // Without a token, a page answers the sign-in form.
+    let (status, _, _, body) = get_with_cookie(&server.url("/sessions/cookie-s"), None);
+    assert_eq!(status, 401);
+    assert!(body.contains("action=\"/signin\"") && body.contains("value=\"/sessions/cookie-s\""));
+    // A token without `read`, or an unknown one, is refused and sets no cookie.
+    for token in [appender.as_str(), "jt_unknown"] {
+        let (status, cookie, _, _) =
+            get_with_cookie(&server.url(&format!("/signin?token={token}")), None);
+        assert_eq!((status, cookie.as_str()), (401, ""));
+    }
+    // A reading token sets the cookie and goes back to the page, never to another site.
+    let (status, cookie, location, _) = get_with_cookie(
+        &server.url(&format!("/signin?token={reader}&next=/sessions/cookie-s")),
+        None,
+    );
+    assert_eq!((status, location.as_str()), (303, "/sessions/cookie-s"));
+    assert_eq!(
+        cookie,
+        format!("journal_token={reader}; Path=/; HttpOnly; SameSite=Strict")
+    );
+    let (_, _, location, _) = get_with_cookie(
+        &server.url(&format!("/signin?token={reader}&next=//elsewhere.example/")),
+        None,
+    );
+    assert_eq!(location, "/");
+    assert!(!server.log().contains(&reader), "the token is never logged");
+
+    // The cookie reads pages and the API's GET routes, with the token's scope.
+    let jar = format!("journal_token={reader}");
+    let (status, _, _, body) = get_with_cookie(&server.url("/sessions/cookie-s"), Some(&jar));
+    assert_eq!(status, 200);
+    assert!(body.contains("Session <code>cookie-s</code>"));
+    assert_eq!(get_with_cookie(&server.url("/"), Some(&jar)).0, 200);
+    assert_eq!(
+        get_with_cookie(&server.url("/v1/status"), Some(&jar)).0,
+        200
+    );
+    assert_eq!(get_with_cookie(&server.url("/metrics"), Some(&jar)).0, 403);
+    // ... and nothing else: a POST with the cookie alone is unauthenticated.
+    let agent = serving::agent();
+    let posted = serving::answer(
+        agent
+            .post(server.url("/v1/events"))
+            .header("Cookie", &jar)
+            .send(
+                json!({"type": "session.started", "eventId": "c-2",
+                "timestamp": "2026-05-11T10:00:01Z", "sessionId": "cookie-s"})
+                .to_string(),
+            ),
+    );
+    assert_eq!(posted.status, 401, "{}", posted.body);
+}

@@ -264,3 +264,113 @@ impl SessionIndex {
         all
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use journal_engine::{AppendOptions, Options};
+    use journal_format::Envelope;
+    use serde_json::json;
+
+    use super::*;
+    use crate::AppState;
+
+    fn event(id: &str, t: &str, session: &str, more: Value) -> Envelope {
+        let mut value = json!({"type": t, "eventId": id,
+            "timestamp": format!("2026-05-11T10:00:{:02}Z", id.len()), "sessionId": session});
+        if let (Value::Object(v), Value::Object(m)) = (&mut value, more) {
+            v.extend(m);
+        }
+        Envelope::from_json_value(value, &mut || unreachable!("ids given")).unwrap()
+    }
+
+    fn append(journal: &Journal, events: Vec<Envelope>) {
+        journal
+            .append_batch_blocking(events, AppendOptions::default())
+            .unwrap();
+    }
+
+    #[test]
+    fn rows_follow_the_log_and_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path(), Options::default()).unwrap();
+        append(
+            &journal,
+            vec![
+                event(
+                    "a",
+                    "turn.submitted",
+                    "s1",
+                    json!({"turnId": "t", "payload": {"input": [{"type": "text", "text": "fix the\nbuild"}]}}),
+                ),
+                event(
+                    "ab",
+                    "tool.started",
+                    "s1",
+                    json!({"toolCallId": "c1", "payload": {"toolName": "sh"}}),
+                ),
+                event("abc", "tool.failed", "s1", json!({"toolCallId": "c1"})),
+                event("abcd", "tool.started", "s1", json!({"toolCallId": "c2"})),
+                event("b", "action.required", "s2", json!({"actionId": "x1"})),
+                event(
+                    "bc",
+                    "cost.recorded",
+                    "s2",
+                    json!({"payload": {"inputTokens": 10, "outputTokens": 5, "costUsd": 0.5}}),
+                ),
+            ],
+        );
+        let state = AppState::for_tests(&journal, 1 << 20);
+        let mut index = SessionIndex::default();
+        index.refresh(&journal, &state.models).unwrap();
+        let all = |index: &SessionIndex, f: &ListFilter| {
+            let (rows, n) = index.page(f, 0, 10, |_| true);
+            (rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), n)
+        };
+        let (ids, n) = all(&index, &ListFilter::default());
+        assert_eq!((ids, n), (vec!["s1".to_string(), "s2".to_string()], 2));
+        let (rows, _) = index.page(&ListFilter::default(), 0, 10, |_| true);
+        let s1 = rows[0];
+        assert_eq!(s1.title.as_deref(), Some("fix the"));
+        assert_eq!(
+            (s1.turns, s1.tool_calls, s1.failures, s1.open_calls),
+            (1, 2, 1, 1)
+        );
+        let s2 = rows[1];
+        assert_eq!(
+            (s2.pending_approvals, s2.state.as_str()),
+            (1, "waiting_approval")
+        );
+        assert_eq!((s2.tokens, s2.cost_usd), (Some(15), Some(0.5)));
+        let failed = ListFilter {
+            failed: true,
+            ..ListFilter::default()
+        };
+        assert_eq!(all(&index, &failed).0, vec!["s1"]);
+        // Only what is new is read; new activity comes first.
+        append(
+            &journal,
+            vec![
+                event(
+                    "bcdefgh",
+                    "action.resolved",
+                    "s2",
+                    json!({"actionId": "x1"}),
+                ),
+                event("bcdefghi", "task.completed", "s2", json!({"taskId": "t2"})),
+            ],
+        );
+        index.refresh(&journal, &state.models).unwrap();
+        let (rows, _) = index.page(&ListFilter::default(), 0, 10, |_| true);
+        assert_eq!(rows[0].id, "s2");
+        assert_eq!(
+            (rows[0].pending_approvals, rows[0].state.as_str()),
+            (0, "completed")
+        );
+        assert_eq!(rows[0].events, 4);
+        // A grant limited to other sessions lists none of these.
+        assert_eq!(
+            index.page(&ListFilter::default(), 0, 10, |id| id == "s9").1,
+            0
+        );
+    }
+}
