@@ -1,6 +1,7 @@
 //! A smoke run of the comparison command: `compare --quick` runs every workload at small sizes
 //! and writes a JSON document naming each workload and, for appends, every engine; the http
-//! workload's cells and event stream, and the tree workload's cells and proofs, are there too.
+//! workload's cells and event stream, the tree workload's cells and proofs, and the app
+//! workload's answer and render times are there too.
 
 use std::process::Command;
 
@@ -23,12 +24,24 @@ fn compare_quick_reports_every_workload_and_engine() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
     for workload in [
-        "append", "read", "open", "rebuild", "replay", "import", "http", "tree",
+        "append", "read", "open", "rebuild", "replay", "import", "http", "tree", "app",
     ] {
         assert!(
             report["workloads"][workload].is_object(),
             "{workload} missing"
         );
+    }
+    let app = &report["workloads"]["app"];
+    let pages = app["sessions"].as_array().expect("app sessions");
+    assert_eq!(pages.len(), 3, "{app}");
+    for page in pages.iter().chain([&app["list"]]) {
+        assert!(page["answerMs"].as_f64().is_some_and(|v| v > 0.0), "{page}");
+        if app["browser"] == true {
+            assert!(
+                page["renderedMs"].as_f64().is_some_and(|v| v > 0.0),
+                "{page}"
+            );
+        }
     }
     let cells = report["workloads"]["append"]["cells"]
         .as_array()

@@ -3,6 +3,8 @@
 //! - [`narrative`]: the narrative of a run, task or session — steps with their canonical event
 //!   ids, observed or inferred; gaps shown as gaps; the final state and why.
 //! - [`text`]: the narrative for a terminal.
+//! - [`html`]: the review app's pages (sessions list, session), which the static export
+//!   (`journal replay --format html`, `journal export replay`) renders too.
 //! - [`load`]: the events of a scope from a journal, and the narrative as of a position.
 //! - [`pack`]: a session's replay or evidence pack, as files or one tar archive.
 //! - [`import`]: sessions other runtimes wrote (Claude Code, Codex, OpenHands) turned into
@@ -82,12 +84,41 @@ pub fn load(
     scope: &Scope,
     at: Option<u64>,
 ) -> journal_engine::Result<Narrative> {
+    load_review(journal, scope, at).map(|r| r.narrative)
+}
+
+/// What the review app shows of a scope: its narrative as of a position, the rules' state of
+/// its events as of the same position (tasks, attempts, decisions, approvals), and the
+/// position of its newest event (the end of the time-travel control).
+#[derive(Clone, Debug)]
+pub struct Review {
+    /// The narrative.
+    pub narrative: Narrative,
+    /// The rules' state.
+    pub state: StreamState,
+    /// The position of the scope's newest event, whatever the narrative is as of.
+    pub last_position: u64,
+}
+
+/// The [`Review`] of `scope` as of position `at` (the head when `None`).
+///
+/// # Errors
+/// A journal error.
+pub fn load_review(
+    journal: &Journal,
+    scope: &Scope,
+    at: Option<u64>,
+) -> journal_engine::Result<Review> {
     let head = journal.head().position.0;
     let events = events(journal, scope)?;
     let mut narrative = narrative::build(scope, &events, at, head);
-    judge(&mut narrative, &events, at);
+    let state = judge(&mut narrative, &events, at);
     nest_subagents(journal, &mut narrative, at, head, SUBAGENT_DEPTH_MAX)?;
-    Ok(narrative)
+    Ok(Review {
+        narrative,
+        state,
+        last_position: events.last().map_or(0, |e| e.position.0),
+    })
 }
 
 /// How deep subagents' narratives are nested (a subagent of a subagent of ...).
@@ -134,8 +165,8 @@ fn nest_subagents(
 }
 
 /// Applies the rules (the same fold the read models use) to the events in scope: their
-/// incidents, and the outcome of the task the scope ended with.
-fn judge(narrative: &mut Narrative, events: &[StoredEvent], at: Option<u64>) {
+/// incidents, and the outcome of the task the scope ended with. Returns the state.
+fn judge(narrative: &mut Narrative, events: &[StoredEvent], at: Option<u64>) -> StreamState {
     let state = StreamState::fold(
         events
             .iter()
@@ -168,4 +199,5 @@ fn judge(narrative: &mut Narrative, events: &[StoredEvent], at: Option<u64>) {
         narrative.final_state.outcome = word;
     }
     narrative.incidents = incidents;
+    state
 }

@@ -1,6 +1,7 @@
-//! The HTML replay: one self-contained file that renders every step in headless Chromium with
-//! no network, escapes what it shows, and marks approvals, gaps, incidents, observed and
-//! inferred steps.
+//! The HTML replay: one self-contained file (the review app's session page, every step on it)
+//! that renders every step in headless Chromium with no network, escapes what it shows, marks
+//! approvals, gaps, incidents, observed and inferred steps, and draws a timeline whose bars
+//! link to their steps.
 
 use std::path::Path;
 use std::process::Command;
@@ -70,12 +71,20 @@ fn the_html_replay_renders_every_step_offline() {
     let n = load(&journal, &Scope::Session("sess_00000".into()), None).unwrap();
     let page = html::render(&n);
 
-    // Self-contained: no script, nothing that could fetch.
-    for forbidden in [
-        "<script", "src=", "href=", "http://", "https://", "@import", "url(",
-    ] {
+    // Self-contained: no script, nothing that could fetch; links only to its own steps.
+    for forbidden in ["<script", "src=", "<link", "https://", "@import", "url("] {
         assert!(!page.contains(forbidden), "the page contains {forbidden}");
     }
+    assert_eq!(
+        page.matches("http://").count(),
+        page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count(),
+        "the only address is the SVG namespace"
+    );
+    assert!(page.contains("href=\"#s-"), "the timeline links to steps");
+    assert_eq!(
+        page.matches("href=").count(),
+        page.matches("href=\"#").count()
+    );
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     let file = tmp.path().join("replay.html");
     std::fs::write(&file, &page).unwrap();
@@ -93,6 +102,15 @@ fn the_html_replay_renders_every_step_offline() {
     assert!(dom.contains("class=\"step inferred"));
     assert!(dom.contains("class=\"step observed approval"));
     assert!(dom.contains("<details><summary>details</summary>"));
+    assert!(
+        dom.contains("<svg class=\"timeline\""),
+        "the timeline is drawn"
+    );
+    let bars = dom.matches("<rect class=\"bar tool_call").count();
+    assert!(
+        bars > 0 && bars as u64 >= n.counts.tool_calls,
+        "a bar per tool call (and per call a subagent made)"
+    );
     // Event ids are shown.
     assert!(dom.contains("events hostile"));
     assert!(

@@ -5,10 +5,12 @@
 //! `#[utoipa::path]` description, in [`routes`]: the router and the OpenAPI document
 //! ([`openapi`], `GET /openapi.json`) both come from it. Journal calls that block (reads,
 //! status, verify, read models, replays) run on the blocking pool; appends await the writer.
+//! The review app's pages (`crate::app`) are merged into the same router, behind the layer
+//! that takes a `GET`'s token from its cookie.
 
 mod openapi;
 mod proofs;
-mod review;
+pub(crate) mod review;
 mod schemas;
 
 use std::sync::atomic::Ordering;
@@ -84,7 +86,9 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<AppState>> {
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let (router, _) = routes().split_for_parts();
     router
+        .merge(crate::app::router())
         .fallback(not_found)
+        .layer(middleware::from_fn(crate::app::cookie::bearer_from_cookie))
         .layer(middleware::map_response_with_state(
             Arc::clone(&state),
             count_refusals,
@@ -108,13 +112,13 @@ async fn not_found() -> ApiError {
 }
 
 /// A query string that does not parse, as a `400`.
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(q)| q)
         .map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))
 }
 
 /// A path that does not decode (a segment that is not UTF-8), as a `400`.
-fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+pub(crate) fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
     p.map(|Path(p)| p)
         .map_err(|e| ApiError::bad_request(format!("path: {}", e.body_text())))
 }

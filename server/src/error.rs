@@ -49,6 +49,11 @@ impl ApiError {
         }))
     }
 
+    /// The status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.0.status
+    }
+
     /// A refusal of a command by a rule (`422`).
     pub fn rule(violation: &Violation) -> ApiError {
         ApiError(Box::new(Inner {

@@ -20,6 +20,7 @@
 
 mod access;
 mod api;
+mod app;
 mod auth;
 mod conn;
 mod deadline;
@@ -177,6 +178,9 @@ pub(crate) struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The event stream's frames, serialised once for every subscriber.
     pub feed: Arc<stream::feed::Feed>,
+    /// What the review app keeps between requests (the sessions list's rows, the chain's
+    /// last verification).
+    pub app: app::AppCache,
 }
 
 #[cfg(test)]
@@ -200,6 +204,7 @@ impl AppState {
                 journal.head().position.next(),
                 window_bytes_max,
             )),
+            app: app::AppCache::default(),
         })
     }
 }
@@ -276,6 +281,7 @@ impl Server {
             config,
             shutdown: watching,
             feed: Arc::new(feed),
+            app: app::AppCache::default(),
         });
         Ok(Server {
             listener,

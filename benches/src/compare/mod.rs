@@ -13,7 +13,9 @@
     reason = "counts and durations become f64 figures for printing"
 )]
 
+pub mod app;
 pub mod append;
+pub mod browser;
 pub mod engines;
 pub mod http;
 pub mod import;
@@ -55,11 +57,14 @@ pub enum Workload {
     /// Appends with the Merkle tree kept against without it, and the time to produce and check
     /// proofs on 1,000,000 events.
     Tree,
+    /// The review app: the server's answer and Chromium's render of a session's page for
+    /// sessions of 1,000, 10,000 and 100,000 events, and of the list of 10,000 sessions.
+    App,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -68,6 +73,7 @@ impl Workload {
         Workload::Import,
         Workload::Http,
         Workload::Tree,
+        Workload::App,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -82,6 +88,7 @@ impl Workload {
             Workload::Import => "import",
             Workload::Http => "http",
             Workload::Tree => "tree",
+            Workload::App => "app",
         }
     }
 
@@ -113,6 +120,7 @@ impl Workload {
             Workload::Import => import::run(ctx),
             Workload::Http => http::run(ctx),
             Workload::Tree => tree::run(ctx),
+            Workload::App => app::run(ctx),
         }
     }
 }

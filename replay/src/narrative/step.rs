@@ -116,6 +116,8 @@ pub(super) fn join(step: &mut Step, event: &StoredEvent, role: &str) {
     if let Value::Object(d) = &mut step.details {
         let mut part = serde_json::Map::new();
         part.insert("type".into(), json!(event.envelope.event_type));
+        // The producer's time of the joined event: a call's duration runs to its result's.
+        part.insert("timestamp".into(), json!(event.envelope.timestamp));
         if let Some(p) = &event.envelope.payload {
             part.insert("payload".into(), shown(Some(p)));
         }

@@ -106,7 +106,7 @@ fn nested_sessions(steps: &[Step], out: &mut BTreeSet<String>) {
 }
 
 /// Refuses a narrative that nests a session the grant does not cover.
-fn check_nested(grant: &Grant, narrative: &Narrative) -> Result<(), ApiError> {
+pub(crate) fn check_nested(grant: &Grant, narrative: &Narrative) -> Result<(), ApiError> {
     if grant.sessions().is_none() {
         return Ok(());
     }
