@@ -8,7 +8,8 @@
 //! replication resumes after it, first reading back what the stream already holds past it (a
 //! publish acknowledged but not yet noted), so a restart publishes nothing twice. When
 //! JetStream is unavailable the task reports it in its [`Progress`] and retries with backoff.
-//! It only reads the journal: appends never wait for it.
+//! It only reads the journal (opened read-only beside its writer, or shared with it): appends
+//! never wait for it.
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -158,9 +159,14 @@ impl Task<'_> {
         let mut sent = acked.position;
         let mut head_rx = self.journal.watch_head();
         loop {
-            let head = self.journal.head().position.0;
+            // A journal another process writes (opened read-only) learns its head here.
+            let head = self.journal.refresh()?.position.0;
             if self.options.until.is_some_and(|u| acked.position >= u) {
                 self.cursor.store(acked)?;
+                self.progress.send_modify(|p| {
+                    p.acked = acked.position;
+                    p.head = head;
+                });
                 return Ok(());
             }
             if sent < head {
@@ -180,7 +186,8 @@ impl Task<'_> {
                     p.acked = acked.position;
                     p.head = head;
                 });
-                let _ = tokio::time::timeout(Duration::from_millis(200), head_rx.changed()).await;
+                let wait = if self.journal.is_read_only() { 20 } else { 200 };
+                let _ = tokio::time::timeout(Duration::from_millis(wait), head_rx.changed()).await;
                 continue;
             }
             let now = self.journal.clock().now_unix_ns();
