@@ -17,7 +17,7 @@ use async_nats::jetstream::{self, Message};
 use futures_util::{FutureExt, StreamExt};
 use journal_engine::Journal;
 use journal_format::frame::FrameHeader;
-use journal_format::Position;
+use journal_format::{Position, FRAME_HEADER_LEN};
 use tokio::sync::watch;
 
 use crate::stream::existing;
@@ -169,8 +169,13 @@ async fn session(
             let message = next
                 .ok_or_else(|| Error::Nats("the consumer's messages ended".into()))?
                 .map_err(|e| nats("pulling messages", e))?;
-            check_source(replica, &mut source, &message)?;
-            batch.add(replica, message)?;
+            let added = check_source(replica, &mut source, &message)
+                .and_then(|()| batch.add(replica, message));
+            if let Err(e) = added {
+                // What came before the refused message is kept.
+                store(replica, batch, progress).await?;
+                return Err(e);
+            }
         }
         store(replica, batch, progress).await?;
     }
@@ -210,7 +215,7 @@ impl Batch {
                 sequence,
                 reason: format!("no {HEADER_POSITION} header"),
             })?;
-        let header_bytes = message.payload.get(..journal_format::FRAME_HEADER_LEN);
+        let header_bytes = message.payload.get(..FRAME_HEADER_LEN);
         let decoded = header_bytes.map(FrameHeader::decode);
         if position < self.next {
             let held = replica.get_position(Position(position))?;
@@ -258,7 +263,17 @@ async fn store(
     progress: &watch::Sender<FollowProgress>,
 ) -> Result<()> {
     if !batch.frames.is_empty() {
-        replica.append_frames(&batch.frames).await?;
+        if let Err(e) = replica.append_frames(&batch.frames).await {
+            // The frames before the refused one are stored (when they end a batch), then the
+            // refusal is reported.
+            if let journal_engine::Error::FrameRefused { position, .. } = &e {
+                let before = frames_before(&batch.frames, *position);
+                if !before.is_empty() {
+                    let _ = replica.append_frames(before).await;
+                }
+            }
+            return Err(e.into());
+        }
         let lag = replica.clock().now_unix_ns() - batch.recorded_ns;
         progress.send_modify(|p| {
             p.head = batch.next - 1;
@@ -269,6 +284,24 @@ async fn store(
         last.ack().await.map_err(|e| nats("acknowledging", e))?;
     }
     Ok(())
+}
+
+/// The frames of `frames` before the one at `position` (read without checking: those are
+/// checked again when appended).
+fn frames_before(frames: &[u8], position: Position) -> &[u8] {
+    let mut at = 0usize;
+    while let Some(rest) = frames.get(at..).filter(|r| r.len() >= FRAME_HEADER_LEN) {
+        if journal_format::frame::peek_position(rest) == Some(position) {
+            break;
+        }
+        let len = rest
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .unwrap_or(0) as usize;
+        at += FRAME_HEADER_LEN + len;
+    }
+    frames.get(..at.min(frames.len())).unwrap_or_default()
 }
 
 /// A header's value.

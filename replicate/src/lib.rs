@@ -74,10 +74,15 @@ pub(crate) fn nats(what: &str, e: impl std::fmt::Display) -> Error {
 /// # Errors
 /// [`Error::Nats`] when the address cannot be used.
 pub async fn connect(url: &str) -> Result<async_nats::Client> {
+    let servers = url
+        .split(',')
+        .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| nats(&format!("reading the server address {url}"), e))?;
     async_nats::ConnectOptions::new()
         .retry_on_initial_connect()
         .connection_timeout(std::time::Duration::from_secs(2))
-        .connect(url)
+        .connect(servers)
         .await
         .map_err(|e| nats(&format!("connecting to {url}"), e))
 }
