@@ -507,3 +507,40 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
     }
     assert_eq!(seen, 60, "both sources' events, each once");
 }
+
+#[test]
+fn serve_with_replicate_to_publishes_what_it_holds() {
+    let cluster = Cluster::start(3);
+    let url = cluster.url();
+    let (src, rep) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let lines: String = (1..=500).map(|i| line(i, "served")).collect();
+    let mut append = spawn_append(src.path(), lines);
+    assert!(append
+        .wait_for(Duration::from_secs(60))
+        .is_some_and(|s| s.success()));
+    let mut serve = spawn(journal(src.path()).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--replicate-to",
+        &url,
+        "--replicate-stream",
+        "SERVED",
+    ]));
+    wait_until("500 acknowledged", Duration::from_secs(60), || {
+        cursor(src.path(), "SERVED") >= 500
+    });
+    let out = journal(rep.path())
+        .args([
+            "follow", "--from", &url, "--stream", "SERVED", "--until", "500",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(digest(rep.path()), digest(src.path()));
+    serve.kill();
+}
