@@ -20,6 +20,7 @@ mod proof;
 mod prove;
 mod read;
 mod replay;
+mod replicate;
 mod schema;
 mod serve;
 mod verify;
@@ -97,6 +98,15 @@ enum Verb {
     /// Serve the journal over HTTP (append, read, follow, commands, read models), holding its
     /// writer; stops cleanly on SIGTERM or SIGINT (docs/SERVER.md).
     Serve(serve::ServeArgs),
+    /// Publish every committed event, in position order, to a NATS JetStream stream, resuming
+    /// after the last acknowledged one; runs beside the journal's writer (docs/REPLICATION.md).
+    Replicate(replicate::ReplicateArgs),
+    /// Build a replica (same positions and chain) from a stream `replicate` fills, or, with
+    /// several --stream, one fleet journal keeping each event's origin.
+    Follow(replicate::FollowArgs),
+    /// Append the Agent Runtime events producers publish to NATS subjects, each acknowledged
+    /// once durable; refused ones go to a dead-letter subject.
+    Ingest(replicate::IngestArgs),
     /// Create, list or revoke the bearer tokens `journal serve` accepts.
     #[command(subcommand)]
     Token(serve::TokenCommand),
@@ -495,6 +505,8 @@ async fn with_journal(cli: &Cli) -> Result<u8, Failure> {
         Verb::Append(_) | Verb::Blob(BlobCommand::Put { .. }) => Access::Write,
         Verb::Checkpoint(command) if command.writes() => Access::Write,
         Verb::Tail(args) if args.follow => Access::Follow,
+        Verb::Replicate(_) => Access::Follow,
+        Verb::Follow(_) | Verb::Ingest(_) => Access::Write,
         _ => Access::Read,
     };
     let store = open_store_first(cli)?;
@@ -557,6 +569,9 @@ async fn on_journal(
         }
         Verb::Rebuild(args) => models::rebuild(journal, store, args.projection.as_deref()),
         Verb::Blob(command) => blob::run(journal, command),
+        Verb::Replicate(args) => replicate::replicate(journal, args).await,
+        Verb::Follow(args) => replicate::follow(journal, args).await,
+        Verb::Ingest(args) => replicate::ingest(journal, args).await,
     }
 }
 

@@ -82,6 +82,16 @@ pub struct ServeArgs {
     /// Seconds after which a checkpoint is signed when events came (0: none by time).
     #[arg(long, default_value_t = 60)]
     checkpoint_every_secs: u64,
+    /// Replicate every committed event to this NATS JetStream server while serving, as
+    /// `journal replicate --to URL` does (docs/REPLICATION.md).
+    #[arg(long, value_name = "URL")]
+    replicate_to: Option<String>,
+    /// The stream --replicate-to publishes to (created when missing).
+    #[arg(long, default_value = "JOURNAL", requires = "replicate_to")]
+    replicate_stream: String,
+    /// Copies JetStream keeps of each message when --replicate-to creates the stream.
+    #[arg(long, default_value_t = 1, requires = "replicate_to")]
+    replicate_replicas: usize,
 }
 
 /// The checkpoint policy `journal serve`'s flags give: none without --checkpoint-key.
@@ -261,6 +271,29 @@ fn follow_imports(
 }
 
 /// `journal serve`.
+/// The replicate task `--replicate-to` asks for, started beside the server; its failures are
+/// logged (NATS being unavailable is retried inside it).
+fn replicate(
+    journal: &journal_engine::Journal,
+    args: &ServeArgs,
+    log: &log::Log,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let url = args.replicate_to.clone()?;
+    let mut options = journal_replicate::ReplicateOptions::new(&url, &args.replicate_stream);
+    options.limits.replicas = args.replicate_replicas;
+    log.note(format_args!(
+        "replicating to {url}, stream {}",
+        args.replicate_stream
+    ));
+    let journal = journal.clone();
+    Some(tokio::spawn(async move {
+        let (tx, _rx) = tokio::sync::watch::channel(Default::default());
+        if let Err(e) = journal_replicate::replicate(journal, options, tx).await {
+            tracing::error!(error = %e, "replication stopped");
+        }
+    }))
+}
+
 pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
     let config = config(cli, args)?;
     let follow = args
@@ -287,7 +320,13 @@ pub async fn serve(cli: &Cli, args: &ServeArgs) -> Result<u8, Failure> {
         cli.dir.display()
     ));
     let followers = follow_imports(&journal, &follow, &log);
+    let replication = replicate(&journal, args, &log);
     let served = server.run(stop).await;
+    if let Some(task) = replication {
+        // Only reads the journal: stopped at any point, it resumes from its cursor.
+        task.abort();
+        let _ = task.await;
+    }
     for follower in followers {
         // Stopped between passes: each pass's appends are whole.
         follower.abort();

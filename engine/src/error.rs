@@ -130,6 +130,16 @@ pub enum Error {
     /// and the tree is rebuilt from it on reopen.
     #[error("Merkle tree: {0}")]
     Tree(String),
+    /// A frame copied from another journal ([`crate::Journal::append_frames`]) does not
+    /// continue this log: a damaged frame, a gap, or a link that does not chain. Nothing of the
+    /// request was written.
+    #[error("the frame at position {position} was refused: {reason}")]
+    FrameRefused {
+        /// The position the frame holds (or, for a damaged header, claims).
+        position: Position,
+        /// What does not hold.
+        reason: String,
+    },
     /// The journal directory holds a format this build cannot read.
     #[error("unsupported journal format: {0}")]
     Unsupported(String),

@@ -136,7 +136,7 @@ impl Journal {
 
     /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it
     /// (see `write::thread::lead`).
-    fn send(&self, cmd: Command) -> Result<()> {
+    pub(crate) fn send(&self, cmd: Command) -> Result<()> {
         let tx = self.inner.tx.lock().unwrap_or_else(|p| p.into_inner());
         let tx = tx.as_ref().ok_or(Error::Closed)?;
         if let Some(cell) = &self.inner.cell {
@@ -174,6 +174,7 @@ impl Journal {
             bodies,
             ids,
             expected_version: options.expected_stream_version,
+            verbatim: None,
             reply,
         };
         let request = match (&self.inner.cell, caller) {

@@ -8,6 +8,7 @@ mod events;
 mod open;
 pub(crate) mod proofs;
 pub(crate) mod query;
+mod replica;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

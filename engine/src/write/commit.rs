@@ -216,13 +216,23 @@ impl Writer {
                     continue;
                 }
             }
-            match self.stage(
-                &request.events,
-                &request.bodies,
-                &request.ids,
-                request.expected_version,
-                &mut staged,
-            ) {
+            let staging = match &request.verbatim {
+                Some(verbatim) => self.stage_verbatim(
+                    &request.events,
+                    &request.bodies,
+                    &request.ids,
+                    verbatim,
+                    &mut staged,
+                ),
+                None => self.stage(
+                    &request.events,
+                    &request.bodies,
+                    &request.ids,
+                    request.expected_version,
+                    &mut staged,
+                ),
+            };
+            match staging {
                 Ok(appended) => staged.replies.push((request.reply, appended)),
                 Err(e) => {
                     let _ = request.reply.send(Err(e));

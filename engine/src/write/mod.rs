@@ -32,6 +32,7 @@ pub(crate) mod recent;
 mod stage;
 pub(crate) mod syncer;
 pub(crate) mod thread;
+pub(crate) mod verbatim;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,6 +86,9 @@ pub(crate) struct WriteRequest {
     /// The events' stream keys, task and run ids.
     pub ids: Strings,
     pub expected_version: Option<u64>,
+    /// Set for frames copied from another journal: each event's stored fields and link, kept
+    /// as they are (see [`verbatim`]). `None` for an ordinary append.
+    pub verbatim: Option<Vec<verbatim::Verbatim>>,
     pub reply: Reply,
 }
 

@@ -24,7 +24,7 @@ impl Writer {
     /// The current version of a stream, counting what is staged. A stream not written since
     /// open is read from the index, which holds everything before open once the backlog open
     /// left it is indexed (`index_complete_at`, waited for before anything is staged).
-    fn stream_version(&self, key: &str) -> Result<u64> {
+    pub(super) fn stream_version(&self, key: &str) -> Result<u64> {
         if let Some(v) = self.streams.get(key) {
             return Ok(*v);
         }

@@ -1,0 +1,110 @@
+//! Appending frames copied from another journal: a replica that follows its source stores each
+//! of the source's frames at the position it had there, with the same fields and the same
+//! chain, so that both journals give the same digest at every position.
+
+use std::sync::Arc;
+
+use journal_format::frame::{decode_frame, peek_position};
+use journal_format::{EventIds, Position, FRAME_HEADER_LEN};
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::journal::Journal;
+use crate::strings::Strings;
+use crate::write::verbatim::Verbatim;
+use crate::write::{Appended, Command, PreparedEvent, WriteRequest};
+
+impl Journal {
+    /// Appends `frames`, stored frames copied from another journal back to back (each a
+    /// header and its body, exactly as that journal stored them), at the positions they hold.
+    ///
+    /// Every frame's checksums are checked; the first must hold the position after this
+    /// journal's head, each next one the position after it, each its stream's next version;
+    /// each link group's link is computed here from this journal's head and must be the one
+    /// the frames store. The frames must end a batch (their last frame `END_OF_BATCH`). The
+    /// request is atomic: on any refusal nothing of it is written. Durable when this returns,
+    /// as an append is.
+    ///
+    /// # Errors
+    /// [`Error::FrameRefused`] naming the first frame that does not continue the log (a damaged
+    /// frame, a gap, a repeat, a link that does not chain); [`Error::ReadOnly`]; what an append
+    /// can fail with.
+    pub async fn append_frames(&self, frames: &[u8]) -> Result<Vec<Appended>> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        if let Some(cause) = self.inner.poison.cause() {
+            return Err(Error::Poisoned(cause));
+        }
+        let (events, bodies, ids, verbatim) = split_frames(frames)?;
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Write(WriteRequest {
+            events,
+            bodies,
+            ids,
+            expected_version: None,
+            verbatim: Some(verbatim),
+            reply,
+        }))?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+}
+
+/// Copied frames split into what the writer stages: each event's ids and body, and its stored
+/// fields and link.
+type Split = (Vec<PreparedEvent>, Vec<u8>, Strings, Vec<Verbatim>);
+
+/// Splits `frames` into events, checking each frame's checksums and that the last ends a batch.
+fn split_frames(frames: &[u8]) -> Result<Split> {
+    let mut events = Vec::new();
+    let mut bodies = Vec::with_capacity(frames.len());
+    let mut ids = Strings::default();
+    let mut verbatim = Vec::new();
+    let mut rest = frames;
+    while !rest.is_empty() {
+        let claimed = peek_position(rest).unwrap_or(Position::ZERO);
+        let (header, body) = decode_frame(rest).map_err(|e| Error::FrameRefused {
+            position: claimed,
+            reason: format!("the frame is damaged: {e}"),
+        })?;
+        let position = header.meta.position;
+        let event_ids = EventIds::from_msgpack(body).map_err(|e| Error::FrameRefused {
+            position,
+            reason: format!("its body is not a stored event: {e}"),
+        })?;
+        let (kind, id) = event_ids.stream_key_parts();
+        let stream_key = ids.push_joined(&[kind, id]);
+        let task = event_ids.task_id.map(|id| ids.push(id));
+        let run = event_ids.run_id.map(|id| ids.push(id));
+        let start = bodies.len();
+        bodies.extend_from_slice(body);
+        events.push(PreparedEvent {
+            body: start..bodies.len(),
+            event_id: Arc::from(event_ids.event_id.unwrap_or_default()),
+            id_assigned: false,
+            stream_key,
+            task,
+            run,
+        });
+        verbatim.push(Verbatim {
+            meta: header.meta,
+            link: header.hash,
+        });
+        rest = rest
+            .get(FRAME_HEADER_LEN + body.len()..)
+            .unwrap_or_default();
+    }
+    if let Some(last) = verbatim.last() {
+        if !last.meta.flags.is_end_of_batch() {
+            return Err(Error::FrameRefused {
+                position: last.meta.position,
+                reason: "the copied frames end inside a batch: the rest of it must come with them"
+                    .into(),
+            });
+        }
+    }
+    Ok((events, bodies, ids, verbatim))
+}

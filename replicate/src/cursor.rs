@@ -1,0 +1,90 @@
+//! The replicate task's durable cursor: the last position JetStream acknowledged and the
+//! stream sequence it got, kept in a small file in the journal's directory and replaced
+//! atomically (written beside it, synced, renamed, the directory synced).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// The last acknowledged position and its stream sequence; zeros before the first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Acked {
+    pub position: u64,
+    pub sequence: u64,
+}
+
+/// The cursor file of one stream.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    path: PathBuf,
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
+
+impl Cursor {
+    /// The cursor of replication to `stream`, kept in `dir`.
+    pub(crate) fn new(dir: &Path, stream: &str) -> Cursor {
+        Cursor {
+            path: dir.join(format!("replicate.{stream}.cursor")),
+        }
+    }
+
+    /// The cursor kept, or zeros when there is none.
+    pub(crate) fn load(&self) -> Result<Acked> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Acked::default()),
+            Err(e) => return Err(io(format!("reading {}", self.path.display()))(e)),
+        };
+        let mut numbers = text.split_whitespace().map(str::parse::<u64>);
+        match (numbers.next(), numbers.next()) {
+            (Some(Ok(position)), Some(Ok(sequence))) => Ok(Acked { position, sequence }),
+            _ => Err(Error::Io {
+                context: format!("reading {}", self.path.display()),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "expected two numbers: position and stream sequence",
+                ),
+            }),
+        }
+    }
+
+    /// Replaces the cursor with `acked`, durably.
+    pub(crate) fn store(&self, acked: Acked) -> Result<()> {
+        let tmp = self.path.with_extension("cursor.tmp");
+        let context = || format!("writing {}", self.path.display());
+        let mut file = std::fs::File::create(&tmp).map_err(io(context()))?;
+        writeln!(file, "{} {}", acked.position, acked.sequence).map_err(io(context()))?;
+        file.sync_data().map_err(io(context()))?;
+        std::fs::rename(&tmp, &self.path).map_err(io(context()))?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io(context()))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_cursor_loads_back_and_none_is_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = Cursor::new(dir.path(), "s");
+        assert_eq!(cursor.load().unwrap(), Acked::default());
+        let acked = Acked {
+            position: 42,
+            sequence: 44,
+        };
+        cursor.store(acked).unwrap();
+        assert_eq!(cursor.load().unwrap(), acked);
+        std::fs::write(dir.path().join("replicate.s.cursor"), "x").unwrap();
+        assert!(cursor.load().is_err());
+    }
+}
