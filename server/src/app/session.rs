@@ -45,7 +45,7 @@ pub(crate) async fn page(
 ) -> Result<Response, ApiError> {
     let id = path(id)?;
     let q = query(q)?;
-    let here = format!("/sessions/{id}");
+    let here = format!("/sessions/{}", html::encode(&id));
     let grant = match authorize_page(&state, &headers, &here) {
         Ok(grant) => grant,
         Err(signin) => return Ok(signin),
