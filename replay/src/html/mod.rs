@@ -16,7 +16,7 @@ mod timeline;
 
 pub use layout::{Assets, CSS, JS};
 pub use session::{Badge, Chain, Served, SessionPage, Verified, STEPS_PER_PAGE};
-pub use sessions::{ListFilter, SessionRow, SessionsPage};
+pub use sessions::{encode, ListFilter, SessionRow, SessionsPage};
 
 use crate::narrative::Narrative;
 

@@ -389,8 +389,8 @@ fn travel(n: &Narrative, s: &Served<'_>) -> Markup {
             input #at type="range" name="at" min=(first) max=(s.last_position.max(first)) value=(value);
             button type="submit" { "Show" }
             @if s.at.is_some() { a.button href=(s.path) { "Back to now" } }
-            a.button href=(format!("/v1/evidence/{}", s.session)) download { "Download the evidence pack" }
-            a.button href=(format!("/v1/replay/session/{}{}", s.session, s.at.map(|a| format!("?at={a}")).unwrap_or_default())) { "JSON" }
+            a.button href=(format!("/v1/evidence/{}", super::encode(s.session))) download { "Download the evidence pack" }
+            a.button href=(format!("/v1/replay/session/{}{}", super::encode(s.session), s.at.map(|a| format!("?at={a}")).unwrap_or_default())) { "JSON" }
         }
     }
 }

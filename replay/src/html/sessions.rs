@@ -145,14 +145,14 @@ fn query(filter: &ListFilter, page: usize) -> String {
     format!("?{}", parts.join("&"))
 }
 
-/// Percent-encodes a query value.
-fn encode(text: &str) -> String {
+/// Percent-encodes a path segment or a query value.
+#[must_use]
+pub fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
                 char::from(b).to_string()
             }
-            b' ' => "+".into(),
             b => format!("%{b:02X}"),
         })
         .collect()
@@ -291,6 +291,7 @@ mod tests {
             failed: true,
             ..ListFilter::default()
         };
-        assert_eq!(query(&filter, 2), "?q=a+b%26c&failed=1&page=2");
+        assert_eq!(query(&filter, 2), "?q=a%20b%26c&failed=1&page=2");
+        assert_eq!(encode("s 1/é"), "s%201%2F%C3%A9");
     }
 }

@@ -44,12 +44,14 @@ struct Item {
     marker: bool,
 }
 
-/// The lane a step of `kind` is drawn in, at nesting `depth`; `None` for what is not drawn.
-fn lane_of(kind: &str, depth: usize) -> Option<&'static str> {
+/// The lane a step is drawn in, at nesting `depth`; `None` for what is not drawn (a turn's
+/// start and end: the turn's bar runs from its request to the next).
+fn lane_of(step: &Step, depth: usize) -> Option<&'static str> {
+    let kind = step.kind.as_str();
     Some(match kind {
         _ if depth > 0 && kind != "approval" => "subagents",
-        "request" | "turn" => "turns",
-        "attempt" | "completion" | "lifecycle" | "checkpoint" | "evidence" => "tasks",
+        "request" if super::session::is_turn(step) => "turns",
+        "request" | "attempt" | "completion" | "lifecycle" | "checkpoint" | "evidence" => "tasks",
         "model_call" => "model",
         "tool_call" | "process" => "tools",
         "subagent" => "subagents",
@@ -97,7 +99,7 @@ fn items(steps: &[Step], depth: usize, last: &mut f64, out: &mut Vec<Item>) {
         *last = start.max(*last);
         let end = end_time(step).map_or(start, |t| (t as f64).max(start));
         let anchor = step.positions.first().copied().unwrap_or(0);
-        if let Some(lane) = lane_of(&step.kind, depth) {
+        if let Some(lane) = lane_of(step, depth) {
             let marker = matches!(lane, "tasks" | "approvals" | "problems");
             let duration = (end > start).then(|| fmt::duration_ms(((end - start) / 1e6) as u64));
             let tip = match duration {
@@ -140,8 +142,7 @@ fn pack(items: &[Item], scale: f64) -> (Vec<usize>, BTreeMap<&'static str, usize
         .iter()
         .map(|item| {
             let lane = ends.entry(item.lane).or_default();
-            // Two units of gap, so that bars in a row stay apart.
-            let free = lane.iter().position(|e| *e + 2.0 / scale <= item.start);
+            let free = lane.iter().position(|e| *e <= item.start);
             let row = match free {
                 Some(r) => r,
                 None if lane.len() < ROWS_MAX => {
@@ -240,7 +241,8 @@ pub(crate) fn render(steps: &[Step], gaps: &[Gap], incident_positions: &[u64]) -
                             @let cx = x(item.start);
                             path class=(item.class.replace("bar ", "mark ")) d=(format!("M{:.1} {:.1} l5 6 l-5 6 l-5 -6 z", cx, y + 2.0)) {}
                         } @else {
-                            @let w = ((item.end - item.start) * scale).max(3.0);
+                            // A unit less, so that bars end to end in a row stay apart.
+                            @let w = ((item.end - item.start) * scale - 1.0).max(3.0);
                             rect class=(item.class) x=(format!("{:.1}", x(item.start))) y=(format!("{:.1}", y + 2.0)) width=(format!("{w:.1}")) height=(format!("{:.1}", ROW_HEIGHT - 4.0)) rx="2" {}
                         }
                     }

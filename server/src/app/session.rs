@@ -45,10 +45,10 @@ pub(crate) async fn page(
 ) -> Result<Response, ApiError> {
     let id = path(id)?;
     let q = query(q)?;
-    let here = format!("/sessions/{id}");
+    let here = format!("/sessions/{}", html::encode(&id));
     let grant = match authorize_page(&state, &headers, &here) {
         Ok(grant) => grant,
-        Err(signin) => return Ok(signin),
+        Err(signin) => return Ok(*signin),
     };
     check_session(&grant, Some(&id))?;
     let (status, html) = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {

@@ -53,7 +53,7 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let grant = match authorize_page(&state, &headers, "/") {
         Ok(grant) => grant,
-        Err(signin) => return Ok(signin),
+        Err(signin) => return Ok(*signin),
     };
     let q = query(q)?;
     let filter = q.filter();

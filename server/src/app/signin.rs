@@ -65,13 +65,13 @@ pub(crate) fn authorize_page(
     state: &AppState,
     headers: &HeaderMap,
     next: &str,
-) -> Result<Grant, Response> {
+) -> Result<Grant, Box<Response>> {
     authorize(state, headers, Scope::Read).map_err(|e| {
-        if e.status() == StatusCode::UNAUTHORIZED {
+        Box::new(if e.status() == StatusCode::UNAUTHORIZED {
             super::page(StatusCode::UNAUTHORIZED, form(local(Some(next)), None))
         } else {
             e.into_response()
-        }
+        })
     })
 }
 
