@@ -45,7 +45,8 @@ pub fn run(ctx: &Context) -> Res<Section> {
     for round in 0..ctx.rounds.max(1) {
         let name = |kind: &str| format!("BENCH_{kind}_{round}");
         raw.push(rt.block_on(raw_publish(&url, &source, events, &name("RAW")))?);
-        replicated.push(rt.block_on(replicate_all(&url, &source, events, &name("REP")))?);
+        // One stream name every round: the source's subject can be in one stream only.
+        replicated.push(rt.block_on(replicate_all(&url, &source, events, "BENCH_REP"))?);
         eprintln!(
             "compare: replicate round {round}: raw {:.0}, replicate {:.0} ev/s",
             raw[round], replicated[round]
@@ -128,13 +129,13 @@ async fn fresh_stream(js: &jetstream::Context, name: &str, subject: &str) -> Res
         num_replicas: 3,
         ..Default::default()
     };
-    for _ in 0..60 {
+    for _ in 0..180 {
         if js.get_or_create_stream(config.clone()).await.is_ok() {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Err(format!("JetStream did not create stream {name} within 30 s").into())
+    Err(format!("JetStream did not create stream {name} within 90 s").into())
 }
 
 /// `async-nats` publishing the frames read beforehand, as the replicate task does (headers,
