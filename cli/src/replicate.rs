@@ -120,7 +120,7 @@ pub async fn replicate(journal: &Journal, args: &ReplicateArgs) -> Result<u8, Fa
     let (tx, rx) = watch::channel(Default::default());
     until_signal(journal_replicate::replicate(journal.clone(), options, tx)).await?;
     let progress = rx.borrow().clone();
-    out::line(&json!({"acked": progress.acked, "head": progress.head}))?;
+    out::line(json!({"acked": progress.acked, "head": progress.head}))?;
     Ok(0)
 }
 
@@ -143,7 +143,7 @@ pub async fn follow(journal: &Journal, args: &FollowArgs) -> Result<u8, Failure>
     };
     until_signal(task).await?;
     let progress = rx.borrow().clone();
-    out::line(&json!({"head": journal.head().position.0, "lagMs": progress.lag_ns / 1_000_000}))?;
+    out::line(json!({"head": journal.head().position.0, "lagMs": progress.lag_ns / 1_000_000}))?;
     Ok(0)
 }
 
@@ -158,6 +158,6 @@ pub async fn ingest(journal: &Journal, args: &IngestArgs) -> Result<u8, Failure>
     let (tx, rx) = watch::channel(0);
     until_signal(journal_replicate::ingest(journal.clone(), options, tx)).await?;
     let stored = *rx.borrow();
-    out::line(&json!({"stored": stored, "head": journal.head().position.0}))?;
+    out::line(json!({"stored": stored, "head": journal.head().position.0}))?;
     Ok(0)
 }

@@ -23,6 +23,7 @@ pub mod open;
 pub mod read;
 pub mod rebuild;
 pub mod replay;
+pub mod replicate;
 pub mod stats;
 pub mod tree;
 
@@ -60,11 +61,14 @@ pub enum Workload {
     /// The review app: the server's answer and Chromium's render of a session's page for
     /// sessions of 1,000, 10,000 and 100,000 events, and of the list of 10,000 sessions.
     App,
+    /// Replication to a local three-node JetStream cluster against raw `async-nats` publishing,
+    /// the replica's lag at 10,000 events/s, and appends with replication on against off.
+    Replicate,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -74,6 +78,7 @@ impl Workload {
         Workload::Http,
         Workload::Tree,
         Workload::App,
+        Workload::Replicate,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -89,6 +94,7 @@ impl Workload {
             Workload::Http => "http",
             Workload::Tree => "tree",
             Workload::App => "app",
+            Workload::Replicate => "replicate",
         }
     }
 
@@ -121,6 +127,7 @@ impl Workload {
             Workload::Http => http::run(ctx),
             Workload::Tree => tree::run(ctx),
             Workload::App => app::run(ctx),
+            Workload::Replicate => replicate::run(ctx),
         }
     }
 }

@@ -192,7 +192,7 @@ fn with_origin(message: &Message) -> Result<(Envelope, u64)> {
     };
     let (frame, body) =
         decode_frame(&message.payload).map_err(|e| bad(format!("a damaged frame: {e}")))?;
-    if frame.meta.position.0 != origin.position || frame.hash.to_hex().to_string() != origin.hash {
+    if frame.meta.position.0 != origin.position || frame.hash.to_hex() != origin.hash.as_str() {
         return Err(bad(
             "its headers do not say what its frame holds (position, link)".into(),
         ));
