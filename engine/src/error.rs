@@ -130,6 +130,10 @@ pub enum Error {
     /// and the tree is rebuilt from it on reopen.
     #[error("Merkle tree: {0}")]
     Tree(String),
+    /// The key store is not whole, a key in it does not unwrap with the master key, or sealed
+    /// content does not open with its key (its bytes were altered): stored data is damaged.
+    #[error("encryption keys: {0}")]
+    Keys(String),
     /// The journal directory holds a format this build cannot read.
     #[error("unsupported journal format: {0}")]
     Unsupported(String),
@@ -163,7 +167,7 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            Error::Corruption { .. } | Error::HistoryMismatch { .. }
+            Error::Corruption { .. } | Error::HistoryMismatch { .. } | Error::Keys(_)
         )
     }
 }
