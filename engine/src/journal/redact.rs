@@ -243,3 +243,114 @@ struct Found {
     session: Option<String>,
     blobs: BTreeSet<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use journal_format::{Envelope, Position};
+    use serde_json::json;
+
+    use super::*;
+    use crate::keys::{Encryption, MasterKey, Subject};
+    use crate::seams::SystemEntropy;
+    use crate::sim_disk::{Faults, SimDisk};
+    use crate::{Filter, Options};
+
+    fn options(disk: &SimDisk, master: &MasterKey) -> Options {
+        Options {
+            storage: Arc::new(disk.clone()),
+            preallocate: false,
+            encryption: Some(Encryption {
+                master: master.clone(),
+                subject: Subject::Session,
+            }),
+            ..Options::default()
+        }
+    }
+
+    fn event(id: &str, session: &str) -> Envelope {
+        let mut e = Envelope::new("tool.completed", id, "2026-05-11T10:00:00Z");
+        e.session_id = Some(session.into());
+        e.payload = Some(json!({"toolName": "bash", "output": format!("SECRET {id}")}));
+        e
+    }
+
+    /// A crash after each step of a redaction (before the new key store is written, once it
+    /// is, once the old one is zeroed, once it is renamed, once the fact is appended) leaves,
+    /// after the next open, either the key (the content reads) and no fact, or the fact and no
+    /// key (the content reads `[redacted]`): never a readable key with a redaction recorded,
+    /// and no key gone without its fact.
+    #[test]
+    fn a_crash_at_each_step_of_a_redaction_leaves_the_key_and_no_fact_or_the_fact_and_no_key() {
+        let steps = [
+            Step::Started,
+            Step::NewWritten,
+            Step::OldZeroed,
+            Step::Renamed,
+            Step::FactAppended,
+        ];
+        let mut outcomes = Vec::new();
+        for crash_at in steps {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let disk = SimDisk::new(7, Faults::default());
+            let master = MasterKey::generate(&SystemEntropy);
+            let journal = Journal::open(dir.path(), options(&disk, &master)).expect("open");
+            journal
+                .append_batch_blocking(
+                    vec![event("a1", "s1"), event("a2", "s1"), event("b1", "s2")],
+                    AppendOptions::default(),
+                )
+                .expect("append");
+            let crashed: Mutex<Option<SimDisk>> = Mutex::new(None);
+            let result = journal.redact_observed(
+                &Redaction::Session("s1".into()),
+                "test",
+                Some("crash"),
+                &mut |step| {
+                    let mut crashed = crashed.lock().expect("lock");
+                    if step == crash_at && crashed.is_none() {
+                        *crashed = Some(disk.crash());
+                    }
+                },
+            );
+            assert!(
+                result.is_err(),
+                "{crash_at:?}: the crashed disk fails what follows"
+            );
+            drop(journal);
+            let after = crashed.lock().expect("lock").take().expect("crashed");
+            let journal = Journal::open(dir.path(), options(&after, &master)).expect("reopen");
+            let facts = journal
+                .query(Filter {
+                    type_prefix: Some(REDACTED_EVENT_TYPE.into()),
+                    ..Filter::default()
+                })
+                .expect("query")
+                .count();
+            let a1 = journal.get("a1").expect("get").expect("a1").envelope;
+            let output = a1.payload.expect("payload")["output"].clone();
+            match facts {
+                0 => assert_eq!(output, "SECRET a1", "{crash_at:?}: no fact, so the key"),
+                1 => assert_eq!(output, "[redacted]", "{crash_at:?}: the fact, so no key"),
+                n => panic!("{crash_at:?}: {n} facts"),
+            }
+            let b1 = journal.get("b1").expect("get").expect("b1").envelope;
+            assert_eq!(b1.payload.expect("payload")["output"], "SECRET b1");
+            assert_eq!(journal.head().position, Position(3 + facts as u64));
+            assert!(journal.key_status().expect("keys")["pendingFacts"] == 0);
+            outcomes.push((crash_at, facts));
+        }
+        // Before the new store is durable the key stays; from then on the redaction completes.
+        assert_eq!(
+            outcomes,
+            [
+                (Step::Started, 0),
+                (Step::NewWritten, 1),
+                (Step::OldZeroed, 1),
+                (Step::Renamed, 1),
+                (Step::FactAppended, 1),
+            ]
+        );
+    }
+}

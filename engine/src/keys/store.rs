@@ -90,6 +90,8 @@ impl KeyFile {
 /// A step of replacing the store, for tests that crash between steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
+    /// About to write `KEYS.new`.
+    Started,
     /// `KEYS.new` written and synced.
     NewWritten,
     /// The old `KEYS` overwritten with zeros and synced.
@@ -186,6 +188,7 @@ pub(crate) fn replace(
     step: &mut dyn FnMut(Step),
 ) -> Result<()> {
     let new = dir.join(KEYS_NEW_FILE);
+    step(Step::Started);
     let bytes = serde_json::to_vec_pretty(file)
         .map_err(|e| Error::Internal(format!("the key store does not serialize: {e}")))?;
     if storage.exists(&new) {
