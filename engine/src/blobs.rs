@@ -15,8 +15,8 @@ use crate::storage::{OpenMode, Storage};
 /// The directory inside the journal that holds blobs.
 pub(crate) const BLOBS_DIR: &str = "blobs";
 
-/// The file in the blob store listing the blobs redactions destroyed.
-const SHREDDED_FILE: &str = "shredded";
+/// The file beside the blob store listing the blobs redactions destroyed.
+const SHREDDED_FILE: &str = "blobs.shredded";
 
 /// The largest blob accepted (1 GiB).
 pub const BLOB_BYTES_MAX: u64 = 1024 * 1024 * 1024;
@@ -48,6 +48,10 @@ impl BlobStore {
             storage,
             dir: journal_dir.join(BLOBS_DIR),
         }
+    }
+
+    fn journal_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
     }
 
     fn path_of(&self, hex: &str) -> PathBuf {
@@ -161,7 +165,7 @@ impl BlobStore {
     }
 
     /// Destroys a redacted event's blob: its bytes overwritten with zeros and synced, the file
-    /// removed, and its name recorded in `blobs/shredded` (so `verify` knows why it is missing).
+    /// removed, and its name recorded in `blobs.shredded` (so `verify` knows why it is missing).
     /// Nothing happens for a blob not stored.
     ///
     /// # Errors
@@ -190,7 +194,12 @@ impl BlobStore {
         shredded.sort_unstable();
         shredded.dedup();
         let text: String = shredded.iter().map(|h| format!("{h}\n")).collect();
-        crate::storage::replace_file(&*self.storage, &self.dir, SHREDDED_FILE, text.as_bytes())?;
+        crate::storage::replace_file(
+            &*self.storage,
+            self.journal_dir(),
+            SHREDDED_FILE,
+            text.as_bytes(),
+        )?;
         self.storage.remove_file(&path).map_err(io("removing"))?;
         let shard = path.parent().unwrap_or(&self.dir);
         self.storage
@@ -202,9 +211,9 @@ impl BlobStore {
     /// The blobs destroyed by redactions (hex).
     ///
     /// # Errors
-    /// An I/O error reading `blobs/shredded`.
+    /// An I/O error reading `blobs.shredded`.
     pub fn shredded(&self) -> Result<Vec<String>> {
-        let path = self.dir.join(SHREDDED_FILE);
+        let path = self.journal_dir().join(SHREDDED_FILE);
         if !self.storage.exists(&path) {
             return Ok(Vec::new());
         }

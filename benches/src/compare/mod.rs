@@ -14,6 +14,7 @@
 )]
 
 pub mod append;
+pub mod encrypt;
 pub mod engines;
 pub mod http;
 pub mod import;
@@ -55,11 +56,14 @@ pub enum Workload {
     /// Appends with the Merkle tree kept against without it, and the time to produce and check
     /// proofs on 1,000,000 events.
     Tree,
+    /// Appends and reads with the journal encrypted against without, and the time to redact a
+    /// session of 10,000 events.
+    Encrypt,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -68,6 +72,7 @@ impl Workload {
         Workload::Import,
         Workload::Http,
         Workload::Tree,
+        Workload::Encrypt,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -82,6 +87,7 @@ impl Workload {
             Workload::Import => "import",
             Workload::Http => "http",
             Workload::Tree => "tree",
+            Workload::Encrypt => "encrypt",
         }
     }
 
@@ -113,6 +119,7 @@ impl Workload {
             Workload::Import => import::run(ctx),
             Workload::Http => http::run(ctx),
             Workload::Tree => tree::run(ctx),
+            Workload::Encrypt => encrypt::run(ctx),
         }
     }
 }

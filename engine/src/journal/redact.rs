@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use journal_format::envelope::BLOB_REF_PREFIX;
 use journal_format::seal::{Sealed, REDACTED_EVENT_TYPE};
 use journal_format::{time_fmt, Envelope, Position};
 use serde_json::{json, Map};
@@ -162,11 +163,14 @@ impl Journal {
         let mut found = Found::default();
         let mut plaintext = 0u64;
         let (scope, id) = what.scope();
-        for event in self.read_stored(Position::FIRST, None) {
-            let event = event?.envelope;
-            if !what.matches(&event) || event.event_type == REDACTED_EVENT_TYPE {
+        let keys = self.keys_for_redaction()?;
+        for stored in self.read_stored(Position::FIRST, None) {
+            let mut stored = stored?;
+            if !what.matches(&stored.envelope) || stored.envelope.event_type == REDACTED_EVENT_TYPE
+            {
                 continue;
             }
+            let event = stored.envelope.clone();
             let sealed = Sealed::of(&event)
                 .map_err(|e| Error::Keys(format!("event {}: {e}", event.event_id)))?;
             let Some(sealed) = sealed else {
@@ -176,7 +180,12 @@ impl Journal {
             if found.session.is_none() {
                 found.session.clone_from(&event.session_id);
             }
-            found.blobs.extend(event.blob_refs().map(str::to_string));
+            // The blobs it names, its sealed content's included.
+            keys.open(&mut stored)?;
+            blob_refs(
+                &serde_json::to_value(&stored.envelope).unwrap_or_default(),
+                &mut found.blobs,
+            );
             found
                 .shred
                 .targets
@@ -232,6 +241,22 @@ impl Journal {
             }
         }
         keys.clear_pending()
+    }
+}
+
+/// Every blob reference (`blake3:<64 hex digits>`) among the strings of `value`, as hex.
+fn blob_refs(value: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::String(text) => {
+            if let Some(hex) = text.strip_prefix(BLOB_REF_PREFIX) {
+                if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    out.insert(hex.to_string());
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| blob_refs(v, out)),
+        serde_json::Value::Object(fields) => fields.values().for_each(|v| blob_refs(v, out)),
+        _ => {}
     }
 }
 

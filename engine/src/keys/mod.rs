@@ -291,10 +291,10 @@ impl Keys {
         let mut whole = Vec::new();
         let why_value = Value::Object(why.clone());
         for (key_ref, targets) in &shred.targets {
-            for id in targets {
-                file.destroyed_events.insert(id.clone(), why_value.clone());
-            }
             if let Some(data) = state.data.get(key_ref) {
+                for id in targets {
+                    file.destroyed_events.insert(id.clone(), why_value.clone());
+                }
                 file.keys.remove(key_ref);
                 if let Some((subject, generation)) = split_ref(key_ref) {
                     let current = file.current.entry(subject.to_string()).or_insert(1);
@@ -317,8 +317,11 @@ impl Keys {
                     }
                 }
             } else if let Some(kept) = file.event_keys.get_mut(key_ref) {
+                // Events already redacted keep the record of their first redaction.
                 for id in targets {
-                    kept.remove(id);
+                    if kept.remove(id).is_some() {
+                        file.destroyed_events.insert(id.clone(), why_value.clone());
+                    }
                 }
                 if kept.is_empty() {
                     file.event_keys.remove(key_ref);
