@@ -136,6 +136,11 @@ fn sealed_content_reads_back_as_written_through_every_read_and_is_not_on_disk() 
         ));
         events.push(e);
     }
+    // A producer's event of the redaction fact's type is encrypted like any other.
+    let mut fake = Envelope::new("journal.redacted", "fake", "2026-05-11T10:00:00Z");
+    fake.session_id = Some("s1".into());
+    fake.payload = Some(json!({"reason": "SECRET-FAKE"}));
+    events.push(fake);
     common::append(&journal, events.clone());
     let read = read_all(&journal);
     assert_eq!(read.len(), events.len());

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use crate::envelope::{Envelope, SUPERSEDES_FIELD};
 
 /// The field of a stored body holding the sealed content.
-pub const SEALED_FIELD: &str = "sealed";
+pub const SEALED_FIELD: &str = "encrypted";
 /// The field a read adds to an event whose content was redacted (its key destroyed).
 pub const REDACTED_FIELD: &str = "redacted";
 /// The field a read adds, in an encrypted journal, to an event stored in plaintext (written
@@ -209,7 +209,8 @@ pub fn event_key(data_key: &[u8; 32], event_id: &str) -> [u8; 32] {
 }
 
 /// Whether events of this type are sealed: everything but the journal's redaction facts,
-/// which are audit metadata whole.
+/// which are audit metadata whole (the engine leaves only its own facts of that type
+/// unencrypted, not a producer's).
 #[must_use]
 pub fn is_sealed_type(event_type: &str) -> bool {
     event_type != REDACTED_EVENT_TYPE
@@ -422,6 +423,36 @@ pub fn reserved_field(extra: &BTreeMap<String, Value>) -> Option<&'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The text between `<!-- golden:NAME -->` ```text and ``` in FORMAT.md.
+    fn golden_block(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
+        let doc = std::fs::read_to_string(path).expect("docs/FORMAT.md is readable");
+        let marker = format!("<!-- golden:{name} -->");
+        let start = doc.find(&marker).expect("the marker");
+        let rest = &doc[start + marker.len()..];
+        let open = rest.find("```text\n").expect("code block after marker") + "```text\n".len();
+        let close = rest[open..].find("```").expect("closed code block");
+        rest[open..open + close].trim().to_string()
+    }
+
+    /// The encrypted event of docs/FORMAT.md: `tool.completed` `evt_1` of session `s1`, payload
+    /// `{"toolName":"bash","output":"hello"}`, sealed under data key `42 × 32` as
+    /// `session:s1/1`.
+    #[test]
+    fn golden_encrypted_event_matches_format_md() {
+        let mut e = Envelope::new("tool.completed", "evt_1", "2026-05-11T10:00:00Z");
+        e.session_id = Some("s1".into());
+        e.payload = Some(json!({"toolName": "bash", "output": "hello"}));
+        let key = event_key(&[0x42; 32], "evt_1");
+        let sealed = seal(&e, "session:s1/1", &key).expect("seals");
+        let text = serde_json::to_string_pretty(&sealed).expect("json");
+        assert_eq!(
+            golden_block("encrypted"),
+            text,
+            "docs/FORMAT.md's encrypted event differs; new text:\n{text}"
+        );
+    }
 
     #[test]
     fn metadata_keys_are_sorted_for_binary_search() {

@@ -143,17 +143,20 @@ impl Keys {
         }
     }
 
-    /// `event` sealed under its subject's current data key; `None` for a type never sealed.
+    /// `event` sealed under its subject's current data key; `None` for a redaction fact of the
+    /// journal's own.
     /// A subject's first event makes its key, durable in the store before this returns.
     ///
     /// # Errors
     /// An I/O error writing the store, or [`Error::Internal`] if sealing fails.
     pub(crate) fn seal(&self, event: &Envelope) -> Result<Option<Envelope>> {
-        if !seal::is_sealed_type(&event.event_type) {
-            return Ok(None);
-        }
         let (key_ref, event_key) = {
             let state = self.read();
+            // Only the journal's own redaction facts, recorded as pending with their
+            // destruction, are left unencrypted: a producer's event of that type is not.
+            if !seal::is_sealed_type(&event.event_type) && state.is_pending(&event.event_id) {
+                return Ok(None);
+            }
             let subject = self.subject_of(state.file.subject, event);
             let generation = state.file.current.get(&subject).copied().unwrap_or(1);
             let key_ref = format!("{subject}/{generation}");
@@ -409,6 +412,16 @@ impl Keys {
 pub(crate) fn split_ref(key_ref: &str) -> Option<(&str, u64)> {
     let (subject, generation) = key_ref.rsplit_once('/')?;
     Some((subject, generation.parse().ok()?))
+}
+
+impl State {
+    /// Whether `event_id` is a pending redaction fact's.
+    fn is_pending(&self, event_id: &str) -> bool {
+        self.file
+            .pending
+            .iter()
+            .any(|fact| fact.get("eventId").and_then(Value::as_str) == Some(event_id))
+    }
 }
 
 /// Every key of `file` unwrapped with `master`.
