@@ -2,6 +2,10 @@
 //! drawn from the operating system: `NAME.key` (the private key's text, mode 0600, created so
 //! before a byte is written) and `NAME.pub` (the verifier key's text, mode 0644), neither ever
 //! overwritten. Prints the verifier key.
+//!
+//! The master key of encryption at rest (docs/REDACTION.md): `journal key master FILE` makes
+//! one; `key init` encrypts the journal from then on, `key rotate --new FILE` re-wraps its data
+//! keys under another, `key status` shows its key store.
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::Write;
@@ -11,13 +15,111 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use journal_format::checkpoint::SigningKey;
 
-use crate::{fail, out, Failure};
+use journal_engine::{Encryption, MasterKey, Subject, MASTER_KEY_ENV};
+
+use crate::{fail, out, Access, Cli, Failure, Verb};
 
 /// `journal key`'s subcommands.
 #[derive(Subcommand, Debug)]
 pub enum KeyCommand {
     /// Create a signing key: NAME.key (private, mode 0600) and NAME.pub (the verifier key).
     Create(CreateArgs),
+    /// Make a master key: FILE (64 hex digits, mode 0600), never overwritten; prints its id.
+    Master {
+        /// The file to write.
+        file: PathBuf,
+    },
+    /// Encrypt the journal's content from now on (creating the journal if need be), with the
+    /// master key of --master-key or JOURNAL_MASTER_KEY.
+    Init {
+        /// Which field names an event's subject, whose data key seals it: `session`
+        /// (`sessionId`), `runtime` (`runtimeId`) or `tenant` (`productId`).
+        #[arg(long, value_enum, default_value = "session")]
+        subject: SubjectArg,
+    },
+    /// Re-wrap every data key under the master key in FILE; the log is not touched. The
+    /// journal opens with the new key only from then on.
+    Rotate {
+        /// The new master key's file.
+        #[arg(long)]
+        new: PathBuf,
+    },
+    /// Print the key store's summary: master key id, subject, counts of keys and redactions.
+    Status,
+}
+
+/// `--subject`'s values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectArg {
+    /// `sessionId`.
+    Session,
+    /// `runtimeId`.
+    Runtime,
+    /// `productId`.
+    Tenant,
+}
+
+impl KeyCommand {
+    /// Whether the command runs without a journal.
+    pub fn offline(&self) -> bool {
+        matches!(self, KeyCommand::Create(_) | KeyCommand::Master { .. })
+    }
+}
+
+/// The master key given (`--master-key FILE`, else `JOURNAL_MASTER_KEY`), if any.
+fn master_key(cli: &Cli) -> Result<Option<MasterKey>, Failure> {
+    if let Some(path) = &cli.master_key {
+        return Ok(Some(MasterKey::from_file(path)?));
+    }
+    match std::env::var(MASTER_KEY_ENV) {
+        Ok(text) => Ok(Some(
+            MasterKey::parse(&text).map_err(|e| fail(format!("{MASTER_KEY_ENV}: {e}")))?,
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The encryption to open the journal with: the master key given, for a journal that is
+/// encrypted (it has a key store) or is being made so (`key init`). A key given to a journal
+/// that is not encrypted changes nothing.
+pub fn encryption(cli: &Cli) -> Result<Option<Encryption>, Failure> {
+    let Some(master) = master_key(cli)? else {
+        return Ok(None);
+    };
+    let subject = match &cli.verb {
+        Verb::Key(KeyCommand::Init { subject }) => match subject {
+            SubjectArg::Session => Subject::Session,
+            SubjectArg::Runtime => Subject::Runtime,
+            SubjectArg::Tenant => Subject::Tenant,
+        },
+        _ if cli.dir.join("KEYS").exists() || cli.dir.join("KEYS.new").exists() => Subject::Session,
+        _ => return Ok(None),
+    };
+    Ok(Some(Encryption { master, subject }))
+}
+
+/// Runs a `journal key` subcommand that uses the journal.
+pub fn on_journal(cli: &Cli, command: &KeyCommand) -> Result<u8, Failure> {
+    if encryption(cli)?.is_none() {
+        return Err(fail(format!(
+            "give the master key: --master-key FILE, or {MASTER_KEY_ENV} (`journal key master FILE` makes one)"
+        )));
+    }
+    let access = match command {
+        KeyCommand::Status => Access::Read,
+        _ => Access::Write,
+    };
+    let journal = crate::open(cli, access)?;
+    if let KeyCommand::Rotate { new } = command {
+        let new = MasterKey::from_file(new)?;
+        journal.rotate_master_key(&new)?;
+    }
+    let status = journal.key_status().ok_or_else(|| {
+        fail("this journal is not encrypted: `journal key init` encrypts it from now on")
+    })?;
+    out::line(&status)?;
+    journal.close();
+    Ok(0)
 }
 
 /// `journal key create`'s arguments.
@@ -35,7 +137,23 @@ pub struct CreateArgs {
 pub fn run(command: &KeyCommand) -> Result<u8, Failure> {
     match command {
         KeyCommand::Create(args) => create(args),
+        KeyCommand::Master { file } => master(file),
+        _ => Err(fail("this key command needs the journal")),
     }
+}
+
+fn master(file: &Path) -> Result<u8, Failure> {
+    if fs::symlink_metadata(file).is_ok() {
+        return Err(fail(format!(
+            "{} already exists: a key file is never overwritten",
+            file.display()
+        )));
+    }
+    let key = MasterKey::generate(&journal_engine::seams::SystemEntropy);
+    write_new(file, 0o600, &key.to_hex())?;
+    sync_dir(file.parent().unwrap_or(Path::new(".")))?;
+    out::line(serde_json::json!({"file": file.display().to_string(), "id": key.id()}))?;
+    Ok(0)
 }
 
 /// The file name stem of the key `name`: the name with every character other than an ASCII

@@ -19,6 +19,7 @@ mod pack;
 mod proof;
 mod prove;
 mod read;
+mod redact;
 mod replay;
 mod replicate;
 mod schema;
@@ -44,7 +45,7 @@ use serde_json::Value;
     version,
     about = "An event-sourced, hash-chained journal for agent runtimes."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// The journal directory.
     #[arg(
         long,
@@ -52,16 +53,20 @@ struct Cli {
         env = "JOURNAL_DIR",
         default_value = "./journal-data"
     )]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Open even if damage is found, moving the damaged part to quarantine/ (reported).
     #[arg(long, global = true)]
-    salvage: bool,
+    pub(crate) salvage: bool,
+    /// The master key of an encrypted journal: a file of 64 hex digits (`journal key master`
+    /// makes one). The key itself may be given in `JOURNAL_MASTER_KEY` instead.
+    #[arg(long, global = true, env = "JOURNAL_MASTER_KEY_FILE")]
+    pub(crate) master_key: Option<PathBuf>,
     #[command(subcommand)]
-    verb: Verb,
+    pub(crate) verb: Verb,
 }
 
 #[derive(Subcommand, Debug)]
-enum Verb {
+pub(crate) enum Verb {
     /// Append JSON Lines events from FILE or standard input.
     Append(AppendArgs),
     /// Print stored events as JSON Lines.
@@ -110,9 +115,13 @@ enum Verb {
     /// Create, list or revoke the bearer tokens `journal serve` accepts.
     #[command(subcommand)]
     Token(serve::TokenCommand),
-    /// Create an Ed25519 key for signing checkpoints (NAME.key and NAME.pub).
+    /// Create an Ed25519 key for signing checkpoints (NAME.key and NAME.pub); make, install,
+    /// rotate or show the master key that encrypts the journal's content.
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Make a session's, a run's or an event's content unreadable for good (its keys
+    /// destroyed), recording a `journal.redacted` fact; `verify` and proofs still pass.
+    Redact(redact::RedactArgs),
     /// Check a proof document offline, with nothing but the file and the verifier keys; exit 3
     /// when it does not hold.
     CheckProof(proof::CheckProofArgs),
@@ -329,7 +338,7 @@ fn main() -> ExitCode {
 
 /// How a command uses the journal.
 #[derive(Copy, Clone, PartialEq, Eq)]
-enum Access {
+pub(crate) enum Access {
     /// Appends: needs the lock.
     Write,
     /// Reads: takes the lock when it can (full recovery and index); read-only beside a process
@@ -368,7 +377,7 @@ fn is_disk_full(e: &Error) -> bool {
     }
 }
 
-fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
+pub(crate) fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     if access != Access::Write {
         check_exists(&cli.dir)?;
     }
@@ -381,11 +390,13 @@ fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
         Verb::Serve(args) => serve::checkpoint_policy(args)?,
         _ => None,
     };
+    let encryption = key::encryption(cli)?;
     let options = |read_only| Options {
         salvage: cli.salvage,
         read_only,
         conformance,
         checkpoints: checkpoints.clone(),
+        encryption: encryption.clone(),
         ..Options::default()
     };
     if cli.salvage && access == Access::Follow {
@@ -441,7 +452,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Schema(args) => schema::run(args),
         Verb::Append(args) if !args.stream => append_checked(&cli, args).await,
         Verb::Token(command) => serve::token(&cli.dir, command),
-        Verb::Key(command) => key::run(command),
+        Verb::Key(command) if command.offline() => key::run(command),
+        Verb::Key(command) => key::on_journal(&cli, command),
+        Verb::Redact(args) => redact::run(&cli, args),
         Verb::CheckProof(args) => proof::check_proof(args),
         Verb::Checkpoint(command) if command.offline() => proof::checkpoint(command),
         Verb::Serve(args) => serve::serve(&cli, args).await,
@@ -531,6 +544,7 @@ async fn on_journal(
         | Verb::Serve(_)
         | Verb::Token(_)
         | Verb::Key(_)
+        | Verb::Redact(_)
         | Verb::CheckProof(_) => Ok(0),
         Verb::Checkpoint(command) => prove::checkpoint(journal, command),
         Verb::Prove(command) => prove::prove(journal, command),

@@ -15,6 +15,9 @@ use crate::storage::{OpenMode, Storage};
 /// The directory inside the journal that holds blobs.
 pub(crate) const BLOBS_DIR: &str = "blobs";
 
+/// The file beside the blob store listing the blobs redactions destroyed.
+const SHREDDED_FILE: &str = "blobs.shredded";
+
 /// The largest blob accepted (1 GiB).
 pub const BLOB_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 
@@ -45,6 +48,10 @@ impl BlobStore {
             storage,
             dir: journal_dir.join(BLOBS_DIR),
         }
+    }
+
+    fn journal_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
     }
 
     fn path_of(&self, hex: &str) -> PathBuf {
@@ -155,6 +162,66 @@ impl BlobStore {
         } else {
             BlobCheck::Mismatch { actual }
         })
+    }
+
+    /// Destroys a redacted event's blob: its bytes overwritten with zeros and synced, the file
+    /// removed, and its name recorded in `blobs.shredded` (so `verify` knows why it is missing).
+    /// Nothing happens for a blob not stored.
+    ///
+    /// # Errors
+    /// An I/O error.
+    pub fn shred(&self, hex: &str) -> Result<bool> {
+        let path = self.path_of(hex);
+        if !self.storage.exists(&path) {
+            return Ok(false);
+        }
+        let io = |what: &'static str| {
+            let path = path.display().to_string();
+            Error::io_with(move || format!("{what} {path}"))
+        };
+        let file = self
+            .storage
+            .open(&path, OpenMode::ReadWrite)
+            .map_err(io("opening"))?;
+        let len = file.len().map_err(io("reading the size of"))?;
+        let zeros = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        file.write_all_at(&zeros, 0)
+            .and_then(|()| file.sync_data())
+            .map_err(io("overwriting with zeros"))?;
+        drop(file);
+        let mut shredded = self.shredded()?;
+        shredded.push(hex.to_string());
+        shredded.sort_unstable();
+        shredded.dedup();
+        let text: String = shredded.iter().map(|h| format!("{h}\n")).collect();
+        crate::storage::replace_file(
+            &*self.storage,
+            self.journal_dir(),
+            SHREDDED_FILE,
+            text.as_bytes(),
+        )?;
+        self.storage.remove_file(&path).map_err(io("removing"))?;
+        let shard = path.parent().unwrap_or(&self.dir);
+        self.storage
+            .sync_dir(shard)
+            .map_err(Error::io_with(|| format!("syncing {}", shard.display())))?;
+        Ok(true)
+    }
+
+    /// The blobs destroyed by redactions (hex).
+    ///
+    /// # Errors
+    /// An I/O error reading `blobs.shredded`.
+    pub fn shredded(&self) -> Result<Vec<String>> {
+        let path = self.journal_dir().join(SHREDDED_FILE);
+        if !self.storage.exists(&path) {
+            return Ok(Vec::new());
+        }
+        let bytes = self.read(&path)?;
+        Ok(String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_string)
+            .collect())
     }
 
     /// The names (hex) of every blob in the store.

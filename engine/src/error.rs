@@ -140,6 +140,10 @@ pub enum Error {
         /// What does not hold.
         reason: String,
     },
+    /// The key store is not whole, a key in it does not unwrap with the master key, or sealed
+    /// content does not open with its key (its bytes were altered): stored data is damaged.
+    #[error("encryption keys: {0}")]
+    Keys(String),
     /// The journal directory holds a format this build cannot read.
     #[error("unsupported journal format: {0}")]
     Unsupported(String),
@@ -173,7 +177,7 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            Error::Corruption { .. } | Error::HistoryMismatch { .. }
+            Error::Corruption { .. } | Error::HistoryMismatch { .. } | Error::Keys(_)
         )
     }
 }

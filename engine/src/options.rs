@@ -164,8 +164,12 @@ pub struct Options {
     pub storage: Arc<dyn Storage>,
     /// The journal's clock, for `recordedAt` and UUID v7 ids.
     pub clock: Arc<dyn Clock>,
-    /// Randomness, for UUID v7 ids.
+    /// Randomness, for UUID v7 ids, data keys and their wrapping.
     pub entropy: Arc<dyn Entropy>,
+    /// Encrypt events' content at rest (docs/REDACTION.md): given to a journal without a key
+    /// store, it makes one, and events appended from then on are sealed; a journal with a key
+    /// store needs it to open for writing, and to read content. `None` by default.
+    pub encryption: Option<crate::keys::Encryption>,
 }
 
 impl Default for Options {
@@ -182,6 +186,7 @@ impl Default for Options {
             storage: Arc::new(FsStorage),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),
+            encryption: None,
         }
     }
 }

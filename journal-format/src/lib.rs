@@ -25,6 +25,7 @@ pub mod head_record;
 pub mod merkle;
 pub mod payload;
 pub mod proof;
+pub mod seal;
 pub mod segment;
 pub mod status;
 pub mod strict_json;

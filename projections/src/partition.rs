@@ -225,6 +225,7 @@ pub fn build(
         head_hash: None,
         pass: Pass {
             reader,
+            sealed: journal.is_encrypted().then(|| journal.clone()),
             faulted: Vec::new(),
             chunk: Chunk::default(),
         },
@@ -431,6 +432,8 @@ impl Passes<'_> {
 struct Pass {
     /// The projection named when reading the log fails.
     reader: &'static str,
+    /// The journal, to open sealed content with, when it is encrypted.
+    sealed: Option<Journal>,
     /// Which of the active workers faulted in this pass (they apply nothing more).
     faulted: Vec<bool>,
     /// The pass's events read and not yet applied.
@@ -560,19 +563,29 @@ impl Pass {
         let n = std::mem::take(len);
         *bytes = 0;
         let mut payloads = Vec::with_capacity(n);
+        let sealed = self.sealed.as_ref();
         for ((copied, event), key) in copies
             .iter()
             .zip(events.iter_mut())
             .zip(keys.iter_mut())
             .take(n)
         {
-            let payload = copied
-                .record()
-                .decode_into_deferring_payload(event)
-                .map_err(|source| WorkerError::Journal {
-                    projection: self.reader,
-                    source,
-                })?;
+            let projection = self.reader;
+            let failed = |source| WorkerError::Journal { projection, source };
+            let record = copied.record();
+            let payload = match sealed {
+                // Sealed content is opened whole: the payload is held by the envelope.
+                Some(journal) => {
+                    record.decode_into(event).map_err(failed)?;
+                    journal.open_content(event).map_err(failed)?;
+                    None
+                }
+                None => Some(
+                    record
+                        .decode_into_deferring_payload(event)
+                        .map_err(failed)?,
+                ),
+            };
             // The decoded event's key: the bytes its body's hashed to this partition, now
             // checked as UTF-8.
             let (kind, id) = event.envelope.ids().stream_key_parts();
@@ -586,7 +599,10 @@ impl Pass {
                 if *faulted {
                     break;
                 }
-                let event = Event::deferred(event, payload);
+                let event = match payload {
+                    Some(payload) => Event::deferred(event, payload),
+                    None => Event::new(event),
+                };
                 if worker.apply(&event, key)?.is_some() {
                     *faulted = true;
                 }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
-//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import|http|tree[,...]]
+//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import|http|tree|encrypt[,...]]
 //!     [--random-ids]
 //! ```
 //!

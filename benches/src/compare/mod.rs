@@ -16,6 +16,7 @@
 pub mod app;
 pub mod append;
 pub mod browser;
+pub mod encrypt;
 pub mod engines;
 pub mod http;
 pub mod import;
@@ -64,11 +65,14 @@ pub enum Workload {
     /// Replication to a local three-node JetStream cluster against raw `async-nats` publishing,
     /// the replica's lag at 10,000 events/s, and appends with replication on against off.
     Replicate,
+    /// Appends and reads with the journal encrypted against without, and the time to redact a
+    /// session of 10,000 events.
+    Encrypt,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 11] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -79,6 +83,7 @@ impl Workload {
         Workload::Tree,
         Workload::App,
         Workload::Replicate,
+        Workload::Encrypt,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -95,6 +100,7 @@ impl Workload {
             Workload::Tree => "tree",
             Workload::App => "app",
             Workload::Replicate => "replicate",
+            Workload::Encrypt => "encrypt",
         }
     }
 
@@ -128,6 +134,7 @@ impl Workload {
             Workload::Tree => tree::run(ctx),
             Workload::App => app::run(ctx),
             Workload::Replicate => replicate::run(ctx),
+            Workload::Encrypt => encrypt::run(ctx),
         }
     }
 }

@@ -82,8 +82,20 @@ impl Journal {
             let event = events.get(i).ok_or_else(missing)?;
             crate::options::check_fact(event, self.inner.options.conformance)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
+            if let Some(name) = journal_format::seal::reserved_field(&event.extra) {
+                return Err(Error::InvalidEvent {
+                    index,
+                    source: journal_format::EnvelopeError::JournalField(name),
+                });
+            }
             let start = bodies.len();
-            event
+            let sealed = match &self.inner.keys {
+                Some(keys) => keys.seal(event)?,
+                None => None,
+            };
+            sealed
+                .as_ref()
+                .unwrap_or(event)
                 .write_msgpack(&mut bodies)
                 .map_err(|source| Error::InvalidEvent { index, source })?;
             let (kind, id) = event.ids().stream_key_parts();

@@ -40,6 +40,43 @@ impl Journal {
         let head = self.head().position;
         let to = to.map_or(head, |t| t.min(head));
         EventIter::new(Arc::clone(&self.inner.log), from, to, chain)
+            .with_keys(self.inner.keys.clone())
+    }
+
+    /// As [`Journal::read`], the events as stored: sealed content left sealed.
+    pub(crate) fn read_stored(&self, from: Position, to: Option<Position>) -> EventIter {
+        let head = self.head().position;
+        let to = to.map_or(head, |t| t.min(head));
+        EventIter::new(Arc::clone(&self.inner.log), from, to, Chain::Unverified)
+    }
+
+    /// Opens `event`'s sealed content in place, as every read of this journal does: for a
+    /// reader that decodes records itself ([`Journal::scan`], [`Journal::frame_reader`]). An
+    /// event whose key was destroyed reads `[redacted]` in each sealed field, with a `redacted`
+    /// field naming the redaction fact; in an encrypted journal, an event written before the
+    /// journal was encrypted is marked `"unencrypted": true`. A no-op for a journal that is not
+    /// encrypted, or opened without its master key.
+    ///
+    /// # Errors
+    /// [`Error::Keys`] when the sealed content is malformed or does not open with its key.
+    pub fn open_content(&self, event: &mut StoredEvent) -> Result<()> {
+        match &self.inner.keys {
+            Some(keys) => keys.open(event),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this journal's content is sealed and opened with its keys: it has a key store
+    /// and was opened with its master key.
+    #[must_use]
+    pub fn is_encrypted(&self) -> bool {
+        self.inner.keys.is_some()
+    }
+
+    /// `event` with its sealed content opened ([`Journal::open_content`]).
+    pub(crate) fn opened(&self, mut event: StoredEvent) -> Result<StoredEvent> {
+        self.open_content(&mut event)?;
+        Ok(event)
     }
 
     /// Calls `f` with each record `from..=to` (`to` defaults to the head) in position order,
@@ -109,7 +146,9 @@ impl Journal {
         };
         self.wait_for_index()?;
         match index.event(event_id)? {
-            Some(at) => read::read_at(&self.inner.log, at).map(Some),
+            Some(at) => read::read_at(&self.inner.log, at)
+                .and_then(|e| self.opened(e))
+                .map(Some),
             None => Ok(None),
         }
     }
@@ -124,7 +163,7 @@ impl Journal {
                 "position {position} is not in the log"
             )));
         }
-        read::read_position(&self.inner.log, position)
+        read::read_position(&self.inner.log, position).and_then(|e| self.opened(e))
     }
 
     /// The version of a stream (its number of events), by stream key (see
@@ -169,7 +208,7 @@ impl Journal {
             }
             version += page.len() as u64;
             for at in page {
-                out.push(read::read_at(&self.inner.log, at)?);
+                out.push(self.opened(read::read_at(&self.inner.log, at)?)?);
             }
         }
     }

@@ -4,11 +4,13 @@
 
 pub(crate) mod append;
 mod checkpoint;
+mod encryption;
 mod events;
 mod open;
 pub(crate) mod proofs;
 pub(crate) mod query;
 mod replica;
+pub(crate) mod redact;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -92,6 +94,8 @@ struct Inner {
     indexer: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     blobs: BlobStore,
+    /// The keyring, when the journal is encrypted and its master key was given.
+    keys: Option<Arc<crate::keys::Keys>>,
     _lock: Option<Box<dyn StorageLock>>,
 }
 

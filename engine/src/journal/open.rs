@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::evidence::{self, IndexVerdict};
 use crate::index::indexer;
 use crate::index::{Index, INDEX_FILE};
+use crate::keys::Keys;
 use crate::log::head_file::{self, HeadFile};
 use crate::log::read::{self, Chain};
 use crate::log::recovery::{self, Opening};
@@ -89,6 +90,7 @@ impl Journal {
             mut report,
         } = check_log(&*storage, &dir, &options, carried)?;
         // Only once the log stands against its evidence is anything written.
+        let keys = open_keys(&storage, &dir, &options, true)?;
         let tail = open_tail(&*storage, &dir, &log)?;
         let head = log.head();
         let buffered = matches!(options.durability, Durability::Buffered { .. });
@@ -170,10 +172,12 @@ impl Journal {
                 indexer: Mutex::new(Some(indexer)),
                 report,
                 blobs,
+                keys,
                 _lock: Some(lock),
             }),
         };
         journal.start_signer()?;
+        journal.append_pending_redactions()?;
         Ok(journal)
     }
 
@@ -225,6 +229,7 @@ impl Journal {
         let no_index = (Position::ZERO, ChainHash::GENESIS);
         evidence::check(&log, record, no_index, NO_SALVAGE, &mut report)?;
         let blobs = BlobStore::new(Arc::clone(&storage), &dir);
+        let keys = open_keys(&storage, &dir, &options, false)?;
         let tree = Arc::new(Tree::open_read_only(
             Arc::clone(&storage),
             &dir,
@@ -250,10 +255,28 @@ impl Journal {
                 indexer: Mutex::new(None),
                 report,
                 blobs,
+                keys,
                 _lock: None,
             }),
         })
     }
+}
+
+/// The journal's keyring, when it is encrypted and its master key given (see `Keys::load`).
+fn open_keys(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: &Options,
+    writable: bool,
+) -> Result<Option<Arc<Keys>>> {
+    let keys = Keys::load(
+        Arc::clone(storage),
+        dir,
+        options.encryption.as_ref(),
+        Arc::clone(&options.entropy),
+        writable,
+    )?;
+    Ok(keys.map(Arc::new))
 }
 
 /// The log's tail segment: its last segment when that is unsealed, else a new one created after

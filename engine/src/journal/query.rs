@@ -138,7 +138,9 @@ impl Query {
                 }
                 let at = page.pop_front()?;
                 *next = at.position.next();
-                Some(read::read_at(&self.journal.inner.log, at))
+                Some(
+                    read::read_at(&self.journal.inner.log, at).and_then(|e| self.journal.opened(e)),
+                )
             }
         }
     }

@@ -736,9 +736,17 @@ pub struct EventIter {
     cursor: Option<Cursor>,
     opened_at: Position,
     failed: bool,
+    /// Opens each event's sealed content, in an encrypted journal.
+    keys: Option<Arc<crate::keys::Keys>>,
 }
 
 impl EventIter {
+    /// The iterator opening each event's sealed content with `keys`.
+    pub(crate) fn with_keys(mut self, keys: Option<Arc<crate::keys::Keys>>) -> EventIter {
+        self.keys = keys;
+        self
+    }
+
     pub(crate) fn new(log: Arc<Log>, from: Position, to: Position, chain: Chain) -> EventIter {
         EventIter {
             log,
@@ -748,6 +756,7 @@ impl EventIter {
             cursor: None,
             opened_at: Position::ZERO,
             failed: false,
+            keys: None,
         }
     }
 
@@ -767,7 +776,10 @@ impl EventIter {
             match cursor.next_frame()? {
                 Some(raw) if raw.header.meta.position < self.next => {}
                 Some(raw) => {
-                    let event = decode(&raw)?;
+                    let mut event = decode(&raw)?;
+                    if let Some(keys) = &self.keys {
+                        keys.open(&mut event)?;
+                    }
                     self.next = event.position.next();
                     return Ok(Some(event));
                 }

@@ -1,0 +1,528 @@
+//! Sealing an event's content: which fields are content and which are audit metadata, and the
+//! content encrypted under the event's key (XChaCha20-Poly1305) into the `sealed` field that
+//! takes its place in the stored body (docs/REDACTION.md, docs/FORMAT.md "Sealed events").
+//!
+//! The split: **metadata** stays readable in the stored body (the type, every id, the times,
+//! `status` and `phase`, the typed control-plane objects, and in `payload` the keys named in
+//! [`PAYLOAD_METADATA_KEYS`] or ending in `Id`, `Ids`, `At`, `Ref` or `Refs`); **content** is
+//! sealed (every other payload key, or the whole payload when it is not an object,
+//! `statusReason`, the `output`, `trajectory` and `historyBoundary` objects, and every unknown
+//! field but `supersedes`). Unknown payload keys are content: what is not known to be metadata
+//! is kept secret.
+//!
+//! The key of an event is derived from its subject's data key and its id ([`event_key`]); the
+//! nonce is derived from that key and the plaintext, so sealing the same event twice gives the
+//! same bytes (an event sent again is recognised as a duplicate by its bytes).
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use serde_json::{Map, Value};
+
+use crate::envelope::{Envelope, SUPERSEDES_FIELD};
+
+/// The field of a stored body holding the sealed content.
+pub const SEALED_FIELD: &str = "encrypted";
+/// The field a read adds to an event whose content was redacted (its key destroyed).
+pub const REDACTED_FIELD: &str = "redacted";
+/// The field a read adds, in an encrypted journal, to an event stored in plaintext (written
+/// before the journal was encrypted): `"unencrypted": true`.
+pub const UNENCRYPTED_FIELD: &str = "unencrypted";
+/// What a redacted content field reads as.
+pub const REDACTED_TEXT: &str = "[redacted]";
+/// The event type of a redaction fact; never sealed.
+pub const REDACTED_EVENT_TYPE: &str = "journal.redacted";
+
+/// Payload keys that are audit metadata, kept readable (besides keys ending in `Id`, `Ids`,
+/// `At`, `Ref` or `Refs`): statuses, outcomes and decisions, tool names, kinds and counts, and
+/// the fields the read models' folds require.
+pub const PAYLOAD_METADATA_KEYS: &[&str] = &[
+    "accepted",
+    "actionType",
+    "adapterKind",
+    "attemptNumber",
+    "cacheReadTokens",
+    "cacheWriteTokens",
+    "change",
+    "contentType",
+    "costUsd",
+    "decidedBy",
+    "decision",
+    "decisionKind",
+    "dedupeKey",
+    "dispatchContext",
+    "enabled",
+    "errorType",
+    "evidenceRequirements",
+    "exists",
+    "exitCode",
+    "exitStatus",
+    "failureCategory",
+    "fromAgent",
+    "fromState",
+    "inputTokens",
+    "intervalSeconds",
+    "items",
+    "kind",
+    "machineStatus",
+    "maxAttempts",
+    "missedRuns",
+    "model",
+    "name",
+    "nextAttemptPolicy",
+    "outcome",
+    "outputTokens",
+    "priority",
+    "reasoningTokens",
+    "reasons",
+    "requestedBy",
+    "retryClass",
+    "retryable",
+    "role",
+    "schema",
+    "scope",
+    "signal",
+    "status",
+    "statusAtCapture",
+    "task",
+    "taskType",
+    "toAgent",
+    "toState",
+    "tokensAfter",
+    "tokensBefore",
+    "toolName",
+    "totalTokens",
+    "trigger",
+    "verification",
+    "verificationNudgeNeeded",
+    "verificationOutcomes",
+    "version",
+    "workflowSignal",
+];
+
+const PAYLOAD_METADATA_SUFFIXES: &[&str] = &["Id", "Ids", "At", "Ref", "Refs"];
+
+/// Whether a top-level payload key is audit metadata (kept readable) rather than content.
+#[must_use]
+pub fn is_payload_metadata(key: &str) -> bool {
+    PAYLOAD_METADATA_KEYS.binary_search(&key).is_ok()
+        || PAYLOAD_METADATA_SUFFIXES
+            .iter()
+            .any(|s| key.len() > s.len() && key.ends_with(s))
+}
+
+/// A sealing or opening that failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SealError {
+    /// The `sealed` field is not of the form docs/FORMAT.md gives.
+    #[error("the sealed content is malformed: {0}")]
+    Malformed(String),
+    /// The ciphertext does not open with the key: another key, or altered bytes.
+    #[error("the sealed content does not open with its key (another key, or altered bytes)")]
+    NotOpened,
+}
+
+/// The sealed content as stored: the key it is sealed under, its nonce and ciphertext, and the
+/// names of the fields it holds (`payload.<key>`, `payload` or a top-level name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// The key reference: the subject and its key's generation, `<subject>/<generation>`.
+    pub key: String,
+    /// The 24-byte nonce.
+    pub nonce: [u8; 24],
+    /// The ciphertext with its 16-byte tag.
+    pub data: Vec<u8>,
+    /// The sealed fields' names.
+    pub fields: Vec<String>,
+}
+
+impl Sealed {
+    /// The `sealed` field's value.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut map = Map::new();
+        map.insert("key".into(), Value::String(self.key.clone()));
+        map.insert("nonce".into(), Value::String(b64.encode(self.nonce)));
+        map.insert("data".into(), Value::String(b64.encode(&self.data)));
+        map.insert(
+            "fields".into(),
+            Value::Array(self.fields.iter().cloned().map(Value::String).collect()),
+        );
+        Value::Object(map)
+    }
+
+    /// The sealed content of `envelope`, `None` when it has none (a plaintext event).
+    ///
+    /// # Errors
+    /// [`SealError::Malformed`] when the field is not of the documented form.
+    pub fn of(envelope: &Envelope) -> Result<Option<Sealed>, SealError> {
+        let Some(value) = envelope.extra.get(SEALED_FIELD) else {
+            return Ok(None);
+        };
+        let malformed = |what: &str| SealError::Malformed(what.to_string());
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let text = |name: &str| {
+            value
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| malformed(&format!("no string `{name}`")))
+        };
+        let nonce_bytes = b64
+            .decode(text("nonce")?)
+            .map_err(|e| malformed(&format!("nonce: {e}")))?;
+        let nonce: [u8; 24] = nonce_bytes
+            .try_into()
+            .map_err(|_| malformed("the nonce is not 24 bytes"))?;
+        let data = b64
+            .decode(text("data")?)
+            .map_err(|e| malformed(&format!("data: {e}")))?;
+        let fields = value
+            .get("fields")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(Sealed {
+            key: text("key")?.to_string(),
+            nonce,
+            data,
+            fields,
+        }))
+    }
+}
+
+/// The key of one event: BLAKE3 keyed by its subject's data key over a context and the event id,
+/// so that keys of single events can be kept when their subject's data key is destroyed.
+#[must_use]
+pub fn event_key(data_key: &[u8; 32], event_id: &str) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new_keyed(data_key);
+    hasher.update(b"journal event key v1\0");
+    hasher.update(event_id.as_bytes());
+    *hasher.finalize().as_bytes()
+}
+
+/// Whether events of this type are sealed: everything but the journal's redaction facts,
+/// which are audit metadata whole (the engine leaves only its own facts of that type
+/// unencrypted, not a producer's).
+#[must_use]
+pub fn is_sealed_type(event_type: &str) -> bool {
+    event_type != REDACTED_EVENT_TYPE
+}
+
+/// Moves the content fields of `envelope` out into a map (by stored name), leaving the metadata.
+fn take_content(envelope: &mut Envelope) -> Map<String, Value> {
+    let mut content = Map::new();
+    match envelope.payload.take() {
+        Some(Value::Object(fields)) => {
+            let (keep, seal): (Map<String, Value>, Map<String, Value>) = fields
+                .into_iter()
+                .partition(|(key, _)| is_payload_metadata(key));
+            if !seal.is_empty() {
+                content.insert("payload".into(), Value::Object(seal));
+            }
+            envelope.payload = Some(Value::Object(keep));
+        }
+        Some(Value::Null) => envelope.payload = Some(Value::Null),
+        Some(other) => {
+            content.insert("payload".into(), other);
+        }
+        None => {}
+    }
+    if let Some(reason) = envelope.status_reason.take() {
+        content.insert("statusReason".into(), Value::String(reason));
+    }
+    for (name, object) in [
+        ("output", envelope.output.take()),
+        ("trajectory", envelope.trajectory.take()),
+        ("historyBoundary", envelope.history_boundary.take()),
+    ] {
+        if let Some(object) = object {
+            content.insert(name.into(), Value::Object(*object));
+        }
+    }
+    let extra = std::mem::take(&mut envelope.extra);
+    for (name, value) in extra {
+        if name == SUPERSEDES_FIELD {
+            envelope.extra.insert(name, value);
+        } else {
+            content.insert(name, value);
+        }
+    }
+    content
+}
+
+/// The names of the sealed fields, as [`Sealed::fields`] lists them.
+fn field_names(content: &Map<String, Value>) -> Vec<String> {
+    let mut names = Vec::new();
+    for (name, value) in content {
+        match (name.as_str(), value) {
+            ("payload", Value::Object(fields)) => {
+                names.extend(fields.keys().map(|k| format!("payload.{k}")));
+            }
+            _ => names.push(name.clone()),
+        }
+    }
+    names
+}
+
+/// `envelope` with its content sealed under `key_ref`'s event key: its metadata, and the
+/// [`SEALED_FIELD`] holding the content. The event id and key reference are bound to the
+/// ciphertext as associated data, so content cannot be moved to another event.
+///
+/// # Errors
+/// [`SealError::Malformed`] when the content does not serialize (it always does for a valid
+/// envelope).
+pub fn seal(
+    envelope: &Envelope,
+    key_ref: &str,
+    event_key: &[u8; 32],
+) -> Result<Envelope, SealError> {
+    let mut public = envelope.clone();
+    let content = take_content(&mut public);
+    let fields = field_names(&content);
+    let plaintext = serde_json::to_vec(&Value::Object(content))
+        .map_err(|e| SealError::Malformed(e.to_string()))?;
+    let mut nonce = [0u8; 24];
+    let synthetic = blake3::keyed_hash(event_key, &plaintext);
+    nonce.copy_from_slice(synthetic.as_bytes().get(..24).unwrap_or(&[0; 24]));
+    let aad = associated_data(&public.event_id, key_ref);
+    let data = XChaCha20Poly1305::new(event_key.into())
+        .encrypt(
+            XNonce::from_slice(&nonce),
+            Payload {
+                msg: &plaintext,
+                aad: &aad,
+            },
+        )
+        .map_err(|_| SealError::Malformed("encryption failed".into()))?;
+    let sealed = Sealed {
+        key: key_ref.to_string(),
+        nonce,
+        data,
+        fields,
+    };
+    public
+        .extra
+        .insert(SEALED_FIELD.to_string(), sealed.to_value());
+    Ok(public)
+}
+
+fn associated_data(event_id: &str, key_ref: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(event_id.len() + key_ref.len() + 1);
+    aad.extend_from_slice(event_id.as_bytes());
+    aad.push(0);
+    aad.extend_from_slice(key_ref.as_bytes());
+    aad
+}
+
+/// Opens `envelope`'s sealed content with its event key, putting the content fields back in
+/// place and removing [`SEALED_FIELD`].
+///
+/// # Errors
+/// [`SealError::NotOpened`] when the key is not the one it was sealed under or the bytes were
+/// altered; [`SealError::Malformed`] for a malformed field. `envelope` is unchanged on error.
+pub fn open(
+    envelope: &mut Envelope,
+    sealed: &Sealed,
+    event_key: &[u8; 32],
+) -> Result<(), SealError> {
+    let aad = associated_data(&envelope.event_id, &sealed.key);
+    let plaintext = XChaCha20Poly1305::new(event_key.into())
+        .decrypt(
+            XNonce::from_slice(&sealed.nonce),
+            Payload {
+                msg: &sealed.data,
+                aad: &aad,
+            },
+        )
+        .map_err(|_| SealError::NotOpened)?;
+    let content: Map<String, Value> = serde_json::from_slice(&plaintext)
+        .map_err(|e| SealError::Malformed(format!("the opened content: {e}")))?;
+    envelope.extra.remove(SEALED_FIELD);
+    put_content(envelope, content);
+    Ok(())
+}
+
+/// Puts content fields (by stored name) back into `envelope`.
+fn put_content(envelope: &mut Envelope, content: Map<String, Value>) {
+    for (name, value) in content {
+        match (name.as_str(), value) {
+            ("payload", Value::Object(fields)) => match &mut envelope.payload {
+                Some(Value::Object(payload)) => payload.extend(fields),
+                _ => envelope.payload = Some(Value::Object(fields)),
+            },
+            ("payload", other) => envelope.payload = Some(other),
+            ("statusReason", Value::String(reason)) => envelope.status_reason = Some(reason),
+            ("output", Value::Object(o)) => envelope.output = Some(Box::new(o)),
+            ("trajectory", Value::Object(o)) => envelope.trajectory = Some(Box::new(o)),
+            ("historyBoundary", Value::Object(o)) => {
+                envelope.history_boundary = Some(Box::new(o));
+            }
+            (_, value) => {
+                envelope.extra.insert(name, value);
+            }
+        }
+    }
+}
+
+/// Marks `envelope`, whose key was destroyed, as redacted: each sealed field reads
+/// [`REDACTED_TEXT`], [`SEALED_FIELD`] is removed, and [`REDACTED_FIELD`] says why (`why`: the
+/// redaction fact's id, who and why, as the key store recorded them).
+pub fn mark_redacted(envelope: &mut Envelope, sealed: &Sealed, why: Map<String, Value>) {
+    envelope.extra.remove(SEALED_FIELD);
+    let mut content = Map::new();
+    let mut payload = Map::new();
+    for name in &sealed.fields {
+        let redacted = Value::String(REDACTED_TEXT.into());
+        match name.strip_prefix("payload.") {
+            Some(key) => {
+                payload.insert(key.to_string(), redacted);
+            }
+            None => {
+                content.insert(name.clone(), redacted);
+            }
+        }
+    }
+    if !payload.is_empty() {
+        content.insert("payload".into(), Value::Object(payload));
+    }
+    // Typed objects hold objects; a redacted one reads as an object saying so.
+    for name in ["output", "trajectory", "historyBoundary"] {
+        if let Some(v) = content.get_mut(name) {
+            let mut o = Map::new();
+            o.insert("content".into(), v.take());
+            *v = Value::Object(o);
+        }
+    }
+    put_content(envelope, content);
+    envelope
+        .extra
+        .insert(REDACTED_FIELD.to_string(), Value::Object(why));
+}
+
+/// The stored names of an envelope's unknown fields the journal reserves on reads: a producer
+/// may not append them.
+pub const RESERVED_FIELDS: [&str; 3] = [SEALED_FIELD, REDACTED_FIELD, UNENCRYPTED_FIELD];
+
+/// The first reserved field `extra` holds, if any.
+#[must_use]
+pub fn reserved_field(extra: &BTreeMap<String, Value>) -> Option<&'static str> {
+    RESERVED_FIELDS
+        .into_iter()
+        .find(|name| extra.contains_key(*name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The text between `<!-- golden:NAME -->` ```text and ``` in FORMAT.md.
+    fn golden_block(name: &str) -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
+        let doc = std::fs::read_to_string(path).expect("docs/FORMAT.md is readable");
+        let marker = format!("<!-- golden:{name} -->");
+        let start = doc.find(&marker).expect("the marker");
+        let rest = &doc[start + marker.len()..];
+        let open = rest.find("```text\n").expect("code block after marker") + "```text\n".len();
+        let close = rest[open..].find("```").expect("closed code block");
+        rest[open..open + close].trim().to_string()
+    }
+
+    /// The encrypted event of docs/FORMAT.md: `tool.completed` `evt_1` of session `s1`, payload
+    /// `{"toolName":"bash","output":"hello"}`, sealed under data key `42 × 32` as
+    /// `session:s1/1`.
+    #[test]
+    fn golden_encrypted_event_matches_format_md() {
+        let mut e = Envelope::new("tool.completed", "evt_1", "2026-05-11T10:00:00Z");
+        e.session_id = Some("s1".into());
+        e.payload = Some(json!({"toolName": "bash", "output": "hello"}));
+        let key = event_key(&[0x42; 32], "evt_1");
+        let sealed = seal(&e, "session:s1/1", &key).expect("seals");
+        let text = serde_json::to_string_pretty(&sealed).expect("json");
+        assert_eq!(
+            golden_block("encrypted"),
+            text,
+            "docs/FORMAT.md's encrypted event differs; new text:\n{text}"
+        );
+    }
+
+    #[test]
+    fn metadata_keys_are_sorted_for_binary_search() {
+        let mut sorted = PAYLOAD_METADATA_KEYS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, PAYLOAD_METADATA_KEYS);
+    }
+
+    fn tool_result() -> Envelope {
+        let mut e = Envelope::new("tool.completed", "evt_1", "2026-05-11T10:00:00Z");
+        e.session_id = Some("s1".into());
+        e.tool_call_id = Some("call_1".into());
+        e.status = Some("succeeded".into());
+        e.status_reason = Some("printed AKIA-SECRET".into());
+        e.payload = Some(json!({"toolName": "bash", "output": "AKIA-SECRET", "exitCode": 0}));
+        e.extra.insert("vendorNote".into(), json!("private note"));
+        e.extra.insert(SUPERSEDES_FIELD.into(), json!("evt_0"));
+        e
+    }
+
+    #[test]
+    fn sealing_keeps_metadata_and_hides_content_then_opens_to_the_same_event() {
+        let key = event_key(&[7; 32], "evt_1");
+        let event = tool_result();
+        let sealed = seal(&event, "session:s1/1", &key).expect("seals");
+        let text = serde_json::to_string(&sealed).expect("json");
+        assert!(!text.contains("AKIA-SECRET") && !text.contains("private note"));
+        assert!(text.contains("\"toolName\":\"bash\"") && text.contains("call_1"));
+        assert!(text.contains("evt_0"), "supersedes stays readable");
+        let mut opened = sealed.clone();
+        let s = Sealed::of(&opened).expect("form").expect("sealed");
+        assert_eq!(
+            s.fields,
+            ["payload.output", "statusReason", "vendorNote"].map(String::from)
+        );
+        open(&mut opened, &s, &key).expect("opens");
+        assert_eq!(opened, event);
+        // Deterministic: the same event seals to the same bytes.
+        assert_eq!(seal(&event, "session:s1/1", &key).expect("seals"), sealed);
+    }
+
+    #[test]
+    fn another_key_or_another_event_id_does_not_open() {
+        let key = event_key(&[7; 32], "evt_1");
+        let sealed = seal(&tool_result(), "session:s1/1", &key).expect("seals");
+        let s = Sealed::of(&sealed).expect("form").expect("sealed");
+        let mut other = sealed.clone();
+        assert_eq!(
+            open(&mut other, &s, &event_key(&[8; 32], "evt_1")),
+            Err(SealError::NotOpened)
+        );
+        other.event_id = "evt_2".into();
+        assert_eq!(open(&mut other, &s, &key), Err(SealError::NotOpened));
+    }
+
+    #[test]
+    fn a_redacted_event_reads_redacted_in_each_sealed_field() {
+        let key = event_key(&[7; 32], "evt_1");
+        let mut sealed = seal(&tool_result(), "session:s1/1", &key).expect("seals");
+        let s = Sealed::of(&sealed).expect("form").expect("sealed");
+        let mut why = Map::new();
+        why.insert("factEventId".into(), json!("red_1"));
+        mark_redacted(&mut sealed, &s, why);
+        assert_eq!(
+            sealed.payload,
+            Some(json!({"toolName": "bash", "exitCode": 0, "output": "[redacted]"}))
+        );
+        assert_eq!(sealed.status_reason.as_deref(), Some(REDACTED_TEXT));
+        assert_eq!(sealed.extra.get("vendorNote"), Some(&json!(REDACTED_TEXT)));
+        assert!(sealed.extra.contains_key(REDACTED_FIELD));
+        assert!(!sealed.extra.contains_key(SEALED_FIELD));
+    }
+}
