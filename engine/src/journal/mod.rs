@@ -9,8 +9,8 @@ mod events;
 mod open;
 pub(crate) mod proofs;
 pub(crate) mod query;
-mod replica;
 pub(crate) mod redact;
+mod replica;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
