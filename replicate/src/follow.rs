@@ -172,8 +172,10 @@ async fn session(
             let added = check_source(replica, &mut source, &message)
                 .and_then(|()| batch.add(replica, message));
             if let Err(e) = added {
-                // What came before the refused message is kept.
-                store(replica, batch, progress).await?;
+                // The whole batches before the refused message are kept.
+                if let Some(whole) = batch.frames.get(..batch.whole).filter(|w| !w.is_empty()) {
+                    let _ = replica.append_frames(whole).await;
+                }
                 return Err(e);
             }
         }
@@ -186,6 +188,8 @@ struct Batch {
     next: u64,
     frames: Vec<u8>,
     ends_batch: bool,
+    /// How many bytes of `frames` end a batch.
+    whole: usize,
     recorded_ns: i64,
     last: Option<Message>,
 }
@@ -196,6 +200,7 @@ impl Batch {
             next: head + 1,
             frames: Vec::new(),
             ends_batch: true,
+            whole: 0,
             recorded_ns: 0,
             last: None,
         }
@@ -217,6 +222,12 @@ impl Batch {
             })?;
         let header_bytes = message.payload.get(..FRAME_HEADER_LEN);
         let decoded = header_bytes.map(FrameHeader::decode);
+        if position < self.next && position > replica.head().position.0 {
+            // Delivered again (a consumer's leader moved) while its first copy waits in this
+            // batch, which is checked when appended.
+            self.last = Some(message);
+            return Ok(());
+        }
         if position < self.next {
             let held = replica.get_position(Position(position))?;
             return match decoded {
@@ -249,6 +260,9 @@ impl Batch {
             self.ends_batch = true;
         }
         self.frames.extend_from_slice(&message.payload);
+        if self.ends_batch {
+            self.whole = self.frames.len();
+        }
         self.next = position + 1;
         self.last = Some(message);
         Ok(())

@@ -1,7 +1,7 @@
-//! Replication through NATS JetStream: [`publish`] sends every committed event of a journal to
+//! Replication through NATS JetStream: [`publish`](mod@publish) sends every committed event of a journal to
 //! a stream, in position order, one message per event carrying its stored frame;
-//! [`follow`] builds a replica from such a stream (the same positions and hash chain), or
-//! gathers several sources into one journal keeping each event's origin; [`ingest`] appends
+//! [`follow`](mod@follow) builds a replica from such a stream (the same positions and hash chain), or
+//! gathers several sources into one journal keeping each event's origin; [`ingest`](mod@ingest) appends
 //! Agent Runtime events that producers publish to subjects.
 //!
 //! NATS is the transport and the replicated log; the journal stays the ground truth on each

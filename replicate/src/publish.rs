@@ -4,7 +4,7 @@
 //! so that a publish repeated after a lost acknowledgement is dropped by JetStream.
 //!
 //! Publishes are pipelined (at most `in_flight` unacknowledged) and acknowledged in order;
-//! the last acknowledged position is kept in the journal's directory ([`crate::cursor`]) and
+//! the last acknowledged position is kept in the journal's directory (`replicate.<STREAM>.cursor`) and
 //! replication resumes after it, first reading back what the stream already holds past it (a
 //! publish acknowledged but not yet noted), so a restart publishes nothing twice. When
 //! JetStream is unavailable the task reports it in its [`Progress`] and retries with backoff.
