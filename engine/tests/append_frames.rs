@@ -174,3 +174,27 @@ fn a_body_edited_with_its_checksums_recomputed_does_not_chain() {
         other => panic!("expected a refusal, got {other}"),
     }
 }
+
+#[test]
+fn a_request_refused_part_way_leaves_its_good_prefix_to_be_sent_again() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_source, frames) = source(dirs.0.path());
+    let replica = Journal::open(dirs.1.path(), small_segments()).expect("open replica");
+    let requests = requests(&frames, 1);
+    block(replica.append_frames(&requests[0])).expect("first batch");
+    // Positions 2..=308 (two batches, recorded at two times), then a gap: refused whole, after
+    // its first frames were staged.
+    let mut gapped = requests[1].clone();
+    gapped.extend_from_slice(&requests[2]);
+    gapped.extend_from_slice(&requests[4]);
+    let refused = block(replica.append_frames(&gapped)).unwrap_err();
+    assert!(matches!(refused, Error::FrameRefused { .. }), "{refused}");
+    assert_eq!(replica.head().position, Position(1));
+    // The staged frames' times and ids were rolled back with them: the same frames pass.
+    block(replica.append_frames(&requests[1])).expect("the good prefix again");
+    block(replica.append_frames(&requests[2])).expect("the batch after it");
+    let report = replica
+        .verify(&Default::default(), &mut |_, _| {})
+        .expect("verify");
+    assert!(report.ok, "{report:?}");
+}

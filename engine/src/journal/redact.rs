@@ -59,11 +59,15 @@ pub struct Redacted {
 }
 
 impl Journal {
-    /// Redacts `what`: destroys the keys its events' content is sealed under, durably (the key
-    /// store replaced whole, its old copy overwritten), then appends a `journal.redacted` fact
-    /// (`by`, `reason`), then destroys the redacted events' blobs. Other events sealed under the
-    /// same data key keep keys of their own. A crash at any step leaves the keys and no fact,
-    /// or the fact (appended by the next open if need be) and no keys.
+    /// Redacts `what`: destroys the redacted events' blobs, then the keys their content is
+    /// sealed under, durably (the key store replaced whole, its old copy overwritten), then
+    /// appends a `journal.redacted` fact (`by`, `reason`). Other events sealed under the same
+    /// data key keep keys of their own. A crash at any step leaves the keys and no fact, or the
+    /// fact (appended by the next open if need be) and no keys.
+    ///
+    /// Needs the journal to itself for the time it takes (the `journal redact` command holds
+    /// its lock): an event appended to the redacted subject while it runs may be sealed under a
+    /// key it destroys without being counted among the redacted.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the journal is not encrypted, when nothing sealed matches,
@@ -113,16 +117,19 @@ impl Journal {
         why.insert("at".into(), json!(timestamp));
         let fact_json = serde_json::to_value(&fact)
             .map_err(|e| Error::Internal(format!("the redaction fact: {e}")))?;
-        let keys_destroyed = keys.destroy(&found.shred, &why, fact_json, step)?;
-        let mut appended = self.append_off_runtime(fact)?;
-        step(Step::FactAppended);
-        keys.clear_pending()?;
+        // The blobs go first: the fact a crash leaves pending is appended at the next open, but
+        // nothing there would find these blobs again. A crash before the keys are destroyed
+        // leaves the redaction to be asked again, its blobs already gone.
         let mut blobs_destroyed = Vec::new();
         for hex in &found.blobs {
             if self.inner.blobs.shred(hex)? {
                 blobs_destroyed.push(hex.clone());
             }
         }
+        let keys_destroyed = keys.destroy(&found.shred, &why, fact_json, step)?;
+        let mut appended = self.append_off_runtime(fact)?;
+        step(Step::FactAppended);
+        keys.clear_pending()?;
         Ok(Redacted {
             fact: appended
                 .pop()

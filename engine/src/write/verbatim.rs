@@ -47,6 +47,9 @@ impl Writer {
             next_position: staged.next_position,
             prev_hash: staged.prev_hash,
         };
+        // What framing moves before a later frame may be refused: restored with the rest.
+        let last_recorded_ns = self.last_recorded_ns;
+        let greatest_id = self.greatest_id.clone();
         let mut versions: HashMap<&str, u64> = HashMap::with_capacity(64);
         match self.frame_verbatim(events, bodies, ids, verbatim, &mut versions, staged) {
             Ok(answers) => {
@@ -57,6 +60,8 @@ impl Writer {
             }
             Err(e) => {
                 unstage(staged, &mut self.recent, rollback);
+                self.last_recorded_ns = last_recorded_ns;
+                self.greatest_id = greatest_id;
                 Err(e)
             }
         }

@@ -395,14 +395,15 @@ fn travel(n: &Narrative, s: &Served<'_>) -> Markup {
     }
 }
 
-fn pager(s: &Served<'_>, pages: usize) -> Markup {
+/// The links to the other pages of steps; `page` is the one shown (below `pages`).
+fn pager(s: &Served<'_>, page: usize, pages: usize) -> Markup {
     let at = s.at.map(|a| format!("&at={a}")).unwrap_or_default();
     html! {
         @if pages > 1 {
             nav.pages {
-                @if s.page > 0 { a.button href=(format!("{}?page={}{at}", s.path, s.page - 1)) { "← earlier steps" } }
-                span.muted { "page " (s.page + 1) " of " (pages) " (" (STEPS_PER_PAGE) " steps a page)" }
-                @if s.page + 1 < pages { a.button href=(format!("{}?page={}{at}", s.path, s.page + 1)) rel="next" { "later steps →" } }
+                @if page > 0 { a.button href=(format!("{}?page={}{at}", s.path, page - 1)) { "← earlier steps" } }
+                span.muted { "page " (page + 1) " of " (pages) " (" (STEPS_PER_PAGE) " steps a page)" }
+                @if page + 1 < pages { a.button href=(format!("{}?page={}{at}", s.path, page + 1)) rel="next" { "later steps →" } }
             }
         }
     }
@@ -460,9 +461,9 @@ pub fn render(p: &SessionPage<'_>) -> String {
                 details.card { summary { "Requested (" (n.requested.len()) ")" } ul.requested { @for r in &n.requested { li { (r) } } } }
             }
             h2 { "Narrative" }
-            @if let Some(s) = &p.served { (pager(s, pages)) }
+            @if let Some(s) = &p.served { (pager(s, page, pages)) }
             (steps::turns(shown, turns_before, links))
-            @if let Some(s) = &p.served { (pager(s, pages)) }
+            @if let Some(s) = &p.served { (pager(s, page, pages)) }
         }
     };
     let title = format!("{what} {id}");

@@ -214,6 +214,8 @@ fn row(r: &SessionRow) -> Markup {
 #[must_use]
 pub fn render(p: &SessionsPage<'_>) -> String {
     let pages = p.matching.div_ceil(p.per_page.max(1)).max(1);
+    // The page asked for, which a client chooses: any number, past the last page too.
+    let page = p.page.min(pages - 1);
     let body = html! {
         h1 { "Sessions" }
         p.muted {
@@ -235,9 +237,9 @@ pub fn render(p: &SessionsPage<'_>) -> String {
         } }
         @if p.rows.is_empty() { p.card { "No session matches." } }
         nav.pages {
-            @if p.page > 0 { a.button href=(query(p.filter, p.page - 1)) { "← newer" } }
-            span.muted { "page " (p.page + 1) " of " (pages) }
-            @if p.page + 1 < pages { a.button href=(query(p.filter, p.page + 1)) rel="next" { "older →" } }
+            @if page > 0 { a.button href=(query(p.filter, page - 1)) { "← newer" } }
+            span.muted { "page " (page + 1) " of " (pages) }
+            @if page + 1 < pages { a.button href=(query(p.filter, page + 1)) rel="next" { "older →" } }
         }
     };
     layout::page("Sessions", "sessions", Assets::Served, &body)
@@ -293,5 +295,21 @@ mod tests {
         };
         assert_eq!(query(&filter, 2), "?q=a%20b%26c&failed=1&page=2");
         assert_eq!(encode("s 1/é"), "s%201%2F%C3%A9");
+    }
+
+    #[test]
+    fn a_page_past_the_last_shows_the_last() {
+        let filter = ListFilter::default();
+        let html = render(&SessionsPage {
+            rows: Vec::new(),
+            matching: 120,
+            total: 120,
+            page: usize::MAX,
+            per_page: 50,
+            filter: &filter,
+            imported: Vec::new(),
+            freshness: None,
+        });
+        assert!(html.contains("page 3 of 3"), "{html}");
     }
 }

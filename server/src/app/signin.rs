@@ -29,8 +29,15 @@ pub(crate) struct SigninQuery {
 
 /// A path on this server to go back to: a relative path only, never another site.
 fn local(next: Option<&str>) -> &str {
-    next.filter(|n| n.starts_with('/') && !n.starts_with("//") && !n.contains('\\'))
-        .unwrap_or("/")
+    // Browsers drop tabs and newlines from a URL before reading it (`/\t/evil` is `//evil`):
+    // only printable ASCII passes.
+    next.filter(|n| {
+        n.starts_with('/')
+            && !n.starts_with("//")
+            && !n.contains('\\')
+            && n.bytes().all(|b| b.is_ascii_graphic())
+    })
+    .unwrap_or("/")
 }
 
 /// Whether `token` can be a cookie's value as it is.
@@ -135,6 +142,8 @@ mod tests {
         assert_eq!(local(Some("//evil.example/")), "/");
         assert_eq!(local(Some("https://evil.example/")), "/");
         assert_eq!(local(Some("/\\evil")), "/");
+        assert_eq!(local(Some("/\t/evil.example")), "/");
+        assert_eq!(local(Some("/\n/evil.example")), "/");
         assert_eq!(local(None), "/");
     }
 
