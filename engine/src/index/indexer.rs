@@ -285,6 +285,13 @@ fn start(
             progress.fail(&e);
             return false;
         }
+        // Made durable before the writer, which waits for `progress`, acknowledges anything:
+        // were the process killed before its next idle moment, the next open would otherwise
+        // index this backlog again, and more each time.
+        persistence.unpersisted = 1;
+        if !persistence.persist(index, tree, progress, true) {
+            return false;
+        }
     }
     let tree_behind = tree.tree.size() < backlog.head.0;
     if tree_behind {
@@ -294,9 +301,8 @@ fn start(
         // The index held the head at open, or its backlog brought it there; readers wait for
         // the tree too.
         progress.set(backlog.head);
-        // Made durable at once: were the process killed again before its next idle moment,
-        // the next open would index this backlog again, and more each time.
-        persistence.unpersisted = 1;
+        // The tree grown to the head made durable too, for the same reason.
+        persistence.tree_behind = true;
         return persistence.persist(index, tree, progress, false);
     }
     true
