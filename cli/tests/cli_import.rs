@@ -155,7 +155,7 @@ fn events_of(dir: &Path, session: &str) -> Vec<Value> {
         .output()
         .unwrap();
     if !out.status.success() {
-        return Vec::new(); // the journal does not exist yet
+        return Vec::new(); // no journal, no events
     }
     String::from_utf8(out.stdout)
         .unwrap()
@@ -338,7 +338,7 @@ fn follow_imports_what_a_growing_file_gains_until_interrupted() {
     let lines: Vec<&str> = whole.lines().collect();
     let session = "019e9625-802f-7e91-840a-cfe88d14117a";
     let file = tmp.path().join("rollout.jsonl");
-    // Up to the prompt, whose user_message is not written yet.
+    // The file up to the prompt, without the prompt's user_message.
     std::fs::write(&file, format!("{}\n", lines[..6].join("\n"))).unwrap();
 
     // What a one-shot import of the whole file makes.
@@ -387,8 +387,8 @@ fn follow_imports_what_a_growing_file_gains_until_interrupted() {
         .map(|e| e["eventId"].as_str().unwrap())
         .collect();
     assert_eq!(ids.len(), events.len(), "no event stored twice");
-    // A prompt read before its user_message is context until the user_message comes; a
-    // revision then makes it the request.
+    // A prompt read without its user_message is stored as context; its user_message adds a
+    // revision (`supersedes`) that makes it the request.
     assert!(events
         .iter()
         .any(|e| e["type"] == "turn.submitted" && e["supersedes"].is_string()));
