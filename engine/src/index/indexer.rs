@@ -178,21 +178,23 @@ fn apply_chunk(index: &Index, chunk: &mut IndexBatch, last: ChainHash) -> Result
     Ok(())
 }
 
-/// The Merkle tree the indexer grows behind the index, from the log's bodies.
+/// The Merkle tree the indexer grows behind the index, from the leaf hashes the writer hands
+/// it, or the log's bodies where it hands none.
 pub(crate) struct TreeFeed {
     pub tree: Arc<Tree>,
     pub log: Arc<Log>,
 }
 
 impl TreeFeed {
-    /// Grows the tree to `to`. A failure does not stop the index: the tree lags (proofs then
-    /// say why) and the next growth tries again; a tree that stopped growing is rebuilt at the
-    /// next open.
-    fn grow(&self, to: Position) {
+    /// Grows the tree to `to`, from the leaf hashes of `batches` as far as they go. A failure
+    /// does not stop the index: the tree lags (proofs then say why) and the next growth tries
+    /// again; a tree that stopped growing is rebuilt at the next open.
+    fn grow(&self, batches: &[IndexBatch], to: Position) {
         if self.tree.failure().is_some() {
             return;
         }
-        if let Err(e) = self.tree.grow(&self.log, to) {
+        let given = batches.iter().flat_map(IndexBatch::leaves);
+        if let Err(e) = self.tree.grow(&self.log, given, to) {
             tracing::error!(error = %e, "growing the Merkle tree failed; the next commit tries again");
         }
     }
@@ -246,7 +248,11 @@ pub(crate) fn run(
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let (head, open) = match gather_and_apply(&index, &progress, &rx, msg) {
+        let Applied {
+            batches,
+            head,
+            open,
+        } = match gather_and_apply(&index, &progress, &rx, msg) {
             Ok(applied) => applied,
             Err(e) => {
                 tracing::error!(error = %e, "index update failed");
@@ -254,7 +260,7 @@ pub(crate) fn run(
                 return;
             }
         };
-        tree.grow(head.0);
+        tree.grow(&batches, head.0);
         progress.set(head.0);
         persistence.unpersisted += 1;
         if persistence.due() && !persistence.persist(&index, &tree, &progress, true) {
@@ -295,7 +301,7 @@ fn start(
     }
     let tree_behind = tree.tree.size() < backlog.head.0;
     if tree_behind {
-        tree.grow(backlog.head);
+        tree.grow(&[], backlog.head);
     }
     if backlog.index.is_some() || tree_behind {
         // The index held the head at open, or its backlog brought it there; readers wait for
@@ -309,14 +315,13 @@ fn start(
 }
 
 /// Gathers the entries of `first` and of the commits that follow it (see the module's doc) and
-/// applies them in one transaction. Returns the head applied and whether the channel is still
-/// open.
+/// applies them in one transaction.
 fn gather_and_apply(
     index: &Index,
     progress: &IndexProgress,
     rx: &Receiver<CommittedGroup>,
     first: CommittedGroup,
-) -> Result<((Position, ChainHash), bool)> {
+) -> Result<Applied> {
     let CommittedGroup { entries, mut head } = first;
     // The batches gathered, applied together.
     let mut gathered = entries.len();
@@ -360,5 +365,18 @@ fn gather_and_apply(
     }
     let entries: Vec<IndexEntry<'_>> = batches.iter().flat_map(IndexBatch::iter).collect();
     index.apply(&entries, head.1)?;
-    Ok((head, open))
+    drop(entries);
+    Ok(Applied {
+        batches,
+        head,
+        open,
+    })
+}
+
+/// What [`gather_and_apply`] applied: the writer's batches, the head after them, and whether
+/// the writer is still open.
+struct Applied {
+    batches: Vec<IndexBatch>,
+    head: (Position, ChainHash),
+    open: bool,
 }

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use journal_format::merkle::leaf_hash;
 use journal_format::Envelope;
 
 use tokio::sync::oneshot;
@@ -115,6 +116,12 @@ impl Journal {
                     Arc::from(event.event_id.as_str())
                 }
             };
+            let leaf = self
+                .inner
+                .options
+                .tree
+                .then(|| bodies.get(start..).map(leaf_hash))
+                .flatten();
             prepared.push(PreparedEvent {
                 body: start..bodies.len(),
                 event_id,
@@ -122,6 +129,7 @@ impl Journal {
                 stream_key,
                 task,
                 run,
+                leaf,
             });
         }
         let sizes: Vec<(&str, u64)> = prepared

@@ -521,7 +521,7 @@ fn open_tree(
     }
     let tree = opened.tree;
     if head.0 - tree.size() > DEFERRED_CATCH_UP_MAX || salvage {
-        let grown = tree.grow(log, head).and_then(|()| tree.persist());
+        let grown = tree.grow(log, [], head).and_then(|()| tree.persist());
         if let Err(e) = grown {
             tracing::error!(error = %e, "building the Merkle tree at open failed");
         }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use journal_format::frame::{decode_frame, peek_position};
+use journal_format::merkle::leaf_hash;
 use journal_format::{EventIds, Position, FRAME_HEADER_LEN};
 use tokio::sync::oneshot;
 
@@ -36,7 +37,7 @@ impl Journal {
         if let Some(cause) = self.inner.poison.cause() {
             return Err(Error::Poisoned(cause));
         }
-        let (events, bodies, ids, verbatim) = split_frames(frames)?;
+        let (events, bodies, ids, verbatim) = split_frames(frames, self.inner.options.tree)?;
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -57,8 +58,9 @@ impl Journal {
 /// fields and link.
 type Split = (Vec<PreparedEvent>, Vec<u8>, Strings, Vec<Verbatim>);
 
-/// Splits `frames` into events, checking each frame's checksums and that the last ends a batch.
-fn split_frames(frames: &[u8]) -> Result<Split> {
+/// Splits `frames` into events, checking each frame's checksums and that the last ends a batch;
+/// hashes each body as a Merkle leaf when `hash_leaves`.
+fn split_frames(frames: &[u8], hash_leaves: bool) -> Result<Split> {
     let mut events = Vec::new();
     let mut bodies = Vec::with_capacity(frames.len());
     let mut ids = Strings::default();
@@ -88,6 +90,7 @@ fn split_frames(frames: &[u8]) -> Result<Split> {
             stream_key,
             task,
             run,
+            leaf: hash_leaves.then(|| leaf_hash(body)),
         });
         verbatim.push(Verbatim {
             meta: header.meta,

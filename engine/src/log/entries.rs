@@ -2,6 +2,7 @@
 //! and where the frame lies. The writer makes them as it frames a commit, a catch-up as it
 //! re-reads the log, and `verify` to check the index against the log.
 
+use journal_format::merkle::TreeHash;
 use journal_format::{Location, Position, SegmentId, StoredEvent};
 
 use crate::strings::{Span, Strings};
@@ -50,18 +51,37 @@ pub(crate) struct IndexBatch {
     ids: Strings,
     /// Each entry, its ids as spans of `ids`, its event id pushed first.
     entries: Vec<Entry<Span>>,
+    /// Each entry's Merkle leaf hash when it was hashed where its body was encoded (the tree
+    /// then needs no read of the body); as long as `entries`.
+    leaves: Vec<Option<TreeHash>>,
 }
 
 impl IndexBatch {
     /// Adds `entry`, copying its ids.
     pub(crate) fn push(&mut self, entry: &IndexEntry<'_>) {
+        self.push_with_leaf(entry, None);
+    }
+
+    /// Adds `entry` and its event's leaf hash, when known.
+    pub(crate) fn push_with_leaf(&mut self, entry: &IndexEntry<'_>, leaf: Option<TreeHash>) {
         let spans = entry.map_ids(|id| self.ids.push(id));
         self.entries.push(spans);
+        self.leaves.push(leaf);
+    }
+
+    /// Each entry's position and leaf hash, when known, in the order they were pushed.
+    pub(crate) fn leaves(&self) -> impl Iterator<Item = (Position, Option<TreeHash>)> + '_ {
+        debug_assert_eq!(self.entries.len(), self.leaves.len());
+        self.entries
+            .iter()
+            .zip(&self.leaves)
+            .map(|(entry, leaf)| (entry.position, *leaf))
     }
 
     /// Room for `entries` more entries of `bytes` of ids in all.
     pub(crate) fn reserve(&mut self, entries: usize, bytes: usize) {
         self.entries.reserve(entries);
+        self.leaves.reserve(entries);
         self.ids.reserve(bytes);
     }
 
@@ -97,12 +117,14 @@ impl IndexBatch {
             // first.
             self.ids.truncate(first_gone.event_id.start());
             self.entries.truncate(len);
+            self.leaves.truncate(len);
         }
     }
 
     pub(crate) fn clear(&mut self) {
         self.ids.clear();
         self.entries.clear();
+        self.leaves.clear();
     }
 }
 

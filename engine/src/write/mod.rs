@@ -58,6 +58,7 @@ use crate::strings::{Span, Strings};
 use crate::write::filler::Filler;
 use crate::write::recent::Recent;
 use crate::write::syncer::{Publisher, Reply, Syncer};
+use journal_format::merkle::TreeHash;
 
 pub(crate) use answer::{Appended, Poison};
 use lookup::{Lookup, LookupView};
@@ -75,6 +76,9 @@ pub(crate) struct PreparedEvent {
     pub stream_key: Span,
     pub task: Option<Span>,
     pub run: Option<Span>,
+    /// Its body's Merkle leaf hash, hashed here, beside its encoding, when the journal keeps
+    /// its tree: the indexer then grows the tree without reading the body back.
+    pub leaf: Option<TreeHash>,
 }
 
 /// One atomic append.

@@ -388,16 +388,19 @@ impl Writer {
         }
         group.events.push((i, position, version, offset));
         let ids = request.ids;
-        staged.entries.push(&IndexEntry {
-            position,
-            event_id: &event.event_id,
-            stream_key: ids.get(event.stream_key),
-            stream_version: version,
-            task: event.task.map(|id| ids.get(id)),
-            run: event.run.map(|id| ids.get(id)),
-            location: Location::new(self.tail.id, offset),
-            end_offset: offset + frame_len as u64,
-        });
+        staged.entries.push_with_leaf(
+            &IndexEntry {
+                position,
+                event_id: &event.event_id,
+                stream_key: ids.get(event.stream_key),
+                stream_version: version,
+                task: event.task.map(|id| ids.get(id)),
+                run: event.run.map(|id| ids.get(id)),
+                location: Location::new(self.tail.id, offset),
+                end_offset: offset + frame_len as u64,
+            },
+            event.leaf,
+        );
         Ok(ends_group)
     }
 
