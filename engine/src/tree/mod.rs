@@ -3,11 +3,13 @@
 //! root last made durable ([`head`]). The hashing and the proofs are `journal_format::merkle`'s.
 //!
 //! Derived from the log, like the index: the indexer grows the tree behind each commit it
-//! applies, reading the committed bodies back (so a leaf is what is stored, and appends pay
-//! nothing for the tree), and makes it durable with the index when idle, and every ten seconds
-//! when busy (each persist syncs the level files written since the last). Open checks the
-//! files against the head and cuts them to the log; a tree missing or doubtful is rebuilt from
-//! the log. A proof for a tree of `n` leaves reads `O(log n)` hashes.
+//! applies, from the leaf hashes the writer hands it (each body hashed by its appender, beside
+//! its encoding, so a leaf is what is stored and the writer's thread pays nothing for the tree;
+//! bodies are read back from the log only for what it was not given), and makes it durable with
+//! the index when idle, and every ten seconds when busy (each persist syncs the level files
+//! written since the last). Open checks the files against the head and cuts them to the log; a
+//! tree missing or doubtful is rebuilt from the log. A proof for a tree of `n` leaves reads
+//! `O(log n)` hashes.
 //!
 //! One writer (the indexer thread, or open before it starts) grows the tree; readers use
 //! [`Tree::size`], below which every hash is written.
