@@ -277,41 +277,79 @@ fn field_names(content: &Map<String, Value>) -> Vec<String> {
 /// ciphertext as associated data, so content cannot be moved to another event.
 ///
 /// # Errors
-/// [`SealError::Malformed`] when the content does not serialize (it always does for a valid
-/// envelope).
+/// As [`seal_in_place`].
 pub fn seal(
     envelope: &Envelope,
     key_ref: &str,
     event_key: &[u8; 32],
 ) -> Result<Envelope, SealError> {
-    let mut public = envelope.clone();
-    let content = take_content(&mut public);
+    let mut sealed = envelope.clone();
+    seal_in_place(&mut sealed, key_ref, event_key)?;
+    Ok(sealed)
+}
+
+/// [`seal`] in place, for an envelope that is not needed in plaintext afterwards: its content
+/// is moved out (not copied), sealed, and stored in [`SEALED_FIELD`].
+///
+/// # Errors
+/// [`SealError::Malformed`] when the content does not serialize (it always does for a valid
+/// envelope); the envelope is then as it was.
+pub fn seal_in_place(
+    envelope: &mut Envelope,
+    key_ref: &str,
+    event_key: &[u8; 32],
+) -> Result<(), SealError> {
+    let content = take_content(envelope);
     let fields = field_names(&content);
-    let plaintext = serde_json::to_vec(&Value::Object(content))
-        .map_err(|e| SealError::Malformed(e.to_string()))?;
+    let content = Value::Object(content);
+    let sealed = serde_json::to_vec(&content)
+        .map_err(|e| SealError::Malformed(e.to_string()))
+        .and_then(|plaintext| encrypt(&envelope.event_id, key_ref, event_key, &plaintext));
+    match sealed {
+        Ok((nonce, data)) => {
+            let sealed = Sealed {
+                key: key_ref.to_string(),
+                nonce,
+                data,
+                fields,
+            };
+            envelope
+                .extra
+                .insert(SEALED_FIELD.to_string(), sealed.to_value());
+            Ok(())
+        }
+        Err(e) => {
+            if let Value::Object(content) = content {
+                put_content(envelope, content);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `plaintext` encrypted under `event_key` with `event_id` and `key_ref` bound as associated
+/// data: the synthetic nonce (the keyed hash of the plaintext, so the same event seals to the
+/// same bytes) and the ciphertext with its tag.
+fn encrypt(
+    event_id: &str,
+    key_ref: &str,
+    event_key: &[u8; 32],
+    plaintext: &[u8],
+) -> Result<([u8; 24], Vec<u8>), SealError> {
     let mut nonce = [0u8; 24];
-    let synthetic = blake3::keyed_hash(event_key, &plaintext);
+    let synthetic = blake3::keyed_hash(event_key, plaintext);
     nonce.copy_from_slice(synthetic.as_bytes().get(..24).unwrap_or(&[0; 24]));
-    let aad = associated_data(&public.event_id, key_ref);
+    let aad = associated_data(event_id, key_ref);
     let data = XChaCha20Poly1305::new(event_key.into())
         .encrypt(
             XNonce::from_slice(&nonce),
             Payload {
-                msg: &plaintext,
+                msg: plaintext,
                 aad: &aad,
             },
         )
         .map_err(|_| SealError::Malformed("encryption failed".into()))?;
-    let sealed = Sealed {
-        key: key_ref.to_string(),
-        nonce,
-        data,
-        fields,
-    };
-    public
-        .extra
-        .insert(SEALED_FIELD.to_string(), sealed.to_value());
-    Ok(public)
+    Ok((nonce, data))
 }
 
 fn associated_data(event_id: &str, key_ref: &str) -> Vec<u8> {
@@ -490,8 +528,11 @@ mod tests {
         );
         open(&mut opened, &s, &key).expect("opens");
         assert_eq!(opened, event);
-        // Deterministic: the same event seals to the same bytes.
+        // Deterministic: the same event seals to the same bytes, in place or from a copy.
         assert_eq!(seal(&event, "session:s1/1", &key).expect("seals"), sealed);
+        let mut in_place = event.clone();
+        seal_in_place(&mut in_place, "session:s1/1", &key).expect("seals");
+        assert_eq!(in_place, sealed);
     }
 
     #[test]

@@ -36,6 +36,13 @@ enum Caller {
     Blocking,
 }
 
+/// Why an event's body was not encoded: the event (refused as invalid, with its index), or the
+/// journal (its key store).
+enum EncodeError {
+    Envelope(journal_format::EnvelopeError),
+    Journal(Error),
+}
+
 impl Journal {
     /// Checks `events` as [`Journal::append_batch`] would (form, this journal's limits and
     /// conformance profile), without writing anything: lets a caller that appends in several
@@ -67,6 +74,10 @@ impl Journal {
                 limit: limits.batch_events_max as u64,
             });
         }
+        if let Some(keys) = &self.inner.keys {
+            // The keys the batch's new subjects need, made in one rewrite of the key store.
+            keys.prepare(&events)?;
+        }
         let mut prepared = Vec::with_capacity(events.len());
         let mut bodies = Vec::with_capacity(events.len() * PREPARED_BODY_BYTES);
         let mut ids = Strings::default();
@@ -90,15 +101,12 @@ impl Journal {
                 });
             }
             let start = bodies.len();
-            let sealed = match &self.inner.keys {
-                Some(keys) => keys.seal(event)?,
-                None => None,
-            };
-            sealed
-                .as_ref()
-                .unwrap_or(event)
-                .write_msgpack(&mut bodies)
-                .map_err(|source| Error::InvalidEvent { index, source })?;
+            self.encode(&mut events, i, &mut bodies)
+                .map_err(|source| match source {
+                    EncodeError::Envelope(source) => Error::InvalidEvent { index, source },
+                    EncodeError::Journal(e) => e,
+                })?;
+            let event = events.get(i).ok_or_else(missing)?;
             let (kind, id) = event.ids().stream_key_parts();
             let stream_key = ids.push_joined(&[kind, id]);
             let task = event.task_id.as_deref().map(|id| ids.push(id));
@@ -152,6 +160,37 @@ impl Journal {
             }
         }
         Ok((prepared, bodies, ids))
+    }
+
+    /// Appends event `i`'s body to `bodies`: sealed when the journal is encrypted (in place in a
+    /// given batch, whose plaintext is not needed afterwards; from a copy in a lent one).
+    fn encode(
+        &self,
+        events: &mut Cow<'_, [Envelope]>,
+        i: usize,
+        bodies: &mut Vec<u8>,
+    ) -> std::result::Result<(), EncodeError> {
+        let missing =
+            || EncodeError::Journal(Error::Internal(format!("no event {i} in the batch")));
+        let Some(keys) = &self.inner.keys else {
+            let event = events.get(i).ok_or_else(missing)?;
+            return event.write_msgpack(bodies).map_err(EncodeError::Envelope);
+        };
+        match events {
+            Cow::Owned(given) => {
+                let event = given.get_mut(i).ok_or_else(missing)?;
+                keys.seal_in_place(event).map_err(EncodeError::Journal)?;
+                event.write_msgpack(bodies).map_err(EncodeError::Envelope)
+            }
+            Cow::Borrowed(lent) => {
+                let event = lent.get(i).ok_or_else(missing)?;
+                match keys.seal(event).map_err(EncodeError::Journal)? {
+                    Some(sealed) => sealed.write_msgpack(bodies),
+                    None => event.write_msgpack(bodies),
+                }
+                .map_err(EncodeError::Envelope)
+            }
+        }
     }
 
     /// Sends `cmd` to the writer thread, counted as queued until the thread has committed it

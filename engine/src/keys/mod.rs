@@ -150,58 +150,120 @@ impl Keys {
     /// # Errors
     /// An I/O error writing the store, or [`Error::Internal`] if sealing fails.
     pub(crate) fn seal(&self, event: &Envelope) -> Result<Option<Envelope>> {
-        let (key_ref, event_key) = {
-            let state = self.read();
-            // Only the journal's own redaction facts, recorded as pending with their
-            // destruction, are left unencrypted: a producer's event of that type is not.
-            if !seal::is_sealed_type(&event.event_type) && state.is_pending(&event.event_id) {
-                return Ok(None);
-            }
-            let subject = self.subject_of(state.file.subject, event);
-            let generation = state.file.current.get(&subject).copied().unwrap_or(1);
-            let key_ref = format!("{subject}/{generation}");
-            match state.data.get(&key_ref) {
-                Some(key) => (key_ref, seal::event_key(key, &event.event_id)),
-                None => {
-                    drop(state);
-                    let (key_ref, key) = self.make_key(&subject)?;
-                    (key_ref, seal::event_key(&key, &event.event_id))
-                }
-            }
+        let Some((key_ref, event_key)) = self.key_of(event)? else {
+            return Ok(None);
         };
         seal::seal(event, &key_ref, &event_key)
             .map(Some)
             .map_err(|e| Error::Internal(format!("sealing event {}: {e}", event.event_id)))
     }
 
-    /// The current data key of `subject`, made (and the store made durable with it) when it
-    /// has none: its first event, or its first after a redaction destroyed its key.
-    fn make_key(&self, subject: &str) -> Result<(String, Key)> {
-        let mut state = self.write();
-        let generation = state.file.current.get(subject).copied().unwrap_or(1);
-        let key_ref = format!("{subject}/{generation}");
-        if let Some(key) = state.data.get(&key_ref) {
-            return Ok((key_ref, key.clone()));
+    /// [`Keys::seal`] in place, for an event not needed in plaintext afterwards (its content is
+    /// moved, not copied); `false` when it is left unencrypted.
+    ///
+    /// # Errors
+    /// As [`Keys::seal`]; the event is then as it was.
+    pub(crate) fn seal_in_place(&self, event: &mut Envelope) -> Result<bool> {
+        let Some((key_ref, event_key)) = self.key_of(event)? else {
+            return Ok(false);
+        };
+        seal::seal_in_place(event, &key_ref, &event_key)
+            .map(|()| true)
+            .map_err(|e| Error::Internal(format!("sealing event {}: {e}", event.event_id)))
+    }
+
+    /// The reference and event key `event` is sealed under; `None` for a redaction fact of the
+    /// journal's own. A subject's first event makes its key, durable in the store before this
+    /// returns.
+    fn key_of(&self, event: &Envelope) -> Result<Option<(String, Zeroizing<[u8; 32]>)>> {
+        let state = self.read();
+        // Only the journal's own redaction facts, recorded as pending with their destruction,
+        // are left unencrypted: a producer's event of that type is not.
+        if !seal::is_sealed_type(&event.event_type) && state.is_pending(&event.event_id) {
+            return Ok(None);
         }
+        let subject = self.subject_of(state.file.subject, event);
+        let key_ref = state.current_ref(&subject);
+        let (key_ref, key) = match state.data.get(&key_ref) {
+            Some(key) => (key_ref, key.clone()),
+            None => {
+                drop(state);
+                self.make_key(&subject)?
+            }
+        };
+        let event_key = Zeroizing::new(seal::event_key(&key, &event.event_id));
+        Ok(Some((key_ref, event_key)))
+    }
+
+    /// Makes the data keys the subjects of `events` lack (a subject's first event, or its first
+    /// after a redaction destroyed its key), all in one rewrite of the store, durable before
+    /// this returns: a batch naming many new sessions pays for one rewrite, not one each.
+    ///
+    /// # Errors
+    /// An I/O error writing the store; no key is made then.
+    pub(crate) fn prepare(&self, events: &[Envelope]) -> Result<()> {
+        let missing: BTreeSet<String> = {
+            let state = self.read();
+            events
+                .iter()
+                .filter(|e| seal::is_sealed_type(&e.event_type) || !state.is_pending(&e.event_id))
+                .map(|e| self.subject_of(state.file.subject, e))
+                .filter(|subject| !state.data.contains_key(&state.current_ref(subject)))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.make_keys(&missing)
+    }
+
+    /// The current data key of `subject`, made (and the store made durable with it) when it
+    /// has none.
+    fn make_key(&self, subject: &str) -> Result<(String, Key)> {
+        self.make_keys(&BTreeSet::from([subject.to_string()]))?;
+        let state = self.read();
+        let key_ref = state.current_ref(subject);
+        let key = state.data.get(&key_ref).cloned().ok_or_else(|| {
+            Error::Internal(format!("the key {key_ref} just made is not in the keyring"))
+        })?;
+        Ok((key_ref, key))
+    }
+
+    /// Makes a current data key for each of `subjects` that has none, in one rewrite of the
+    /// store. A generation whose key was destroyed, or whose events' keys are kept one by one,
+    /// takes no new events: the next one does.
+    fn make_keys(&self, subjects: &BTreeSet<String>) -> Result<()> {
+        let mut state = self.write();
         let mut file = state.file.clone();
-        // A generation whose key was destroyed, or whose events' keys are kept one by one,
-        // takes no new events: the next one does.
-        let generation =
-            if file.destroyed.contains_key(&key_ref) || file.event_keys.contains_key(&key_ref) {
+        let mut made = Vec::new();
+        for subject in subjects {
+            let generation = file.current.get(subject).copied().unwrap_or(1);
+            if state.data.contains_key(&format!("{subject}/{generation}")) {
+                continue;
+            }
+            let old_ref = format!("{subject}/{generation}");
+            let generation = if file.destroyed.contains_key(&old_ref)
+                || file.event_keys.contains_key(&old_ref)
+            {
                 generation + 1
             } else {
                 generation
             };
-        let key_ref = format!("{subject}/{generation}");
-        let mut key = Zeroizing::new([0u8; 32]);
-        self.entropy.fill(&mut key[..]);
-        let wrapped = state.master.wrap(&key_ref, &key, &*self.entropy);
-        file.current.insert(subject.to_string(), generation);
-        file.keys.insert(key_ref.clone(), b64().encode(wrapped));
+            let key_ref = format!("{subject}/{generation}");
+            let mut key = Zeroizing::new([0u8; 32]);
+            self.entropy.fill(&mut key[..]);
+            let wrapped = state.master.wrap(&key_ref, &key, &*self.entropy);
+            file.current.insert(subject.clone(), generation);
+            file.keys.insert(key_ref.clone(), b64().encode(wrapped));
+            made.push((key_ref, key));
+        }
+        if made.is_empty() {
+            return Ok(());
+        }
         store::replace(&*self.storage, &self.dir, &file, &mut |_| {})?;
         state.file = file;
-        state.data.insert(key_ref.clone(), key.clone());
-        Ok((key_ref, key))
+        state.data.extend(made);
+        Ok(())
     }
 
     /// Opens `event`'s sealed content in place. An event whose key was destroyed reads
@@ -415,6 +477,12 @@ pub(crate) fn split_ref(key_ref: &str) -> Option<(&str, u64)> {
 }
 
 impl State {
+    /// The reference of `subject`'s current data key, `<subject>/<generation>`.
+    fn current_ref(&self, subject: &str) -> String {
+        let generation = self.file.current.get(subject).copied().unwrap_or(1);
+        format!("{subject}/{generation}")
+    }
+
     /// Whether `event_id` is a pending redaction fact's.
     fn is_pending(&self, event_id: &str) -> bool {
         self.file
