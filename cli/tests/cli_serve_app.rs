@@ -112,7 +112,7 @@ fn a_reviewer_filters_opens_travels_and_watches_a_session_live() {
     b.screenshot("app-sessions-failed");
 
     // Open the first failed session.
-    let seen = b.events.len();
+    let seen = b.events().len();
     b.click("table.sessions tbody tr td.id a");
     b.wait_for_event("Page.loadEventFired", seen);
     assert!(b
@@ -164,7 +164,7 @@ fn a_reviewer_filters_opens_travels_and_watches_a_session_live() {
 
     // Time travel: to the session's first position; the state is what it was then.
     let first = b.eval("document.querySelector('input[name=at]').min");
-    let seen = b.events.len();
+    let seen = b.events().len();
     b.eval(&format!(
         "(() => {{ const r = document.querySelector('input[name=at]'); r.value = {first};
            r.dispatchEvent(new Event('change')); return true; }})()"

@@ -16,9 +16,9 @@ use journal_engine::AppendOptions;
 use journal_projections::workload;
 use serde_json::{json, Value};
 
-use super::browser::Browser;
 use super::http::server::Served;
 use super::{Context, Res, Section};
+use journal_testkit::browser::{self, Browser};
 
 /// `GET path` on `addr` over a connection of its own: how long until the whole answer was
 /// read, and its body.
@@ -147,7 +147,10 @@ pub fn run(ctx: &Context) -> Res<Section> {
         [1_000, 10_000, 100_000]
     };
     let sessions: usize = if ctx.quick { 300 } else { 10_000 };
-    let mut browser = Browser::launch().map_err(|e| format!("starting chromium: {e}"))?;
+    let mut browser = browser::installed()
+        .then(|| Browser::launch(1400, 1000))
+        .transpose()
+        .map_err(|e| format!("starting chromium: {e}"))?;
     let mut out = String::new();
     writeln!(
         out,
@@ -195,7 +198,7 @@ pub fn run(ctx: &Context) -> Res<Section> {
         writeln!(
             out,
             "(no {}: the browser's figures are left out)",
-            super::browser::CHROMIUM
+            browser::CHROMIUM
         )?;
     }
     Ok(Section {

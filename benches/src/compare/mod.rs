@@ -15,7 +15,6 @@
 
 pub mod app;
 pub mod append;
-pub mod browser;
 pub mod encrypt;
 pub mod engines;
 pub mod http;
