@@ -6,7 +6,7 @@ mod serving;
 
 use std::path::{Path, PathBuf};
 
-use common::journal;
+use common::{journal, ok};
 use serde_json::Value;
 
 fn agent_logs() -> PathBuf {
@@ -20,19 +20,13 @@ fn agent_logs() -> PathBuf {
 }
 
 fn import_json(dir: &Path, args: &[&str]) -> Vec<Value> {
-    let out = journal(dir)
+    let stdout = ok(journal(dir)
         .arg("import")
         .args(args)
         .arg("--json")
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+        .unwrap());
+    stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -59,16 +53,11 @@ fn a_claude_code_session_imports_replays_and_imports_again_as_a_no_op() {
     assert_eq!(s["artifactRefsDangling"], 3);
     let session = s["sessions"][0].as_str().unwrap().to_string();
 
-    let out = journal(&dir)
+    let stdout = ok(journal(&dir)
         .args(["replay", "session", &session, "--format", "json"])
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let narrative: Value = serde_json::from_slice(&out.stdout).unwrap();
+        .unwrap());
+    let narrative: Value = serde_json::from_str(&stdout).unwrap();
     let counts = &narrative["counts"];
     for (replayed, imported) in [
         ("modelCalls", "modelCalls"),
@@ -119,16 +108,10 @@ fn a_damaged_file_is_refused_with_its_line_and_nothing_is_written() {
     assert!(stderr.contains("nothing was imported"), "{stderr}");
     assert!(!dir.exists(), "a refused import creates nothing");
 
-    let out = journal(&dir)
+    let stdout = ok(journal(&dir)
         .args(["import", "codex", damaged.to_str().unwrap(), "--skip-bad"])
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .unwrap());
     assert!(stdout.contains("skipped line 6:"), "{stdout}");
 }
 
@@ -203,13 +186,8 @@ fn a_directory_tree_imports_the_sessions_of_the_format_and_skips_the_rest() {
         .arg(home.join("sessions"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summaries: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
+    let stdout = ok(out.clone());
+    let summaries: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
@@ -239,17 +217,12 @@ fn a_directory_tree_imports_the_sessions_of_the_format_and_skips_the_rest() {
     );
 
     // With no path, CODEX_HOME's sessions: the same files, already imported.
-    let out = journal(&dir)
+    let stdout = ok(journal(&dir)
         .args(["import", "codex", "--json"])
         .env("CODEX_HOME", &home)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        .unwrap());
+    for line in stdout.lines() {
         let s: Value = serde_json::from_str(line).unwrap();
         assert_eq!(s["eventsWritten"], 0, "{s}");
     }
@@ -265,17 +238,12 @@ fn a_directory_tree_imports_the_sessions_of_the_format_and_skips_the_rest() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = journal(&dir)
+    let stdout = ok(journal(&dir)
         .args(["import", "claude-code", "--json"])
         .arg(&home)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+        .unwrap());
+    assert_eq!(stdout.lines().count(), 1);
 }
 
 #[test]

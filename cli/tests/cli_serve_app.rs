@@ -20,21 +20,16 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use browser::Browser;
-use common::journal;
+use common::{journal, ok};
 use serving::{post, Server};
 
 /// The demo's journal with the fixtures of every importer imported into it.
 fn demo_with_imports(dir: &Path) {
-    let out = journal(dir)
+    ok(journal(dir)
         .args(["demo", "--out"])
         .arg(dir)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "demo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .unwrap());
     let logs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/agent-logs");
     for (runtime, path) in [
         ("codex", "codex"),
@@ -44,16 +39,11 @@ fn demo_with_imports(dir: &Path) {
         ),
         ("openhands", "openhands"),
     ] {
-        let out = journal(dir)
+        ok(journal(dir)
             .args(["import", runtime])
             .arg(logs.join(path))
             .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "import {runtime}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .unwrap());
     }
 }
 
