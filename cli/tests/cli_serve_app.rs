@@ -238,6 +238,37 @@ fn get_with_cookie(url: &str, cookie: Option<&str>) -> (u16, String, String, Str
     (status, set_cookie, location, body)
 }
 
+/// Posts the sign-in form (`token`, `next`), as from `origin` when given: the status, the
+/// cookie set and where it sends the browser.
+fn sign_in(url: &str, token: &str, next: &str, origin: Option<&str>) -> (u16, String, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut request = agent
+        .post(url)
+        .header("Content-Type", "application/x-www-form-urlencoded");
+    if let Some(o) = origin {
+        request = request.header("Origin", o);
+    }
+    let body = format!(
+        "token={}&next={}",
+        token.replace('+', "%2B"),
+        next.replace('/', "%2F")
+    );
+    let response = request.send(body).unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let (cookie, location) = (header("set-cookie"), header("location"));
+    (response.status().as_u16(), cookie, location)
+}
+
 #[test]
 fn with_tokens_a_browser_signs_in_with_a_cookie_that_only_reads() {
     let tmp = tempfile::tempdir().unwrap();
@@ -262,25 +293,29 @@ fn with_tokens_a_browser_signs_in_with_a_cookie_that_only_reads() {
     assert_eq!(status, 401);
     assert!(body.contains("action=\"/signin\"") && body.contains("value=\"/sessions/cookie-s\""));
     // A token without `read`, or an unknown one, is refused and sets no cookie.
+    let signin = server.url("/signin");
     for token in [appender.as_str(), "jt_unknown"] {
-        let (status, cookie, _, _) =
-            get_with_cookie(&server.url(&format!("/signin?token={token}")), None);
+        let (status, cookie, _) = sign_in(&signin, token, "/", None);
         assert_eq!((status, cookie.as_str()), (401, ""));
     }
+    // A token in the URL is refused (the browser would keep it in its history), and so is a
+    // sign-in posted from another site's page.
+    let (status, cookie, _, body) =
+        get_with_cookie(&server.url(&format!("/signin?token={reader}")), None);
+    assert_eq!((status, cookie.as_str()), (400, ""), "{body}");
+    assert!(body.contains("history"), "{body}");
+    let (status, cookie, _) = sign_in(&signin, &reader, "/", Some("http://elsewhere.example"));
+    assert_eq!((status, cookie.as_str()), (403, ""));
     // A reading token sets the cookie and goes back to the page, never to another site.
-    let (status, cookie, location, _) = get_with_cookie(
-        &server.url(&format!("/signin?token={reader}&next=/sessions/cookie-s")),
-        None,
-    );
+    let own = server.url("");
+    let own = own.trim_end_matches('/');
+    let (status, cookie, location) = sign_in(&signin, &reader, "/sessions/cookie-s", Some(own));
     assert_eq!((status, location.as_str()), (303, "/sessions/cookie-s"));
     assert_eq!(
         cookie,
         format!("journal_token={reader}; Path=/; HttpOnly; SameSite=Strict")
     );
-    let (_, _, location, _) = get_with_cookie(
-        &server.url(&format!("/signin?token={reader}&next=//elsewhere.example/")),
-        None,
-    );
+    let (_, _, location) = sign_in(&signin, &reader, "//elsewhere.example/", None);
     assert_eq!(location, "/");
     assert!(!server.log().contains(&reader), "the token is never logged");
 

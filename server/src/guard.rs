@@ -1,7 +1,7 @@
 //! Checks of a request's head before it is routed, each answered with a JSON error and counted
 //! in `/metrics`: a request target over [`URI_BYTES_MAX`] (`414 uri_too_long`), header fields
 //! over [`HEADER_BYTES_MAX`] (`431 headers_too_large`), a body of a type other than JSON or
-//! JSON Lines (`415 unsupported_media_type`). Then the body is given its deadline
+//! JSON Lines, or a sign-in that is not a form (`415 unsupported_media_type`). Then the body is given its deadline
 //! ([`crate::deadline`]).
 //!
 //! hyper refuses what is larger still before any of this runs, without a JSON body: a head over
@@ -34,6 +34,9 @@ pub const BODY_TYPES: [&str; 3] = [
     "application/jsonl",
     "application/json",
 ];
+
+/// The media type of the app's sign-in form (`POST /signin`), the one body not JSON.
+pub const FORM_TYPE: &str = "application/x-www-form-urlencoded";
 
 /// `router` with the checks in front of every route.
 pub(crate) fn layer(router: Router, state: &Arc<AppState>) -> Router {
@@ -76,10 +79,33 @@ fn head(request: &Request) -> Result<(), ApiError> {
             format!("the header fields are {fields} bytes, over the limit of {HEADER_BYTES_MAX}"),
         ));
     }
-    if [Method::POST, Method::PUT, Method::PATCH].contains(request.method()) {
+    if request.uri().path() == SIGNIN_PATH && request.method() == Method::POST {
+        form_type(request.headers())?;
+    } else if [Method::POST, Method::PUT, Method::PATCH].contains(request.method()) {
         content_type(request.headers())?;
     }
     Ok(())
+}
+
+/// The app's sign-in, whose form posts `application/x-www-form-urlencoded`.
+const SIGNIN_PATH: &str = "/signin";
+
+/// Refuses a sign-in body that is not a form.
+fn form_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let media = media.split(';').next().unwrap_or_default().trim();
+    if media.eq_ignore_ascii_case(FORM_TYPE) {
+        return Ok(());
+    }
+    Err(ApiError::kind(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        format!("the sign-in's Content-Type is {media:?}; send the form ({FORM_TYPE})"),
+    )
+    .with("expected", vec![FORM_TYPE]))
 }
 
 /// The header fields' size as sent: `name: value` and a line end each.

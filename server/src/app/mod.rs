@@ -44,7 +44,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/", get(sessions::list))
         .route("/sessions/{id}", get(session::page))
         .route("/blobs/{reference}", get(blobs::blob))
-        .route("/signin", get(signin::signin))
+        .route("/signin", get(signin::form_page).post(signin::signin))
         .route("/assets/app.css", get(css))
         .route("/assets/app.js", get(js))
 }
