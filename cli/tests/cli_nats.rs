@@ -96,7 +96,6 @@ fn head(dir: &Path) -> u64 {
 }
 
 #[test]
-#[ignore = "known failure (issue 42): a publish lost while a NATS node is down can be stored after later positions, and the follower refuses the gap (exit 3); run with `cargo test -p journal-cli --test cli_nats -- --ignored`"]
 fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_digest() {
     let mut cluster = Cluster::start(3);
     let url = cluster.url();
@@ -165,6 +164,12 @@ fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_dig
         .wait_for(Duration::from_secs(10))
         .is_some_and(|s| s.success()));
     publisher.kill();
+    let held = stream_positions(&url, "REPL");
+    assert_eq!(held.len(), 200_000, "the stream holds each position once");
+    assert!(
+        held.iter().zip(1..).all(|(p, n)| *p == n),
+        "the stream holds the positions in order"
+    );
     let source_digest = digest(src.path());
     assert!(source_digest.starts_with("200000:"), "{source_digest}");
     assert_eq!(digest(rep.path()), source_digest);
@@ -177,6 +182,47 @@ fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_dig
         "{}",
         String::from_utf8_lossy(&verify.stdout)
     );
+}
+
+/// The `Journal-Position` of each message stream `name` holds, in stream order.
+fn stream_positions(url: &str, name: &str) -> Vec<u64> {
+    use async_nats::jetstream::consumer::{pull, AckPolicy};
+    use futures_util::StreamExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = journal_replicate::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut stream = retry(|| js.get_stream(name)).await;
+        let count = stream.info().await.unwrap().state.messages;
+        let consumer = stream
+            .create_consumer(pull::Config {
+                ack_policy: AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut messages = consumer.messages().await.unwrap();
+        let mut positions = Vec::new();
+        while (positions.len() as u64) < count {
+            let message = tokio::time::timeout(Duration::from_secs(30), messages.next())
+                .await
+                .expect("the stream's messages within 30 s")
+                .unwrap()
+                .unwrap();
+            let headers = message.headers.as_ref().unwrap();
+            let position = headers
+                .get(journal_replicate::HEADER_POSITION)
+                .unwrap()
+                .as_str()
+                .parse()
+                .unwrap();
+            positions.push(position);
+        }
+        positions
+    })
 }
 
 /// The child side of the ingest test: publishes `JOURNAL_NATS_COUNT` events to

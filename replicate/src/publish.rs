@@ -4,12 +4,26 @@
 //! so that a publish repeated after a lost acknowledgement is dropped by JetStream.
 //!
 //! Publishes are pipelined (at most `in_flight` unacknowledged) and acknowledged in order;
-//! the last acknowledged position is kept in the journal's directory (`replicate.<STREAM>.cursor`) and
-//! replication resumes after it, first reading back what the stream already holds past it (a
-//! publish acknowledged but not yet noted), so a restart publishes nothing twice. When
-//! JetStream is unavailable the task reports it in its [`Progress`] and retries with backoff.
-//! It only reads the journal (opened read-only beside its writer, or shared with it): appends
-//! never wait for it.
+//! the last acknowledged position is kept in the journal's directory (`replicate.<STREAM>.cursor`).
+//! When JetStream is unavailable the task reports it in its [`Progress`] and retries with
+//! backoff. It only reads the journal (opened read-only beside its writer, or shared with it):
+//! appends never wait for it.
+//!
+//! # The stream's order is the journal's
+//!
+//! A follower stores position N only right after N - 1, so the stream must hold this journal's
+//! messages in position order. Pipelining alone does not give that: when a node dies, the
+//! publishes it had not yet committed are lost while the ones sent after the client
+//! reconnected are stored, and republishing the lost ones would store them after later
+//! positions. So every publish carries `Nats-Expected-Last-Sequence`: the stream sequence the
+//! previous position was (or will be) stored at, and the server stores the message only when
+//! that is the stream's last sequence. The stream takes this journal's subject alone (checked
+//! when opened), so position N is stored at sequence `s + (N - p)` after the stream's last
+//! message of this journal, position `p` at `s`; a publish whose predecessor was lost is
+//! refused, and every one after it too. The first failed acknowledgement ends the window;
+//! replication then starts again from the stream's last message of this journal (read back,
+//! not taken from the cursor), in order. Under any interleaving of lost, late and repeated
+//! publishes the stream can only grow by the next position.
 
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
@@ -17,6 +31,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use journal_engine::{Chain, Journal};
@@ -71,6 +86,8 @@ pub struct Progress {
     pub error: Option<String>,
 }
 
+/// The first wait between attempts while JetStream is unavailable.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait between attempts while JetStream is unavailable.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How often, at most, the cursor is written while publishing goes on.
@@ -101,11 +118,16 @@ pub async fn replicate(
         cursor: &cursor,
         progress: &progress,
     };
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = BACKOFF_MIN;
     loop {
+        let before = progress.borrow().acked;
         match task.session(&client).await {
             Ok(()) => return Ok(()),
             Err(e @ (Error::Nats(_) | Error::BadMessage { .. })) => {
+                if progress.borrow().acked > before {
+                    // The last attempt published: the server was back.
+                    backoff = BACKOFF_MIN;
+                }
                 tracing::warn!(error = %e, retry_in = ?backoff, "replication interrupted");
                 progress.send_modify(|p| p.error = Some(e.to_string()));
                 tokio::time::sleep(backoff).await;
@@ -148,7 +170,7 @@ impl Task<'_> {
             &self.options.limits,
         )
         .await?;
-        let mut acked = self.resume(&stream).await?;
+        let (mut acked, mut last_sequence) = self.resume(&stream).await?;
         self.cursor.store(acked)?;
         self.progress.send_modify(|p| {
             p.acked = acked.position;
@@ -175,7 +197,9 @@ impl Task<'_> {
                         self.settle_one(&mut pending, &mut acked).await?;
                     }
                     let position = out.position;
-                    pending.push_back((position, self.publish(&js, out).await?));
+                    let ack = self.publish(&js, out, last_sequence).await?;
+                    pending.push_back((position, ack));
+                    last_sequence += 1;
                     sent = position;
                 }
             } else if let Some(_front) = pending.front() {
@@ -221,10 +245,17 @@ impl Task<'_> {
         Ok(())
     }
 
-    /// Sends one event's message; its acknowledgement comes later.
-    async fn publish(&self, js: &jetstream::Context, out: Outgoing) -> Result<PublishAckFuture> {
+    /// Sends one event's message, to be stored only when the stream's last sequence is
+    /// `last_sequence` (the previous position's); its acknowledgement comes later.
+    async fn publish(
+        &self,
+        js: &jetstream::Context,
+        out: Outgoing,
+        last_sequence: u64,
+    ) -> Result<PublishAckFuture> {
         let message = PublishMessage::build()
             .message_id(format!("{}:{}", self.id, out.position))
+            .expected_last_sequence(last_sequence)
             .header(HEADER_JOURNAL, self.id)
             .header(HEADER_POSITION, out.position.to_string().as_str())
             .header(HEADER_HASH, out.hash.as_str())
@@ -270,45 +301,59 @@ impl Task<'_> {
         Ok(out)
     }
 
-    /// Where to go on from: the cursor, moved past the messages the stream holds after it
-    /// (acknowledged before a crash let the cursor note them). It reads them by sequence from
-    /// the cursor's and stops at the first that is not this journal's next position.
-    async fn resume(&self, stream: &stream::Stream) -> Result<Acked> {
-        let mut acked = self.cursor.load()?;
-        let last = stream
+    /// Where to go on from, and the stream's last sequence (what the next publish expects):
+    /// the stream's last message of this journal, which in a stream filled in order is its
+    /// highest acknowledged position. It is read back rather than taken from the cursor, which
+    /// lags what was acknowledged before a crash, and may be ahead of a stream that lost
+    /// acknowledged messages (then they are published again, in order).
+    async fn resume(&self, stream: &stream::Stream) -> Result<(Acked, u64)> {
+        let cursor = self.cursor.load()?;
+        let last_sequence = stream
             .get_info()
             .await
             .map_err(|e| nats("reading the stream's state", e))?
             .state
             .last_sequence;
-        while acked.sequence < last {
-            let sequence = acked.sequence + 1;
-            let message = match stream.get_raw_message(sequence).await {
-                Ok(m) => m,
-                // Removed (limits), or not there: what follows is not known to continue.
-                Err(_) => break,
-            };
-            let header = |name: &str| {
-                message
-                    .headers
-                    .get(name)
-                    .map(|v| v.as_str().to_string())
-                    .unwrap_or_default()
-            };
-            if message.subject.as_str() != self.subject {
-                acked.sequence = sequence;
-                continue;
+        let message = match stream.get_last_raw_message_by_subject(self.subject).await {
+            Ok(message) => message,
+            // A new stream, or one whose messages all went (limits): from the first position
+            // into an empty one, after the cursor into one that held them.
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                let acked = if last_sequence == 0 {
+                    Acked::default()
+                } else {
+                    Acked {
+                        position: cursor.position,
+                        sequence: last_sequence,
+                    }
+                };
+                return Ok((acked, last_sequence));
             }
-            if header(HEADER_JOURNAL) != self.id
-                || header(HEADER_POSITION).parse::<u64>().ok() != Some(acked.position + 1)
-            {
-                break;
-            }
-            acked = Acked {
-                position: acked.position + 1,
-                sequence,
-            };
+            Err(e) => return Err(nats("reading the stream's last message", e)),
+        };
+        let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_string());
+        let position = header(HEADER_POSITION)
+            .and_then(|p| p.parse::<u64>().ok())
+            .filter(|_| header(HEADER_JOURNAL).as_deref() == Some(self.id))
+            .ok_or_else(|| Error::BadMessage {
+                sequence: message.sequence,
+                reason: format!(
+                    "the last message on {} does not name this journal and a position",
+                    self.subject
+                ),
+            })?;
+        if position < cursor.position {
+            tracing::warn!(
+                stream = %self.options.stream,
+                held = position,
+                noted = cursor.position,
+                "the stream lost acknowledged messages: publishing them again"
+            );
         }
-        Ok(acked)
+        let acked = Acked {
+            position,
+            sequence: message.sequence,
+        };
+        Ok((acked, last_sequence))
     }
 }
