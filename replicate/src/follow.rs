@@ -30,6 +30,7 @@ use journal_format::frame::FrameHeader;
 use journal_format::{Position, FRAME_HEADER_LEN};
 use tokio::sync::watch;
 
+use crate::keys::{install_latest, HEADER_KEYS};
 use crate::stream::existing;
 use crate::{connect, nats, Error, Result, HEADER_JOURNAL, HEADER_POSITION};
 
@@ -177,6 +178,7 @@ async fn session(
         .map_err(|e| nats("pulling messages", e))?;
     progress.send_modify(|p| p.error = None);
     let mut source = std::fs::read_to_string(replica.dir().join(SOURCE_FILE)).ok();
+    let mut keys_installed = 0;
     loop {
         let head = replica.head().position.0;
         if options.until.is_some_and(|u| head >= u) {
@@ -216,7 +218,13 @@ async fn session(
                 }
                 // The whole batches before the refused message are kept.
                 if let Some(whole) = batch.frames.get(..batch.whole).filter(|w| !w.is_empty()) {
-                    let _ = replica.append_frames(whole).await;
+                    let ready = batch.keys_needed <= keys_installed
+                        || install_latest(&js, stream, replica, batch.keys_needed)
+                            .await
+                            .is_ok();
+                    if ready {
+                        let _ = replica.append_frames(whole).await;
+                    }
                 }
                 return Err(e);
             }
@@ -225,6 +233,11 @@ async fn session(
             head: batch.next - 1,
             next_sequence: batch.next_sequence,
         };
+        if batch.keys_needed > keys_installed {
+            // Before the frames: their keys are there when they are, and the keys a
+            // redaction destroyed are gone before its fact is stored.
+            keys_installed = install_latest(&js, stream, replica, batch.keys_needed).await?;
+        }
         store(replica, batch, progress).await?;
         *resume = Some(stored);
     }
@@ -266,6 +279,8 @@ struct Batch {
     next: u64,
     /// The stream sequence after the last message added (where `next` should be).
     next_sequence: u64,
+    /// The key store the frames need (its companion stream sequence; 0: none).
+    keys_needed: u64,
     frames: Vec<u8>,
     ends_batch: bool,
     /// How many bytes of `frames` end a batch.
@@ -279,6 +294,7 @@ impl Batch {
         Batch {
             next: head + 1,
             next_sequence,
+            keys_needed: 0,
             frames: Vec::new(),
             ends_batch: true,
             whole: 0,
@@ -340,6 +356,9 @@ impl Batch {
         }
         self.next = position + 1;
         self.next_sequence = sequence + 1;
+        if let Some(keys) = header(&message, HEADER_KEYS).and_then(|k| k.parse::<u64>().ok()) {
+            self.keys_needed = self.keys_needed.max(keys);
+        }
         self.last = Some(message);
         Ok(None)
     }

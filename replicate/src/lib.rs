@@ -11,6 +11,7 @@
 mod cursor;
 pub mod follow;
 pub mod ingest;
+pub mod keys;
 pub mod local_cluster;
 pub mod publish;
 mod stream;

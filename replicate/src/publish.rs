@@ -39,6 +39,7 @@ use journal_format::{EventIds, Position};
 use tokio::sync::watch;
 
 use crate::cursor::{Acked, Cursor};
+use crate::keys::{Shipper, HEADER_KEYS};
 use crate::stream::{ensure, StreamLimits};
 use crate::{connect, nats, subject_for, Error, Result};
 use crate::{HEADER_EVENT_ID, HEADER_HASH, HEADER_JOURNAL, HEADER_POSITION};
@@ -180,6 +181,7 @@ impl Task<'_> {
         let mut pending: VecDeque<(u64, PublishAckFuture)> = VecDeque::new();
         let mut sent = acked.position;
         let mut head_rx = self.journal.watch_head();
+        let mut shipper = Shipper::new(&self.options.stream, &self.options.subject_prefix, self.id);
         loop {
             // A journal another process writes (opened read-only) learns its head here.
             let head = self.journal.refresh()?.position.0;
@@ -192,12 +194,17 @@ impl Task<'_> {
                 return Ok(());
             }
             if sent < head {
-                for out in self.read(sent + 1, head)? {
+                let frames = self.read(sent + 1, head)?;
+                // Read after the frames: it holds every key they are sealed under.
+                let keys = shipper
+                    .ship(&js, self.journal, &self.options.limits)
+                    .await?;
+                for out in frames {
                     if pending.len() >= self.options.in_flight.max(1) {
                         self.settle_one(&mut pending, &mut acked).await?;
                     }
                     let position = out.position;
-                    let ack = self.publish(&js, out, last_sequence).await?;
+                    let ack = self.publish(&js, out, last_sequence, keys).await?;
                     pending.push_back((position, ack));
                     last_sequence += 1;
                     sent = position;
@@ -246,14 +253,20 @@ impl Task<'_> {
     }
 
     /// Sends one event's message, to be stored only when the stream's last sequence is
-    /// `last_sequence` (the previous position's); its acknowledgement comes later.
+    /// `last_sequence` (the previous position's), naming the key store it needs (`keys`, for
+    /// an encrypted journal); its acknowledgement comes later.
     async fn publish(
         &self,
         js: &jetstream::Context,
         out: Outgoing,
         last_sequence: u64,
+        keys: Option<u64>,
     ) -> Result<PublishAckFuture> {
-        let message = PublishMessage::build()
+        let mut message = PublishMessage::build();
+        if let Some(keys) = keys {
+            message = message.header(HEADER_KEYS, keys.to_string().as_str());
+        }
+        let message = message
             .message_id(format!("{}:{}", self.id, out.position))
             .expected_last_sequence(last_sequence)
             .header(HEADER_JOURNAL, self.id)
