@@ -6,6 +6,7 @@
 
 mod common;
 mod nats;
+mod serving;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
@@ -490,8 +491,8 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    source(a.path(), 30, "a");
-    source(b.path(), 30, "b");
+    source(a.path(), 30, "alpha-run");
+    source(b.path(), 30, "beta-run");
     for (dir, stream) in [(a.path(), "FLEETA"), (b.path(), "FLEETB")] {
         let out = journal(dir)
             .args([
@@ -553,6 +554,20 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
         seen += 1;
     }
     assert_eq!(seen, 60, "both sources' events, each once");
+    drop(gathered);
+
+    // The review app on the fleet journal lists both sources' sessions.
+    let server = serving::Server::start(fleet.path(), &[]);
+    wait_until("both sessions listed", Duration::from_secs(30), || {
+        let page = serving::get(&server.url("/"), None).body;
+        page.contains("/sessions/alpha-run") && page.contains("/sessions/beta-run")
+    });
+    let session = serving::get(&server.url("/sessions/beta-run"), None);
+    assert_eq!(session.status, 200, "{}", session.body);
+    assert!(
+        session.body.contains("tool.started"),
+        "the session's events are shown"
+    );
 }
 
 #[test]
