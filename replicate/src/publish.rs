@@ -38,7 +38,7 @@ use journal_engine::{Chain, Journal};
 use journal_format::{EventIds, Position};
 use tokio::sync::watch;
 
-use crate::cursor::{Acked, Cursor};
+use crate::cursor::{Acked, Cursor, Notes};
 use crate::keys::{Shipper, HEADER_KEYS};
 use crate::stream::{ensure, StreamLimits};
 use crate::{connect, nats, subject_for, Error, Result};
@@ -173,6 +173,7 @@ impl Task<'_> {
         .await?;
         let (mut acked, mut last_sequence) = self.resume(&stream).await?;
         self.cursor.store(acked)?;
+        let mut notes = Notes::new(self.cursor.clone(), acked);
         self.progress.send_modify(|p| {
             p.acked = acked.position;
             p.error = None;
@@ -186,7 +187,7 @@ impl Task<'_> {
             // A journal another process writes (opened read-only) learns its head here.
             let head = self.journal.refresh()?.position.0;
             if self.options.until.is_some_and(|u| acked.position >= u) {
-                self.cursor.store(acked)?;
+                notes.flush(acked).await?;
                 self.progress.send_modify(|p| {
                     p.acked = acked.position;
                     p.head = head;
@@ -212,7 +213,11 @@ impl Task<'_> {
             } else if let Some(_front) = pending.front() {
                 self.settle_one(&mut pending, &mut acked).await?;
             } else {
-                self.cursor.store(acked)?;
+                let now = self.journal.clock().now_unix_ns();
+                if now - noted_ns >= CURSOR_EVERY_NS {
+                    noted_ns = now;
+                    notes.note(acked)?;
+                }
                 self.progress.send_modify(|p| {
                     p.acked = acked.position;
                     p.head = head;
@@ -224,7 +229,7 @@ impl Task<'_> {
             let now = self.journal.clock().now_unix_ns();
             if now - noted_ns >= CURSOR_EVERY_NS {
                 noted_ns = now;
-                self.cursor.store(acked)?;
+                notes.note(acked)?;
                 self.progress.send_modify(|p| {
                     p.acked = acked.position;
                     p.head = head;
