@@ -26,11 +26,14 @@
 //! publishes the stream can only grow by the next position.
 
 use std::collections::VecDeque;
+use std::future::{Future, IntoFuture};
 use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::time::Duration;
 
-use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
@@ -149,6 +152,19 @@ struct Task<'a> {
     progress: &'a watch::Sender<Progress>,
 }
 
+/// A publish's acknowledgement to come.
+type AckFuture =
+    Pin<Box<dyn Future<Output = std::result::Result<PublishAck, PublishError>> + Send>>;
+
+/// The position acknowledged by `ack`, and where the stream stored it.
+fn settled(position: u64, ack: std::result::Result<PublishAck, PublishError>) -> Result<Acked> {
+    let ack = ack.map_err(|e| nats(&format!("publishing position {position}"), e))?;
+    Ok(Acked {
+        position,
+        sequence: ack.sequence,
+    })
+}
+
 /// One frame read for publishing.
 struct Outgoing {
     position: u64,
@@ -179,7 +195,7 @@ impl Task<'_> {
             p.error = None;
         });
         let mut noted_ns = self.journal.clock().now_unix_ns();
-        let mut pending: VecDeque<(u64, PublishAckFuture)> = VecDeque::new();
+        let mut pending: VecDeque<(u64, AckFuture)> = VecDeque::new();
         let mut sent = acked.position;
         let mut head_rx = self.journal.watch_head();
         let mut shipper = Shipper::new(&self.options.stream, &self.options.subject_prefix, self.id);
@@ -210,8 +226,20 @@ impl Task<'_> {
                     last_sequence += 1;
                     sent = position;
                 }
-            } else if let Some(_front) = pending.front() {
-                self.settle_one(&mut pending, &mut acked).await?;
+            } else if let Some((_, front)) = pending.front_mut() {
+                // The oldest acknowledgement or the head moving, whichever comes first: new
+                // frames go out while earlier ones await theirs.
+                let wait = if self.journal.is_read_only() { 20 } else { 200 };
+                let ack = tokio::select! {
+                    biased;
+                    ack = front => Some(ack),
+                    _ = head_rx.changed() => None,
+                    () = tokio::time::sleep(Duration::from_millis(wait)) => None,
+                };
+                if let Some(ack) = ack {
+                    let position = pending.pop_front().map_or(0, |(p, _)| p);
+                    acked = settled(position, ack)?;
+                }
             } else {
                 let now = self.journal.clock().now_unix_ns();
                 if now - noted_ns >= CURSOR_EVERY_NS {
@@ -241,19 +269,13 @@ impl Task<'_> {
     /// Waits for the oldest publish's acknowledgement and moves `acked` past it.
     async fn settle_one(
         &self,
-        pending: &mut VecDeque<(u64, PublishAckFuture)>,
+        pending: &mut VecDeque<(u64, AckFuture)>,
         acked: &mut Acked,
     ) -> Result<()> {
         let Some((position, ack)) = pending.pop_front() else {
             return Ok(());
         };
-        let ack = ack
-            .await
-            .map_err(|e| nats(&format!("publishing position {position}"), e))?;
-        *acked = Acked {
-            position,
-            sequence: ack.sequence,
-        };
+        *acked = settled(position, ack.await)?;
         Ok(())
     }
 
@@ -266,7 +288,7 @@ impl Task<'_> {
         out: Outgoing,
         last_sequence: u64,
         keys: Option<u64>,
-    ) -> Result<PublishAckFuture> {
+    ) -> Result<AckFuture> {
         let mut message = PublishMessage::build();
         if let Some(keys) = keys {
             message = message.header(HEADER_KEYS, keys.to_string().as_str());
@@ -281,6 +303,7 @@ impl Task<'_> {
             .payload(out.frame);
         js.send_publish(self.subject.to_string(), message)
             .await
+            .map(IntoFuture::into_future)
             .map_err(|e| match e.kind() {
                 PublishErrorKind::MaxPayloadExceeded => Error::BadMessage {
                     sequence: 0,
