@@ -571,6 +571,60 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
 }
 
 #[test]
+fn a_fleet_gathers_every_event_once_through_a_node_kill() {
+    let mut cluster = Cluster::start(3);
+    let url = cluster.url();
+    let (a, b, fleet) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    for (dir, stream, name) in [(a.path(), "KILLA", "ka"), (b.path(), "KILLB", "kb")] {
+        let lines: String = (1..=30_000)
+            .map(|i| line(i, &format!("{name}{}", i % 20)))
+            .collect();
+        let mut append = spawn_append(dir, lines);
+        assert!(append
+            .wait_for(Duration::from_secs(120))
+            .is_some_and(|s| s.success()));
+        let out = journal(dir)
+            .args(["replicate", "--to", &url, "--stream", stream])
+            .args(["--replicas", "3", "--until", "30000"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut follower = spawn(journal(fleet.path()).args([
+        "follow", "--from", &url, "--stream", "KILLA", "--stream", "KILLB", "--until", "30000",
+    ]));
+    wait_until("10,000 gathered", Duration::from_secs(60), || {
+        head(fleet.path()) >= 10_000
+    });
+    cluster.kill(1);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.restart(1);
+    let status = follower.wait_for(Duration::from_secs(150));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the follower ended with {status:?}"
+    );
+    let gathered = Journal::open(fleet.path(), Options::default()).unwrap();
+    let mut origins = BTreeMap::new();
+    for event in gathered.read(Position::FIRST, None, Chain::Verified) {
+        let origin = Origin::of(&event.unwrap()).expect("every fleet event has its origin");
+        *origins
+            .entry((origin.journal, origin.position))
+            .or_insert(0u32) += 1;
+    }
+    assert_eq!(origins.len(), 60_000, "every event of both sources");
+    assert!(origins.values().all(|n| *n == 1), "each once");
+}
+
+#[test]
 fn serve_with_replicate_to_publishes_what_it_holds() {
     let cluster = Cluster::start(3);
     let url = cluster.url();
