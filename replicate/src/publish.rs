@@ -165,6 +165,48 @@ fn settled(position: u64, ack: std::result::Result<PublishAck, PublishError>) ->
     })
 }
 
+/// The publishes of a session: those awaiting their acknowledgement (in position order), the
+/// last acknowledged, the stream sequence the next publish expects last, the last position sent.
+struct Window {
+    pending: VecDeque<(u64, AckFuture)>,
+    acked: Acked,
+    last_sequence: u64,
+    sent: u64,
+}
+
+impl Window {
+    /// Waits for the oldest publish's acknowledgement and moves `acked` past it.
+    async fn settle_one(&mut self) -> Result<()> {
+        if let Some((position, ack)) = self.pending.pop_front() {
+            self.acked = settled(position, ack.await)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the oldest publish's acknowledgement if it comes before the head moves or
+    /// `wait` passes.
+    async fn settle_or_wait(
+        &mut self,
+        head_rx: &mut watch::Receiver<journal_engine::Head>,
+        wait: Duration,
+    ) -> Result<()> {
+        let Some((_, front)) = self.pending.front_mut() else {
+            return Ok(());
+        };
+        let ack = tokio::select! {
+            biased;
+            ack = front => Some(ack),
+            _ = head_rx.changed() => None,
+            () = tokio::time::sleep(wait) => None,
+        };
+        if let Some(ack) = ack {
+            let position = self.pending.pop_front().map_or(0, |(p, _)| p);
+            self.acked = settled(position, ack)?;
+        }
+        Ok(())
+    }
+}
+
 /// One frame read for publishing.
 struct Outgoing {
     position: u64,
@@ -187,7 +229,7 @@ impl Task<'_> {
             &self.options.limits,
         )
         .await?;
-        let (mut acked, mut last_sequence) = self.resume(&stream).await?;
+        let (acked, last_sequence) = self.resume(&stream).await?;
         self.cursor.store(acked)?;
         let mut notes = Notes::new(self.cursor.clone(), acked);
         self.progress.send_modify(|p| {
@@ -195,67 +237,25 @@ impl Task<'_> {
             p.error = None;
         });
         let mut noted_ns = self.journal.clock().now_unix_ns();
-        let mut pending: VecDeque<(u64, AckFuture)> = VecDeque::new();
-        let mut sent = acked.position;
+        let mut window = Window {
+            pending: VecDeque::new(),
+            acked,
+            last_sequence,
+            sent: acked.position,
+        };
         let mut head_rx = self.journal.watch_head();
         let mut shipper = Shipper::new(&self.options.stream, &self.options.subject_prefix, self.id);
+        let wait = Duration::from_millis(if self.journal.is_read_only() { 20 } else { 200 });
         loop {
             // A journal another process writes (opened read-only) learns its head here.
             let head = self.journal.refresh()?.position.0;
-            if self.options.until.is_some_and(|u| acked.position >= u) {
+            let acked = window.acked;
+            let done = self.options.until.is_some_and(|u| acked.position >= u);
+            if done {
                 notes.flush(acked).await?;
-                self.progress.send_modify(|p| {
-                    p.acked = acked.position;
-                    p.head = head;
-                });
-                return Ok(());
-            }
-            if sent < head {
-                let frames = self.read(sent + 1, head)?;
-                // Read after the frames: it holds every key they are sealed under.
-                let keys = shipper
-                    .ship(&js, self.journal, &self.options.limits)
-                    .await?;
-                for out in frames {
-                    if pending.len() >= self.options.in_flight.max(1) {
-                        self.settle_one(&mut pending, &mut acked).await?;
-                    }
-                    let position = out.position;
-                    let ack = self.publish(&js, out, last_sequence, keys).await?;
-                    pending.push_back((position, ack));
-                    last_sequence += 1;
-                    sent = position;
-                }
-            } else if let Some((_, front)) = pending.front_mut() {
-                // The oldest acknowledgement or the head moving, whichever comes first: new
-                // frames go out while earlier ones await theirs.
-                let wait = if self.journal.is_read_only() { 20 } else { 200 };
-                let ack = tokio::select! {
-                    biased;
-                    ack = front => Some(ack),
-                    _ = head_rx.changed() => None,
-                    () = tokio::time::sleep(Duration::from_millis(wait)) => None,
-                };
-                if let Some(ack) = ack {
-                    let position = pending.pop_front().map_or(0, |(p, _)| p);
-                    acked = settled(position, ack)?;
-                }
-            } else {
-                let now = self.journal.clock().now_unix_ns();
-                if now - noted_ns >= CURSOR_EVERY_NS {
-                    noted_ns = now;
-                    notes.note(acked)?;
-                }
-                self.progress.send_modify(|p| {
-                    p.acked = acked.position;
-                    p.head = head;
-                });
-                let wait = if self.journal.is_read_only() { 20 } else { 200 };
-                let _ = tokio::time::timeout(Duration::from_millis(wait), head_rx.changed()).await;
-                continue;
             }
             let now = self.journal.clock().now_unix_ns();
-            if now - noted_ns >= CURSOR_EVERY_NS {
+            if done || now - noted_ns >= CURSOR_EVERY_NS {
                 noted_ns = now;
                 notes.note(acked)?;
                 self.progress.send_modify(|p| {
@@ -263,19 +263,44 @@ impl Task<'_> {
                     p.head = head;
                 });
             }
+            if done {
+                return Ok(());
+            }
+            if window.sent < head {
+                self.publish_frames(&js, &mut shipper, &mut window, head)
+                    .await?;
+            } else if !window.pending.is_empty() {
+                // The oldest acknowledgement or the head moving, whichever comes first: new
+                // frames go out while earlier ones await theirs.
+                window.settle_or_wait(&mut head_rx, wait).await?;
+            } else {
+                let _ = tokio::time::timeout(wait, head_rx.changed()).await;
+            }
         }
     }
 
-    /// Waits for the oldest publish's acknowledgement and moves `acked` past it.
-    async fn settle_one(
+    /// Publishes the frames after the window's last sent up to `head` (a read's worth), each
+    /// naming the key store it needs, read after them.
+    async fn publish_frames(
         &self,
-        pending: &mut VecDeque<(u64, AckFuture)>,
-        acked: &mut Acked,
+        js: &jetstream::Context,
+        shipper: &mut Shipper,
+        window: &mut Window,
+        head: u64,
     ) -> Result<()> {
-        let Some((position, ack)) = pending.pop_front() else {
-            return Ok(());
-        };
-        *acked = settled(position, ack.await)?;
+        let frames = self.read(window.sent + 1, head)?;
+        // Read after the frames: it holds every key they are sealed under.
+        let keys = shipper.ship(js, self.journal, &self.options.limits).await?;
+        for out in frames {
+            if window.pending.len() >= self.options.in_flight.max(1) {
+                window.settle_one().await?;
+            }
+            let position = out.position;
+            let ack = self.publish(js, out, window.last_sequence, keys).await?;
+            window.pending.push_back((position, ack));
+            window.last_sequence += 1;
+            window.sent = position;
+        }
         Ok(())
     }
 
