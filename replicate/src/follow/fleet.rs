@@ -133,6 +133,8 @@ async fn source_session(
                 // node dies stays pending and comes again after its ack wait, where
                 // acknowledging a later one would have acknowledged it too (and lost it).
                 ack_policy: AckPolicy::Explicit,
+                // A batch is durable within milliseconds: one lost comes again soon.
+                ack_wait: Duration::from_secs(5),
                 max_ack_pending: 100_000,
                 ..Default::default()
             },
