@@ -397,6 +397,8 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
         conformance,
         checkpoints: checkpoints.clone(),
         encryption: encryption.clone(),
+        // A replica takes its source's key store; it needs no master key to follow.
+        replica: matches!(cli.verb, Verb::Follow(_)),
         ..Options::default()
     };
     if cli.salvage && access == Access::Follow {

@@ -86,6 +86,8 @@ async fn until_signal<T>(
 ) -> Result<Option<T>, Failure> {
     let stop = journal_server::shutdown_signal()
         .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
+    // Interruptions and retries are logged (warnings), as the task goes on.
+    let _log = crate::log::start(crate::log::LogFormat::Text)?;
     tokio::select! {
         done = task => done.map(Some).map_err(failure),
         () = stop => Ok(None),

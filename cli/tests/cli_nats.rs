@@ -6,6 +6,7 @@
 
 mod common;
 mod nats;
+mod serving;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
@@ -96,7 +97,6 @@ fn head(dir: &Path) -> u64 {
 }
 
 #[test]
-#[ignore = "known failure (issue 42): a publish lost while a NATS node is down can be stored after later positions, and the follower refuses the gap (exit 3); run with `cargo test -p journal-cli --test cli_nats -- --ignored`"]
 fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_digest() {
     let mut cluster = Cluster::start(3);
     let url = cluster.url();
@@ -165,6 +165,12 @@ fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_dig
         .wait_for(Duration::from_secs(10))
         .is_some_and(|s| s.success()));
     publisher.kill();
+    let held = stream_positions(&url, "REPL");
+    assert_eq!(held.len(), 200_000, "the stream holds each position once");
+    assert!(
+        held.iter().zip(1..).all(|(p, n)| *p == n),
+        "the stream holds the positions in order"
+    );
     let source_digest = digest(src.path());
     assert!(source_digest.starts_with("200000:"), "{source_digest}");
     assert_eq!(digest(rep.path()), source_digest);
@@ -177,6 +183,47 @@ fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_dig
         "{}",
         String::from_utf8_lossy(&verify.stdout)
     );
+}
+
+/// The `Journal-Position` of each message stream `name` holds, in stream order.
+fn stream_positions(url: &str, name: &str) -> Vec<u64> {
+    use async_nats::jetstream::consumer::{pull, AckPolicy};
+    use futures_util::StreamExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = journal_replicate::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut stream = retry(|| js.get_stream(name)).await;
+        let count = stream.info().await.unwrap().state.messages;
+        let consumer = stream
+            .create_consumer(pull::Config {
+                ack_policy: AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut messages = consumer.messages().await.unwrap();
+        let mut positions = Vec::new();
+        while (positions.len() as u64) < count {
+            let message = tokio::time::timeout(Duration::from_secs(30), messages.next())
+                .await
+                .expect("the stream's messages within 30 s")
+                .unwrap()
+                .unwrap();
+            let headers = message.headers.as_ref().unwrap();
+            let position = headers
+                .get(journal_replicate::HEADER_POSITION)
+                .unwrap()
+                .as_str()
+                .parse()
+                .unwrap();
+            positions.push(position);
+        }
+        positions
+    })
 }
 
 /// The child side of the ingest test: publishes `JOURNAL_NATS_COUNT` events to
@@ -444,8 +491,8 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    source(a.path(), 30, "a");
-    source(b.path(), 30, "b");
+    source(a.path(), 30, "alpha-run");
+    source(b.path(), 30, "beta-run");
     for (dir, stream) in [(a.path(), "FLEETA"), (b.path(), "FLEETB")] {
         let out = journal(dir)
             .args([
@@ -507,6 +554,74 @@ fn a_fleet_journal_keeps_each_events_origin_and_proves_it_against_its_source() {
         seen += 1;
     }
     assert_eq!(seen, 60, "both sources' events, each once");
+    drop(gathered);
+
+    // The review app on the fleet journal lists both sources' sessions.
+    let server = serving::Server::start(fleet.path(), &[]);
+    wait_until("both sessions listed", Duration::from_secs(30), || {
+        let page = serving::get(&server.url("/"), None).body;
+        page.contains("/sessions/alpha-run") && page.contains("/sessions/beta-run")
+    });
+    let session = serving::get(&server.url("/sessions/beta-run"), None);
+    assert_eq!(session.status, 200, "{}", session.body);
+    assert!(
+        session.body.contains("tool.started"),
+        "the session's events are shown"
+    );
+}
+
+#[test]
+fn a_fleet_gathers_every_event_once_through_a_node_kill() {
+    let mut cluster = Cluster::start(3);
+    let url = cluster.url();
+    let (a, b, fleet) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    for (dir, stream, name) in [(a.path(), "KILLA", "ka"), (b.path(), "KILLB", "kb")] {
+        let lines: String = (1..=30_000)
+            .map(|i| line(i, &format!("{name}{}", i % 20)))
+            .collect();
+        let mut append = spawn_append(dir, lines);
+        assert!(append
+            .wait_for(Duration::from_secs(120))
+            .is_some_and(|s| s.success()));
+        let out = journal(dir)
+            .args(["replicate", "--to", &url, "--stream", stream])
+            .args(["--replicas", "3", "--until", "30000"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut follower = spawn(journal(fleet.path()).args([
+        "follow", "--from", &url, "--stream", "KILLA", "--stream", "KILLB", "--until", "30000",
+    ]));
+    wait_until("10,000 gathered", Duration::from_secs(60), || {
+        head(fleet.path()) >= 10_000
+    });
+    cluster.kill(1);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.restart(1);
+    let status = follower.wait_for(Duration::from_secs(150));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the follower ended with {status:?}"
+    );
+    let gathered = Journal::open(fleet.path(), Options::default()).unwrap();
+    let mut origins = BTreeMap::new();
+    for event in gathered.read(Position::FIRST, None, Chain::Verified) {
+        let origin = Origin::of(&event.unwrap()).expect("every fleet event has its origin");
+        *origins
+            .entry((origin.journal, origin.position))
+            .or_insert(0u32) += 1;
+    }
+    assert_eq!(origins.len(), 60_000, "every event of both sources");
+    assert!(origins.values().all(|n| *n == 1), "each once");
 }
 
 #[test]

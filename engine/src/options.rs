@@ -170,6 +170,11 @@ pub struct Options {
     /// store, it makes one, and events appended from then on are sealed; a journal with a key
     /// store needs it to open for writing, and to read content. `None` by default.
     pub encryption: Option<crate::keys::Encryption>,
+    /// A replica (docs/REPLICATION.md): written only with frames copied from its source
+    /// ([`crate::Journal::append_frames`]) and given its source's key store
+    /// ([`crate::Journal::install_key_store`]), so an encrypted one opens for writing without
+    /// its master key: it seals nothing. Off by default.
+    pub replica: bool,
 }
 
 impl Default for Options {
@@ -187,6 +192,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),
             encryption: None,
+            replica: false,
         }
     }
 }

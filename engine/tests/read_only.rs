@@ -4,7 +4,12 @@
 
 mod common;
 
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use common::*;
+use journal_engine::storage::{FsStorage, OpenMode, Storage, StorageFile, StorageLock};
 use journal_engine::{Chain, Error, Filter, Journal, Options};
 use journal_format::Position;
 
@@ -121,4 +126,98 @@ async fn a_read_only_subscription_follows_another_writer() {
     }
     feeding.await.unwrap();
     assert_eq!(seen, (1..=295).collect::<Vec<_>>());
+}
+
+/// The file system, except that the next length asked of a segment file is `stale` bytes more
+/// than it is: the length a reader took just before the writer trimmed the file.
+#[derive(Debug, Default)]
+struct StaleLength {
+    stale: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct StaleFile {
+    file: Arc<dyn StorageFile>,
+    stale: Arc<AtomicU64>,
+}
+
+impl StorageFile for StaleFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.file.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(self.file.len()? + self.stale.swap(0, Ordering::SeqCst))
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+impl Storage for StaleLength {
+    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn StorageFile>> {
+        let file = FsStorage.open(path, mode)?;
+        if path.extension().is_some_and(|e| e == "seg") {
+            return Ok(Arc::new(StaleFile {
+                file,
+                stale: Arc::clone(&self.stale),
+            }));
+        }
+        Ok(file)
+    }
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        FsStorage.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<String>> {
+        FsStorage.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        FsStorage.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        FsStorage.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        FsStorage.remove_file(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        FsStorage.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Box<dyn StorageLock>> {
+        FsStorage.lock(path)
+    }
+}
+
+#[test]
+fn a_reader_follows_a_writer_that_trims_its_tail_while_the_reader_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Journal::open(dir.path(), Options::default()).unwrap();
+    append(&writer, (0..30).map(|k| event(k, "s1")).collect());
+    let storage = Arc::new(StaleLength::default());
+    let stale = Arc::clone(&storage.stale);
+    let reader = Journal::open(
+        dir.path(),
+        Options {
+            read_only: true,
+            storage,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(reader.head().position, Position(30));
+    append(&writer, (30..40).map(|k| event(k, "s1")).collect());
+    // Closing trims the zeros the writer laid ahead of its frames; the reader took the length
+    // from before.
+    writer.close();
+    stale.store(1 << 20, Ordering::SeqCst);
+    let head = reader
+        .refresh()
+        .expect("a shrunk tail is read again, not damage");
+    assert_eq!(head.position, Position(40));
+    assert_eq!(stale.load(Ordering::SeqCst), 0, "the stale length was used");
 }

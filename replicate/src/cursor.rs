@@ -1,9 +1,14 @@
 //! The replicate task's durable cursor: the last position JetStream acknowledged and the
 //! stream sequence it got, kept in a small file in the journal's directory and replaced
-//! atomically (written beside it, synced, renamed, the directory synced).
+//! atomically (written beside it, synced, renamed, the directory synced), while publishing
+//! goes on ([`Notes`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use tokio::task::JoinHandle;
 
 use crate::{Error, Result};
 
@@ -15,7 +20,7 @@ pub(crate) struct Acked {
 }
 
 /// The cursor file of one stream.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Cursor {
     path: PathBuf,
 }
@@ -64,6 +69,70 @@ impl Cursor {
             std::fs::File::open(dir)
                 .and_then(|d| d.sync_all())
                 .map_err(io(context()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The cursor written in the background: [`Notes::note`] hands the latest acknowledged
+/// position to a blocking thread, so that publishing never waits for the cursor's two fsyncs
+/// (under load they took tens of milliseconds, all of it replica lag). A note made while a
+/// write is under way is left to a later one; [`Notes::flush`] writes the last durably.
+pub(crate) struct Notes {
+    cursor: Arc<Cursor>,
+    writing: Option<JoinHandle<Result<()>>>,
+    /// The last position handed to a write.
+    noted: Acked,
+}
+
+fn joined(e: tokio::task::JoinError) -> Error {
+    Error::Io {
+        context: "writing the replication cursor".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+impl Notes {
+    /// Notes for `cursor`, which holds `noted`.
+    pub(crate) fn new(cursor: Cursor, noted: Acked) -> Notes {
+        Notes {
+            cursor: Arc::new(cursor),
+            writing: None,
+            noted,
+        }
+    }
+
+    /// Starts writing `acked`, unless it is written already or a write is under way.
+    ///
+    /// # Errors
+    /// The error of the write before, if it failed.
+    pub(crate) fn note(&mut self, acked: Acked) -> Result<()> {
+        if acked == self.noted || self.writing.as_ref().is_some_and(|w| !w.is_finished()) {
+            return Ok(());
+        }
+        if let Some(done) = self.writing.take().and_then(FutureExt::now_or_never) {
+            done.map_err(joined)??;
+        }
+        let cursor = Arc::clone(&self.cursor);
+        self.writing = Some(tokio::task::spawn_blocking(move || cursor.store(acked)));
+        self.noted = acked;
+        Ok(())
+    }
+
+    /// Waits for the write under way, then writes `acked` if it is not written yet.
+    ///
+    /// # Errors
+    /// The error of a write.
+    pub(crate) async fn flush(&mut self, acked: Acked) -> Result<()> {
+        if let Some(writing) = self.writing.take() {
+            writing.await.map_err(joined)??;
+        }
+        if acked != self.noted {
+            let cursor = Arc::clone(&self.cursor);
+            tokio::task::spawn_blocking(move || cursor.store(acked))
+                .await
+                .map_err(joined)??;
+            self.noted = acked;
         }
         Ok(())
     }

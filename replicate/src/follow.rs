@@ -5,6 +5,15 @@
 //! follower with that position (nothing is patched over). Messages are acknowledged after
 //! their frames are durable; the replica's head, not the consumer, says where to go on from.
 //!
+//! A position past the next one is not yet a gap: when a NATS node dies, messages the consumer
+//! had sent to the follower through it are lost on the way, and the consumer, which counts them
+//! as delivered, goes on with later ones (redelivering the lost ones only after their ack
+//! wait). So the follower first reads the stream at the sequence after its head's message: when
+//! the next position is there, the deliveries were lost and following starts again from it; only
+//! when the stream does not hold it there is the gap refused. The replicate task stores each
+//! position right after the previous one (`publish.rs`), so where the next position must be is
+//! known.
+//!
 //! [`follow_fleet`] gathers several sources into one journal instead: each event appended
 //! anew with its [`Origin`] (source journal, position, link) as an extra field.
 
@@ -13,6 +22,7 @@ mod fleet;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, Message};
 use futures_util::{FutureExt, StreamExt};
 use journal_engine::Journal;
@@ -20,6 +30,7 @@ use journal_format::frame::FrameHeader;
 use journal_format::{Position, FRAME_HEADER_LEN};
 use tokio::sync::watch;
 
+use crate::keys::{install_latest, HEADER_KEYS};
 use crate::stream::existing;
 use crate::{connect, nats, Error, Result, HEADER_JOURNAL, HEADER_POSITION};
 
@@ -90,8 +101,9 @@ pub async fn follow(
         .clone();
     let client = connect(&options.url).await?;
     let mut backoff = Duration::from_millis(100);
+    let mut resume = None;
     loop {
-        match session(&replica, &options, &stream, &client, &progress).await {
+        match session(&replica, &options, &stream, &client, &progress, &mut resume).await {
             Ok(()) => return Ok(()),
             Err(Error::Nats(e)) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, "following interrupted");
@@ -129,17 +141,35 @@ pub(crate) async fn consumer_from(
         .map_err(|e| nats(&format!("creating consumer {name}"), e))
 }
 
-/// Follows from the replica's head until `until` or the first NATS error.
+/// Where the replica's head is in the stream, as a session left it.
+#[derive(Clone, Copy, Debug)]
+struct Resume {
+    /// The replica's head.
+    head: u64,
+    /// The stream sequence after the message that brought the head.
+    next_sequence: u64,
+}
+
+/// Follows from the replica's head until `until` or the first NATS error, leaving in `resume`
+/// where the head is in the stream.
 async fn session(
     replica: &Journal,
     options: &FollowOptions,
     stream: &str,
     client: &async_nats::Client,
     progress: &watch::Sender<FollowProgress>,
+    resume: &mut Option<Resume>,
 ) -> Result<()> {
     let js = jetstream::new(client.clone());
     let head = replica.head().position.0;
-    let consumer = consumer_from(&js, stream, &options.consumer, head + 1).await?;
+    // A stream filled by `replicate` holds position N at sequence N, unless the session
+    // before saw otherwise.
+    let start = match *resume {
+        Some(r) if r.head == head => r.next_sequence,
+        _ => head + 1,
+    };
+    let stream_handle = existing(&js, stream).await?;
+    let consumer = consumer_from(&js, stream, &options.consumer, start).await?;
     let mut messages = consumer
         .stream()
         .max_messages_per_batch(1_000)
@@ -148,12 +178,17 @@ async fn session(
         .map_err(|e| nats("pulling messages", e))?;
     progress.send_modify(|p| p.error = None);
     let mut source = std::fs::read_to_string(replica.dir().join(SOURCE_FILE)).ok();
+    let mut keys_installed = 0;
     loop {
         let head = replica.head().position.0;
         if options.until.is_some_and(|u| head >= u) {
             return Ok(());
         }
-        let mut batch = Batch::new(head);
+        let next_sequence = match *resume {
+            Some(r) if r.head == head => r.next_sequence,
+            _ => start,
+        };
+        let mut batch = Batch::new(head, next_sequence);
         while !batch.complete(options.batch_bytes) {
             // Waits for the first message and for the rest of an unfinished batch; takes the
             // others only while they are there.
@@ -171,21 +206,81 @@ async fn session(
                 .map_err(|e| nats("pulling messages", e))?;
             let added = check_source(replica, &mut source, &message)
                 .and_then(|()| batch.add(replica, message));
+            let added = match added {
+                Ok(Some(ahead)) => Err(lost_or_gap(&stream_handle, &batch, ahead).await),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
             if let Err(e) = added {
+                if matches!(e, Error::Nats(_)) {
+                    // Deliveries lost: the batch comes again from the new consumer.
+                    return Err(e);
+                }
                 // The whole batches before the refused message are kept.
                 if let Some(whole) = batch.frames.get(..batch.whole).filter(|w| !w.is_empty()) {
-                    let _ = replica.append_frames(whole).await;
+                    let ready = batch.keys_needed <= keys_installed
+                        || install_latest(&js, stream, replica, batch.keys_needed)
+                            .await
+                            .is_ok();
+                    if ready {
+                        let _ = replica.append_frames(whole).await;
+                    }
                 }
                 return Err(e);
             }
         }
+        let stored = Resume {
+            head: batch.next - 1,
+            next_sequence: batch.next_sequence,
+        };
+        if batch.keys_needed > keys_installed {
+            // Before the frames: their keys are there when they are, and the keys a
+            // redaction destroyed are gone before its fact is stored.
+            keys_installed = install_latest(&js, stream, replica, batch.keys_needed).await?;
+        }
         store(replica, batch, progress).await?;
+        *resume = Some(stored);
     }
+}
+
+/// What a message at `ahead`, past the batch's next position, means: deliveries lost on the
+/// way ([`Error::Nats`], retried) when the stream holds the next position where it belongs,
+/// otherwise a gap in the stream, refused with the position that came.
+async fn lost_or_gap(stream: &jetstream::stream::Stream, batch: &Batch, ahead: u64) -> Error {
+    let next = batch.next;
+    let sequence = batch.next_sequence;
+    match stream.get_raw_message(sequence).await {
+        Ok(message) => {
+            let held = message
+                .headers
+                .get(HEADER_POSITION)
+                .and_then(|p| p.as_str().parse::<u64>().ok());
+            if held == Some(next) {
+                return Error::Nats(format!(
+                    "position {next} (stream sequence {sequence}) was not delivered and {ahead} was: following again from {next}"
+                ));
+            }
+        }
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {}
+        Err(e) => return nats(&format!("reading message {sequence} of the stream"), e),
+    }
+    journal_engine::Error::FrameRefused {
+        position: Position(ahead),
+        reason: format!(
+            "a gap: the stream skips from position {} to {ahead}",
+            next - 1
+        ),
+    }
+    .into()
 }
 
 /// Frames gathered for one append: they continue the replica's head and end a batch.
 struct Batch {
     next: u64,
+    /// The stream sequence after the last message added (where `next` should be).
+    next_sequence: u64,
+    /// The key store the frames need (its companion stream sequence; 0: none).
+    keys_needed: u64,
     frames: Vec<u8>,
     ends_batch: bool,
     /// How many bytes of `frames` end a batch.
@@ -195,9 +290,11 @@ struct Batch {
 }
 
 impl Batch {
-    fn new(head: u64) -> Batch {
+    fn new(head: u64, next_sequence: u64) -> Batch {
         Batch {
             next: head + 1,
+            next_sequence,
+            keys_needed: 0,
             frames: Vec::new(),
             ends_batch: true,
             whole: 0,
@@ -211,8 +308,9 @@ impl Batch {
     }
 
     /// Adds the message's frame, or skips it when the replica holds its position already
-    /// with the same link (a redelivery); refuses a position past the next one.
-    fn add(&mut self, replica: &Journal, message: Message) -> Result<()> {
+    /// with the same link (a redelivery). Gives back a position past the next one, not added,
+    /// for [`lost_or_gap`] to judge.
+    fn add(&mut self, replica: &Journal, message: Message) -> Result<Option<u64>> {
         let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
         let position = header(&message, HEADER_POSITION)
             .and_then(|p| p.parse::<u64>().ok())
@@ -226,14 +324,14 @@ impl Batch {
             // Delivered again (a consumer's leader moved) while its first copy waits in this
             // batch, which is checked when appended.
             self.last = Some(message);
-            return Ok(());
+            return Ok(None);
         }
         if position < self.next {
             let held = replica.get_position(Position(position))?;
             return match decoded {
                 Some(Ok(h)) if h.hash == held.hash => {
                     self.last = Some(message);
-                    Ok(())
+                    Ok(None)
                 }
                 _ => Err(journal_engine::Error::FrameRefused {
                     position: Position(position),
@@ -243,14 +341,7 @@ impl Batch {
             };
         }
         if position > self.next {
-            return Err(journal_engine::Error::FrameRefused {
-                position: Position(position),
-                reason: format!(
-                    "a gap: the stream skips from position {} to {position}",
-                    self.next - 1
-                ),
-            }
-            .into());
+            return Ok(Some(position));
         }
         if let Some(Ok(h)) = decoded {
             self.ends_batch = h.meta.flags.is_end_of_batch();
@@ -264,8 +355,12 @@ impl Batch {
             self.whole = self.frames.len();
         }
         self.next = position + 1;
+        self.next_sequence = sequence + 1;
+        if let Some(keys) = header(&message, HEADER_KEYS).and_then(|k| k.parse::<u64>().ok()) {
+            self.keys_needed = self.keys_needed.max(keys);
+        }
         self.last = Some(message);
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -11,6 +11,7 @@
 mod cursor;
 pub mod follow;
 pub mod ingest;
+pub mod keys;
 pub mod local_cluster;
 pub mod publish;
 mod stream;
@@ -41,6 +42,15 @@ pub enum Error {
     /// NATS or JetStream failed: the operation and what the server or client said.
     #[error("NATS: {0}")]
     Nats(String),
+    /// The stream exists and cannot be used as asked (it does not take the journal's subject,
+    /// or takes other subjects too); retrying does not mend it.
+    #[error("stream {stream}: {reason}")]
+    Stream {
+        /// The stream's name.
+        stream: String,
+        /// Why it cannot be used, and what to do.
+        reason: String,
+    },
     /// A message of the stream cannot be what it claims (missing or malformed headers, a
     /// frame of another journal); the replica is left as it was.
     #[error("message {sequence} of the stream: {reason}")]

@@ -62,16 +62,27 @@ pub(crate) async fn ensure(
         .info()
         .await
         .map_err(|e| nats(&format!("reading stream {name}"), e))?;
-    let takes = info
-        .config
-        .subjects
+    let subjects = &info.config.subjects;
+    let takes = subjects
         .iter()
         .any(|s| s == subject || subject_matches(s, subject));
     if !takes {
-        return Err(Error::Nats(format!(
-            "stream {name} exists and does not take subject {subject} (it takes {:?}): choose another --stream",
-            info.config.subjects
-        )));
+        return Err(Error::Stream {
+            stream: name.to_string(),
+            reason: format!(
+                "it exists and does not take subject {subject} (it takes {subjects:?}): choose another --stream"
+            ),
+        });
+    }
+    if subjects.len() != 1 || subjects[0] != subject {
+        // Each publish names the stream sequence it must follow (publish.rs): another
+        // subject's messages would refuse every one.
+        return Err(Error::Stream {
+            stream: name.to_string(),
+            reason: format!(
+                "it takes {subjects:?}, more than this journal's subject {subject}; a journal is replicated to a stream of its own: choose another --stream"
+            ),
+        });
     }
     Ok(stream)
 }

@@ -274,7 +274,8 @@ fn open_keys(
         dir,
         options.encryption.as_ref(),
         Arc::clone(&options.entropy),
-        writable,
+        // A replica's store is its source's, replaced whole: it is only read here.
+        writable && !options.replica,
     )?;
     Ok(keys.map(Arc::new))
 }

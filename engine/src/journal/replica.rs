@@ -1,6 +1,7 @@
 //! Appending frames copied from another journal: a replica that follows its source stores each
 //! of the source's frames at the position it had there, with the same fields and the same
-//! chain, so that both journals give the same digest at every position.
+//! chain, so that both journals give the same digest at every position; and the key store an
+//! encrypted source ships with its frames, taken whole as the replica's own.
 
 use std::sync::Arc;
 
@@ -51,6 +52,58 @@ impl Journal {
             reply,
         }))?;
         rx.await.map_err(|_| Error::Closed)?
+    }
+}
+
+impl Journal {
+    /// This journal's key store as it ships to replicas (JSON, the data keys wrapped by the
+    /// master key, which never travels); `None` when the journal is not encrypted. Read from
+    /// the directory, so a journal opened read-only beside its writer, without the master key,
+    /// gives the writer's latest store.
+    ///
+    /// # Errors
+    /// [`Error::Keys`] when no whole store can be read (read again a few times first: the
+    /// writer may be replacing it); I/O errors.
+    pub fn key_store_copy(&self) -> Result<Option<Vec<u8>>> {
+        let storage = &*self.inner.options.storage;
+        let mut attempt = 0;
+        loop {
+            match crate::keys::store::copy(storage, &self.inner.dir) {
+                Err(e) if attempt < 4 => {
+                    tracing::debug!(error = %e, "the key store is being replaced; reading again");
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Takes `copy`, the key store of the source this journal is a replica of
+    /// ([`Journal::key_store_copy`]), as its own, durably: the store replaced whole, the old
+    /// copy overwritten with zeros, so that the keys the source destroyed are gone here too.
+    /// The replica needs no master key for it; opened with one, it reads with the new keys at
+    /// once.
+    ///
+    /// # Errors
+    /// [`Error::Keys`] when `copy` is not a whole key store; [`Error::InvalidInput`] when it is
+    /// wrapped by another master key than the one this journal was opened with;
+    /// [`Error::ReadOnly`]; I/O errors.
+    pub fn install_key_store(&self, copy: &[u8]) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        let mut file = crate::keys::store::parse_copy(copy)?;
+        file.pending.clear();
+        match &self.inner.keys {
+            Some(keys) => keys.adopt(file),
+            None => crate::keys::store::replace(
+                &*self.inner.options.storage,
+                &self.inner.dir,
+                &file,
+                &mut |_| {},
+            ),
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use crate::seams::Entropy;
 use crate::storage::Storage;
 
 pub use master::{MasterKey, MASTER_KEY_ENV};
-use store::KeyFile;
+pub(crate) use store::KeyFile;
 pub(crate) use store::Step;
 pub use store::Subject;
 
@@ -400,6 +400,27 @@ impl Keys {
         let master = state.master.clone();
         *state = unwrap_all(master, file)?;
         Ok(whole)
+    }
+
+    /// Takes `file`, a store copied from this replica's source, as this journal's: the store
+    /// replaced whole (the old copy overwritten, see `store`), then the keys in memory.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `file` is wrapped by another master key than the one this
+    /// journal was opened with; [`Error::Keys`] when a key does not unwrap; I/O errors.
+    pub(crate) fn adopt(&self, file: KeyFile) -> Result<()> {
+        let mut state = self.write();
+        if file.master != state.master.id() {
+            return Err(Error::InvalidInput(format!(
+                "the source's key store is wrapped by master key {}, and this replica was opened with {}",
+                file.master,
+                state.master.id()
+            )));
+        }
+        let adopted = unwrap_all(state.master.clone(), file)?;
+        store::replace(&*self.storage, &self.dir, &adopted.file, &mut |_| {})?;
+        *state = adopted;
+        Ok(())
     }
 
     /// The redaction facts recorded with a destruction and not yet known to be appended.

@@ -177,6 +177,36 @@ pub(crate) fn load(storage: &dyn Storage, dir: &Path, writable: bool) -> Result<
     })
 }
 
+/// The store of `dir` as a source ships it to its replicas (JSON): read as it is now (a whole
+/// `KEYS.new` when a replacement is under way), without the redaction facts still to append
+/// (a replica gets them from the log). `None` when `dir` holds no store. The data keys in it
+/// are wrapped: the master key never leaves the journal's machine.
+///
+/// # Errors
+/// [`Error::Keys`] when no whole store is there; I/O errors.
+pub(crate) fn copy(storage: &dyn Storage, dir: &Path) -> Result<Option<Vec<u8>>> {
+    if !exists(storage, dir) {
+        return Ok(None);
+    }
+    let mut file = load(storage, dir, false)?;
+    file.pending.clear();
+    serde_json::to_vec(&file)
+        .map(Some)
+        .map_err(|e| Error::Internal(format!("the key store does not serialize: {e}")))
+}
+
+/// A store a source shipped ([`copy`]), checked to be whole.
+///
+/// # Errors
+/// [`Error::Keys`] when `bytes` are not a whole key store.
+pub(crate) fn parse_copy(bytes: &[u8]) -> Result<KeyFile> {
+    parse(bytes).ok_or_else(|| {
+        Error::Keys(format!(
+            "the key store copied from the source is not a whole key store (format {FORMAT})"
+        ))
+    })
+}
+
 /// Replaces the store of `dir` with `file`, calling `step` after each step.
 ///
 /// # Errors

@@ -89,8 +89,22 @@ fn reread_tail(storage: &dyn Storage, dir: &Path, tail: &Segment, last: bool) ->
             len,
             header: &header,
         };
-        let fresh =
-            scan_tail(&mut ctx, &scanned, Some(state)).map_err(|damage| damage.into_error())?;
+        let fresh = match scan_tail(&mut ctx, &scanned, Some(state)) {
+            Ok(fresh) => fresh,
+            Err(damage) => {
+                // The writer trims the preallocated space past its last frame when it closes:
+                // a scan that ran into the new end read a file that shrank under it, not
+                // damage. Look again at the file as it is now.
+                let now = tail
+                    .file
+                    .len()
+                    .map_err(Error::io("reading the tail length"))?;
+                if now < len {
+                    return reread_tail(storage, dir, tail, last);
+                }
+                return Err(damage.into_error());
+            }
+        };
         tail.set_state(fresh);
     }
     Ok(())

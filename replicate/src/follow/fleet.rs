@@ -129,7 +129,12 @@ async fn source_session(
             pull::Config {
                 durable_name: Some(name.clone()),
                 deliver_policy: DeliverPolicy::All,
-                ack_policy: AckPolicy::All,
+                // Each message acknowledged on its own: a message lost on the way when a NATS
+                // node dies stays pending and comes again after its ack wait, where
+                // acknowledging a later one would have acknowledged it too (and lost it).
+                ack_policy: AckPolicy::Explicit,
+                // A batch is durable within milliseconds: one lost comes again soon.
+                ack_wait: Duration::from_secs(5),
                 max_ack_pending: 100_000,
                 ..Default::default()
             },
@@ -145,12 +150,20 @@ async fn source_session(
     let mut last_position = 0;
     loop {
         if options.until.is_some_and(|u| last_position >= u) {
-            return Ok(());
+            // Done once nothing delivered awaits its acknowledgement (a message lost on the
+            // way comes again).
+            let info = consumer
+                .get_info()
+                .await
+                .map_err(|e| nats(&format!("reading consumer {name}"), e))?;
+            if info.num_ack_pending == 0 {
+                return Ok(());
+            }
         }
         let mut events = Vec::new();
-        let mut last = None;
+        let mut taken = Vec::new();
         while events.len() < 500 {
-            let next = if last.is_none() {
+            let next = if taken.is_empty() {
                 messages.next().await
             } else {
                 match messages.next().now_or_never() {
@@ -164,13 +177,20 @@ async fn source_session(
             let (event, position) = with_origin(&message)?;
             events.push(event);
             last_position = position;
-            last = Some(message);
+            taken.push(message);
         }
         journal
             .append_batch(events, AppendOptions::default())
             .await?;
-        if let Some(last) = last {
-            last.ack().await.map_err(|e| nats("acknowledging", e))?;
+        // The last acknowledgement waits for the server's answer: it handles them in order,
+        // so every one of the batch is in when it answers.
+        if let Some((last, before)) = taken.split_last() {
+            for message in before {
+                message.ack().await.map_err(|e| nats("acknowledging", e))?;
+            }
+            last.double_ack()
+                .await
+                .map_err(|e| nats("acknowledging", e))?;
         }
     }
 }
