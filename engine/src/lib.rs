@@ -24,6 +24,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod archive;
 mod blobs;
 mod checkpoints;
 mod error;
@@ -45,6 +46,7 @@ mod tree;
 mod verify;
 mod write;
 
+pub use archive::{ArchiveOutcome, ArchiveRequest, Retention};
 pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
 pub use checkpoints::CheckpointPolicy;
 pub use error::{Error, Result};
@@ -60,5 +62,5 @@ pub use log::report::{RecoveryAction, RecoveryReport};
 pub use log::Head;
 pub use options::{Durability, Limits, Options};
 pub use subscribe::Subscription;
-pub use verify::{Problem, VerifyOptions, VerifyReport};
+pub use verify::{ArchiveCheck, Problem, VerifyOptions, VerifyReport};
 pub use write::answer::Appended;

@@ -170,6 +170,11 @@ pub struct Options {
     /// store, it makes one, and events appended from then on are sealed; a journal with a key
     /// store needs it to open for writing, and to read content. `None` by default.
     pub encryption: Option<crate::keys::Encryption>,
+    /// The archive directory the journal's archived segments were moved to
+    /// (docs/ARCHIVE.md): attached, reads, replay, proofs and rebuilds reach the archived
+    /// positions, and `verify` checks the archived files. `None` (the default): the live log
+    /// starts at the archive's boundary, and a read before it is [`crate::Error::Archived`].
+    pub archive: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -187,6 +192,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             entropy: Arc::new(SystemEntropy),
             encryption: None,
+            archive: None,
         }
     }
 }

@@ -73,6 +73,8 @@ struct Inner {
     checkpoints: CheckpointStore,
     /// Serializes signing and keeping checkpoints.
     signing: Mutex<()>,
+    /// Held while segments are archived or restored.
+    archiving: Mutex<()>,
     /// The checkpoint signer thread, and the sender whose drop stops it.
     signer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     dir: PathBuf,
@@ -210,6 +212,18 @@ impl Journal {
 
     pub(crate) fn log(&self) -> &Arc<Log> {
         &self.inner.log
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// Held while segments are archived or restored: one such change at a time.
+    pub(crate) fn archiving(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .archiving
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn index(&self) -> Option<&Arc<Index>> {

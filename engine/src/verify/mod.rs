@@ -5,17 +5,21 @@
 //! chain link and tree root) the user kept outside the journal, which also catches truncated or
 //! rewritten history. It reports every problem with its place; it repairs nothing.
 
+mod archive_check;
 mod blob_check;
 mod index_check;
 mod report;
 mod tree_check;
 mod walk;
 
-pub use report::{Problem, ReportHead, VerifyOptions, VerifyReport};
+pub use report::{ArchiveCheck, Problem, ReportHead, VerifyOptions, VerifyReport};
+
+use journal_format::{ChainHash, Position};
 
 use crate::error::Result;
 use crate::journal::Journal;
 use crate::log::Head;
+use archive_check::ArchiveSide;
 use blob_check::check_blobs;
 use index_check::IndexCompare;
 use tree_check::TreeCompare;
@@ -38,13 +42,19 @@ impl Journal {
         let segments = log.segments();
         let states: Vec<_> = segments.iter().map(|s| s.snapshot()).collect();
         let total: u64 = states.iter().map(|s| s.end_offset).sum();
-        let index = IndexCompare::new(self, options.check_index);
+        let archived = ArchiveSide::of(self)?;
+        // Detached, the index and the tree cover events the walk cannot read: not compared.
+        let whole = archived.as_ref().is_none_or(|a| a.attached);
+        let index = IndexCompare::new(self, options.check_index && whole);
         let digest_root = options
             .digest
             .zip(options.digest_root)
             .map(|((p, _), r)| (p, r));
-        let tree = TreeCompare::new(self, options.check_tree, digest_root);
-        let mut walk = Walk::new(options.digest, index, tree, total, progress);
+        let tree = TreeCompare::new(self, options.check_tree && whole, digest_root);
+        let start = archived
+            .as_ref()
+            .map_or((Position::FIRST, ChainHash::GENESIS), ArchiveSide::start);
+        let mut walk = Walk::new(start, options.digest, index, tree, total, progress);
         for (segment, state) in segments.iter().zip(&states) {
             walk.segment(segment, state)?;
         }
@@ -71,6 +81,10 @@ impl Journal {
         if options.check_blobs {
             check_blobs(self.blobs(), &blob_refs, &mut problems)?;
         }
+        let archive = match archived {
+            Some(side) => Some(side.check(self, &mut problems)?),
+            None => None,
+        };
         progress(total, total);
         Ok(VerifyReport {
             ok: problems.list.is_empty(),
@@ -81,6 +95,7 @@ impl Journal {
                 hash: head.hash.to_hex(),
             },
             problems: problems.list,
+            archive,
         })
     }
 }
