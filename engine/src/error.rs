@@ -145,7 +145,7 @@ pub enum Error {
     #[error("encryption keys: {0}")]
     Keys(String),
     /// The position lies in segments moved to an archive that is not attached.
-    #[error("position {position} is archived (positions 1..={last_archived} were moved to {locations}); attach the archive with --archive DIR (Options::archive) to read it")]
+    #[error("position {position} is archived (positions 1..={last_archived} were moved to {locations}); attach the archive (--archive DIR, or Options::archive) to read it")]
     Archived {
         /// The position asked for.
         position: Position,

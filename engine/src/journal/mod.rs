@@ -57,6 +57,11 @@ pub struct Status {
     /// Whether this process opened the journal read-only (another process writes it; the index
     /// fields then describe nothing).
     pub read_only: bool,
+    /// The last position moved to an archive (`journal archive`); 0 when nothing is archived.
+    /// The live log starts after it.
+    pub last_archived: u64,
+    /// Whether the archive is attached (its segments counted in `segments` and `logBytes`).
+    pub archive_attached: bool,
 }
 
 /// An open journal. Cloning is cheap; the journal closes when the last clone is dropped (or
@@ -192,6 +197,7 @@ impl Journal {
                 .map_err(Error::io("reading a segment length"))?;
         }
         let indexed = self.inner.progress.position();
+        let boundary = self.inner.log.boundary();
         Ok(Status {
             head_position: head.position.0,
             head_hash: head.hash.to_hex(),
@@ -201,6 +207,8 @@ impl Journal {
             index_lag: head.position.0.saturating_sub(indexed.0),
             poisoned: self.inner.poison.cause(),
             read_only: self.is_read_only(),
+            last_archived: boundary.as_ref().map_or(0, |b| b.last_archived.0),
+            archive_attached: boundary.is_some_and(|b| b.attached),
         })
     }
 
