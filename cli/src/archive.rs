@@ -69,6 +69,7 @@ pub fn archive(cli: &Cli, args: &ArchiveArgs) -> Result<u8, Failure> {
         to: args.to.clone(),
         dry_run: args.dry_run,
     };
+    crate::check_exists(&cli.dir)?;
     // The read models are brought to the head first: afterwards they never need an archived
     // event to catch up. Their store is opened before the journal, as every command does.
     let store = match models::has_store(&cli.dir) && !args.dry_run {
@@ -93,6 +94,7 @@ pub fn restore(cli: &Cli, args: &RestoreArgs) -> Result<u8, Failure> {
             args.from.display()
         )));
     }
+    crate::check_exists(&cli.dir)?;
     let journal = crate::open(cli, Access::Write)?;
     let outcome = journal.restore(&args.from, args.since.map(Position))?;
     out::line(serde_json::to_string(&outcome).unwrap_or_default())?;

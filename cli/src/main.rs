@@ -369,7 +369,7 @@ const SEGMENTS_DIR: &str = "segments";
 
 /// Refuses a directory that holds no journal: only the commands that write create one, so that
 /// a mistyped `--dir` is not answered with an empty journal made on the spot.
-fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
+pub(crate) fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
     if dir.join(SEGMENTS_DIR).is_dir() {
         return Ok(());
     }

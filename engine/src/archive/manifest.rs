@@ -268,7 +268,8 @@ mod tests {
             segments: vec![entry(1, 1, 10, 0, 1), entry(2, 12, 20, 1, 2)],
         };
         let err = Manifest::decode(&gap.encode()).expect_err("a gap is refused");
-        assert!(err.to_string().contains("segment 2"), "{err}");
+        let named = err.to_string().contains("00000000000000000002.seg");
+        assert!(named, "{err}");
     }
 
     #[test]
@@ -282,6 +283,20 @@ mod tests {
         }
         let err = Manifest::decode(&bytes).expect_err("damage is refused");
         assert!(err.to_string().contains("checksum"), "{err}");
+    }
+
+    /// The hex dump under `<!-- golden:archive-manifest -->` in docs/FORMAT.md.
+    fn golden_block() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/FORMAT.md");
+        let doc = std::fs::read_to_string(path).expect("docs/FORMAT.md is readable");
+        let marker = "<!-- golden:archive-manifest -->";
+        let start = doc
+            .find(marker)
+            .expect("FORMAT.md has the manifest's golden bytes");
+        let rest = &doc[start + marker.len()..];
+        let open = rest.find("```text\n").expect("a code block") + "```text\n".len();
+        let close = rest[open..].find("```").expect("closed");
+        rest[open..open + close].trim().to_string()
     }
 
     /// The golden bytes `docs/FORMAT.md` shows for a manifest of one segment.
@@ -306,11 +321,27 @@ mod tests {
             "0200", // location: 2 bytes
             "2f61", // "/a"
         );
+        let dump = bytes
+            .chunks(16)
+            .map(|row| {
+                row.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(
+            golden_block(),
+            dump,
+            "FORMAT.md differs from the encoder:\n{dump}"
+        );
         let (body, sum) = hex.split_at(hex.len() - 64);
         assert_eq!(body, expected);
+        // BLAKE3 of the bytes before it, as docs/FORMAT.md shows.
         assert_eq!(
             sum,
-            blake3::hash(&bytes[..bytes.len() - 32]).to_hex().as_str()
+            "2237d8da8e969896605f78b1cdd8bbd77c77b3db2505f2a1c2733dc237bb7963"
         );
     }
 }
