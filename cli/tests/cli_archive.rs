@@ -117,6 +117,9 @@ fn a_user_archives_old_segments_and_still_replays_them() {
     )));
     assert_eq!(first_live["position"].as_u64(), Some(last + 1));
 
+    // What lies after the boundary replays without the archive.
+    let live = ok(run(journal(&dir).args(["replay", "session", "sess-3"])));
+    assert!(live.contains("sess-3"), "{live}");
     // Attached: the session replays as before.
     let replay = ok(run(journal(&dir)
         .arg("--archive")

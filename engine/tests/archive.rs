@@ -550,3 +550,44 @@ fn a_crash_at_each_step_of_an_archive_or_a_restore_loses_nothing() {
         }
     }
 }
+
+#[test]
+fn evidence_at_the_boundary_is_held_against_the_manifest_and_read_only_opens_both_ways() {
+    use journal_format::head_record::HeadRecord;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, archive) = (tmp.path().join("j"), tmp.path().join("archive"));
+    let (all, last) = archived_journal(&dir, &archive);
+    let manifest =
+        archive::manifest::read(&journal_engine::storage::FsStorage, &dir).expect("manifest");
+    let (_, _, link) = manifest.boundary().expect("a boundary");
+    // `HEAD` recording the last archived position (as after a seal): the manifest's link agrees.
+    let (bytes, _) = HeadRecord::new_file(Position(last), link, 0);
+    std::fs::write(dir.join("HEAD"), bytes).expect("HEAD");
+    let journal = Journal::open(&dir, small_segments()).expect("opens detached");
+    journal.close();
+    // Another link there is rewritten history.
+    let (bytes, _) = HeadRecord::new_file(Position(last), journal_format::ChainHash([7; 32]), 0);
+    std::fs::write(dir.join("HEAD"), bytes).expect("HEAD");
+    let err = Journal::open(&dir, small_segments()).expect_err("refused");
+    assert!(matches!(err, Error::HistoryMismatch { .. }), "{err}");
+    let (bytes, _) = HeadRecord::new_file(Position(last), link, 0);
+    std::fs::write(dir.join("HEAD"), bytes).expect("HEAD");
+    // Read-only, beside nothing: detached from the boundary, attached from position 1.
+    let read_only = |archive: Option<PathBuf>| Options {
+        read_only: true,
+        archive,
+        ..small_segments()
+    };
+    let journal = Journal::open(&dir, read_only(None)).expect("read-only detached");
+    assert!(matches!(
+        read_from(&journal, 1),
+        Err(Error::Archived { .. })
+    ));
+    assert_eq!(
+        read_from(&journal, last + 1).expect("live").len(),
+        all.len() - last as usize
+    );
+    drop(journal);
+    let journal = Journal::open(&dir, read_only(Some(archive))).expect("read-only attached");
+    assert_eq!(read_from(&journal, 1).expect("all"), all);
+}

@@ -110,6 +110,10 @@ impl ApiError {
             }
             Error::IdReused { .. } => ApiError::kind(StatusCode::CONFLICT, "id_reused", message),
             Error::InvalidInput(_) => ApiError::bad_request(message),
+            Error::Archived { last_archived, .. } => {
+                ApiError::kind(StatusCode::GONE, "archived", message)
+                    .with("lastArchived", last_archived.0)
+            }
             Error::Poisoned(_) | Error::Closed | Error::ReadOnly | Error::Tree(_) => {
                 ApiError::kind(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }

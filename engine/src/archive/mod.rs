@@ -163,7 +163,7 @@ fn open_all(
 
 /// The boundary `manifest` gives, `attached` or not; `None` when nothing is archived.
 fn boundary(manifest: &Manifest, attached: bool) -> Option<Boundary> {
-    let (_, last_archived, _) = manifest.boundary()?;
+    let (_, last_archived, last_hash) = manifest.boundary()?;
     let mut locations: Vec<String> = Vec::new();
     for s in &manifest.segments {
         if !locations.contains(&s.location) {
@@ -172,6 +172,7 @@ fn boundary(manifest: &Manifest, attached: bool) -> Option<Boundary> {
     }
     Some(Boundary {
         last_archived,
+        last_hash,
         locations,
         attached,
     })

@@ -23,6 +23,8 @@ pub struct Head {
 pub(crate) struct Boundary {
     /// The last archived position: the live log starts after it.
     pub last_archived: Position,
+    /// The chain link at the last archived position.
+    pub last_hash: ChainHash,
     /// Where the archived segments were copied to (the locations the manifest names).
     pub locations: Vec<String>,
     /// Whether the archive is attached: its segments are then in the map, before the live ones.
