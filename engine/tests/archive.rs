@@ -101,6 +101,14 @@ fn archived_positions_read_with_the_archive_attached_and_say_where_they_are_with
         "{check:?}"
     );
     assert!(check.note.contains("not checked"), "{}", check.note);
+    // A digest kept of an archived position cannot be checked detached, and says so.
+    let digest = VerifyOptions {
+        digest: Some((Position(3), all[2].hash)),
+        ..VerifyOptions::default()
+    };
+    let report = journal.verify(&digest, &mut |_, _| {}).expect("verify");
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert_eq!(report.problems[0].kind, "digest_archived");
     // Proofs of archived positions come from the tree's level files.
     let size = journal.head().position.0;
     let proof = journal.inclusion_proof(Position(3), size).expect("proof");
@@ -125,6 +133,11 @@ fn archived_positions_read_with_the_archive_attached_and_say_where_they_are_with
     assert!(report.ok, "{:?}", report.problems);
     let check = report.archive.expect("archive section");
     assert!(check.attached && check.verified_from == 1, "{check:?}");
+    let digest = VerifyOptions {
+        digest: Some((Position(3), all[2].hash)),
+        ..VerifyOptions::default()
+    };
+    assert!(journal.verify(&digest, &mut |_, _| {}).expect("verify").ok);
     journal.close();
 }
 

@@ -68,23 +68,17 @@ impl Journal {
             ..
         } = walk;
         unexpected_segments(self, &mut problems);
-        if let Some((digest_position, _)) = options.digest {
-            if !digest_seen {
-                problems.problem("digest_beyond_head", None, None, Some(digest_position), format!(
-                    "the kept digest is at position {digest_position} but the journal ends at {}: history was truncated",
-                    head.position
-                ));
-            }
+        if !digest_seen {
+            digest_unseen(options.digest, start.0, head.position, &mut problems);
         }
         index.finish(&mut problems, &counts)?;
         tree.finish(&mut problems);
         if options.check_blobs {
             check_blobs(self.blobs(), &blob_refs, &mut problems)?;
         }
-        let archive = match archived {
-            Some(side) => Some(side.check(self, &mut problems)?),
-            None => None,
-        };
+        let archive = archived
+            .map(|side| side.check(self, &mut problems))
+            .transpose()?;
         progress(total, total);
         Ok(VerifyReport {
             ok: problems.list.is_empty(),
@@ -98,4 +92,30 @@ impl Journal {
             archive,
         })
     }
+}
+
+/// The problem of a kept digest the walk did not pass: before `start` (archived, the archive
+/// detached) it could not be checked; past the head, history was truncated.
+fn digest_unseen(
+    digest: Option<(Position, ChainHash)>,
+    start: Position,
+    head: Position,
+    problems: &mut report::Problems,
+) {
+    let Some((at, _)) = digest else {
+        return;
+    };
+    let (kind, detail) = if at < start {
+        (
+            "digest_archived",
+            format!(
+            "the kept digest is at position {at}, which is archived: attach the archive to check it"
+        ),
+        )
+    } else {
+        ("digest_beyond_head", format!(
+            "the kept digest is at position {at} but the journal ends at {head}: history was truncated"
+        ))
+    };
+    problems.problem(kind, None, None, Some(at), detail);
 }

@@ -40,7 +40,7 @@ pub struct Problem {
     /// What kind of problem: `segment_header`, `frame`, `truncated`, `position_sequence`, `chain`,
     /// `unfinished_batch`, `footer`, `decode`, `index_missing`, `index_extra`,
     /// `unexpected_segment`, `blob_missing`, `blob_mismatch`, `digest_mismatch`,
-    /// `digest_beyond_head`, `archive_missing`, `archive_mismatch`.
+    /// `digest_beyond_head`, `digest_archived`, `archive_missing`, `archive_mismatch`.
     pub kind: &'static str,
     /// The segment file, when the problem is in one.
     #[serde(skip_serializing_if = "Option::is_none")]
