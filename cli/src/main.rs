@@ -508,7 +508,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
 /// `append` of a whole input: checked before opening anything, so bad input leaves the
 /// journal directory byte-for-byte unchanged, then appended as one batch.
 async fn append_checked(cli: &Cli, args: &AppendArgs) -> Result<u8, Failure> {
-    let batch = append::parse_input(args)?;
+    let batch = append::parse_input(args, limits(cli)?)?;
     let journal = open(cli, Access::Write)?;
     let code = append::append_all(&journal, args, batch).await?;
     journal.close();

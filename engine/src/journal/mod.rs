@@ -222,6 +222,12 @@ impl Journal {
         &self.inner.log
     }
 
+    /// The limits the journal was opened with: what an append must keep.
+    #[must_use]
+    pub fn limits(&self) -> crate::options::Limits {
+        self.inner.options.limits
+    }
+
     pub(crate) fn options(&self) -> &Options {
         &self.inner.options
     }
