@@ -509,6 +509,8 @@ fn survivors(disk: &SimDisk, dir: &Path, archive: &Path) -> Vec<StoredEvent> {
     let journal = Journal::open(dir, sim_options(Arc::new(disk.clone()), Some(archive)))
         .expect("a crashed archive or restore leaves a journal that opens");
     let events = read_from(&journal, 1).expect("every event live or archived");
+    let names = disk.list_dir(&dir.join("segments")).expect("segments");
+    assert!(names.iter().all(|n| n.ends_with(".seg")), "left: {names:?}");
     let report = verify(&journal);
     assert!(report.ok, "{:?}", report.problems);
     journal.close();

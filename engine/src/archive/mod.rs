@@ -92,28 +92,44 @@ pub(crate) fn before_recovery(
     Ok(AtOpen { manifest, base })
 }
 
-/// Removes from `segments/` every file the manifest lists, and the directory's entries made
-/// durable; returns their names.
+/// Removes from `segments/` every file the manifest lists, and the partial copies
+/// (`*.seg.part`) an interrupted restore left, and makes the directory's entries durable;
+/// returns the names of the listed segments removed.
 fn remove_live_copies(
     storage: &dyn Storage,
     dir: &Path,
     manifest: &Manifest,
 ) -> Result<Vec<String>> {
+    let seg_dir = dir.join(SEGMENTS_DIR);
+    let io = |what: &'static str, path: &Path| {
+        let shown = path.display().to_string();
+        Error::io_with(move || format!("{what} {shown}"))
+    };
+    let mut changed = false;
+    if storage.exists(&seg_dir) {
+        let names = storage
+            .list_dir(&seg_dir)
+            .map_err(io("listing", &seg_dir))?;
+        for name in names.iter().filter(|n| n.ends_with(".seg.part")) {
+            let path = seg_dir.join(name);
+            storage.remove_file(&path).map_err(io("removing", &path))?;
+            changed = true;
+        }
+    }
     let mut removed = Vec::new();
     for entry in &manifest.segments {
         let path = segment_path(dir, entry.segment);
         if storage.exists(&path) {
-            storage.remove_file(&path).map_err(Error::io_with(|| {
-                format!("removing the archived {}", path.display())
-            }))?;
+            storage
+                .remove_file(&path)
+                .map_err(io("removing the archived", &path))?;
             removed.push(entry.segment.file_name());
         }
     }
-    if !removed.is_empty() {
-        let seg_dir = dir.join(SEGMENTS_DIR);
+    if changed || !removed.is_empty() {
         storage
             .sync_dir(&seg_dir)
-            .map_err(Error::io_with(|| format!("syncing {}", seg_dir.display())))?;
+            .map_err(io("syncing", &seg_dir))?;
     }
     Ok(removed)
 }
