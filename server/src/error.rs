@@ -206,3 +206,21 @@ impl From<tokio::task::JoinError> for ApiError {
         ApiError::internal(format!("a worker failed: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_archived_position_is_gone_naming_where_the_live_log_begins() {
+        let e = ApiError::engine(Error::Archived {
+            position: journal_format::Position(3),
+            last_archived: journal_format::Position(820),
+            locations: "/cold".into(),
+        });
+        assert_eq!(e.status(), StatusCode::GONE);
+        assert_eq!(e.0.code, "archived");
+        assert_eq!(e.0.extra.get("lastArchived"), Some(&Value::from(820u64)));
+        assert!(e.0.message.contains("/cold"), "{}", e.0.message);
+    }
+}
