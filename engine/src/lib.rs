@@ -46,12 +46,13 @@ mod tree;
 mod verify;
 mod write;
 
-pub use archive::{ArchiveOutcome, ArchiveRequest, Retention};
+pub use archive::{ArchiveOutcome, Retention};
 pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
 pub use checkpoints::CheckpointPolicy;
 pub use error::{Error, Result};
 pub use index::By;
 pub use journal::append::AppendOptions;
+pub use journal::archive::ArchiveRequest;
 pub use journal::proofs::TreeHead;
 pub use journal::query::{Filter, Query};
 pub use journal::redact::{Redacted, Redaction};

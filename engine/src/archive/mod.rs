@@ -1,8 +1,8 @@
-//! Archiving old segments (docs/ARCHIVE.md): sealed segments moved out of the live log to an
-//! archive directory through the storage seam, the manifest (`ARCHIVE`) that keeps the chain
-//! continuous across the boundary, retention policies, restore, and what open does with an
-//! archive: it finishes or rolls back an interrupted step, starts the live log after the
-//! boundary, and, when the archive is attached, opens the archived segments in front of it.
+//! Archiving old segments (docs/ARCHIVE.md), below the journal: the manifest (`ARCHIVE`) that
+//! keeps the chain continuous across the boundary, the retention policies, archived files, and
+//! what open does with an archive: it finishes or rolls back an interrupted step, starts the
+//! live log after the boundary, and, when the archive is attached, opens the archived segments
+//! in front of it. `Journal::archive` and `Journal::restore` (in `journal/`) use it.
 //!
 //! The steps of an archive are ordered so that a crash anywhere leaves every event live or
 //! archived and listed: each segment copied and synced (file and directory), then the manifest
@@ -11,9 +11,7 @@
 
 pub(crate) mod files;
 pub mod manifest;
-mod plan;
-mod restore;
-mod run;
+pub(crate) mod plan;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +21,6 @@ use serde::Serialize;
 
 pub use manifest::{ArchivedSegment, Manifest, MANIFEST_FILE};
 pub use plan::{parse_duration, parse_size, Retention};
-pub use run::ArchiveRequest;
 
 use crate::error::{Error, Result};
 use crate::log::map::Boundary;
@@ -159,7 +156,7 @@ pub(crate) fn after_recovery(
 }
 
 /// Opens `entries` (archived, oldest first, from position 1) from `archive`.
-fn open_all(
+pub(crate) fn open_all(
     storage: &dyn Storage,
     archive: &Path,
     entries: &[ArchivedSegment],
@@ -178,7 +175,7 @@ fn open_all(
 }
 
 /// The boundary `manifest` gives, `attached` or not; `None` when nothing is archived.
-fn boundary(manifest: &Manifest, attached: bool) -> Option<Boundary> {
+pub(crate) fn boundary(manifest: &Manifest, attached: bool) -> Option<Boundary> {
     let (_, last_archived, last_hash) = manifest.boundary()?;
     let mut locations: Vec<String> = Vec::new();
     for s in &manifest.segments {

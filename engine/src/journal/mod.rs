@@ -3,6 +3,7 @@
 //! journal's parts and what it says of itself (status, head, report).
 
 pub(crate) mod append;
+pub(crate) mod archive;
 mod checkpoint;
 mod encryption;
 mod events;
@@ -11,6 +12,7 @@ pub(crate) mod proofs;
 pub(crate) mod query;
 pub(crate) mod redact;
 mod replica;
+mod restore;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
