@@ -1,6 +1,7 @@
-//! `Journal::restore`: archived segments brought back into the live log, newest first down to
-//! the one asked for, each checked against the manifest's hash before it is renamed into
-//! `segments/`, then the manifest replaced without them. The archive's copies are kept.
+//! `Journal::restore`: the newest archived segments, from the one asked for on (or all),
+//! brought back into the live log, each checked against the manifest's hash before it is
+//! renamed into `segments/`, then the manifest replaced without them. The archive's copies are
+//! kept.
 
 use std::path::Path;
 use std::sync::Arc;
