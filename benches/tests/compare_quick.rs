@@ -24,7 +24,7 @@ fn compare_quick_reports_every_workload_and_engine() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).expect("json written")).expect("json");
     for workload in [
-        "append", "read", "open", "rebuild", "replay", "import", "http", "tree", "app",
+        "append", "read", "open", "rebuild", "replay", "import", "http", "tree", "app", "archive",
     ] {
         assert!(
             report["workloads"][workload].is_object(),
@@ -93,6 +93,22 @@ fn compare_quick_reports_every_workload_and_engine() {
     assert!(tree["proofs"]["tree_bytes_per_event"]
         .as_f64()
         .is_some_and(|v| v >= 32.0));
+    let archive = &report["workloads"]["archive"];
+    assert!(
+        archive["segments"].as_u64().is_some_and(|n| n >= 2),
+        "{archive}"
+    );
+    for figure in [
+        "archive_ms",
+        "restore_ms",
+        "read_live_events_per_s",
+        "read_attached_events_per_s",
+    ] {
+        assert!(
+            archive[figure].as_f64().is_some_and(|v| v > 0.0),
+            "{figure}: {archive}"
+        );
+    }
     // The scratch directory is removed at the end of the run.
     let left: Vec<_> = std::fs::read_dir(scratch.path())
         .expect("lists")

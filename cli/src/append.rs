@@ -43,8 +43,7 @@ fn refusal(lines: &LineNumbers, e: Error) -> Failure {
 /// Reads and checks the whole input: every line parses, each event passes the append's checks,
 /// and together they fit one batch. Nothing is opened: bad input leaves the journal directory
 /// byte-for-byte unchanged.
-pub(crate) fn parse_input(args: &AppendArgs) -> Result<InputBatch, Failure> {
-    let limits = Limits::default();
+pub(crate) fn parse_input(args: &AppendArgs, limits: Limits) -> Result<InputBatch, Failure> {
     let mut checker = Checker::new(limits, args.strict.map(Profile::schema));
     let mut lines = Lines::new(input(args.file.as_ref())?, limits);
     let mut batch = InputBatch::default();
@@ -196,7 +195,7 @@ impl Groups {
 /// every batch limit), acknowledging each event once it is durable. A refused line stops the
 /// stream after the lines before it are appended and acknowledged.
 pub(crate) async fn append_stream(journal: &Journal, args: &AppendArgs) -> Result<u8, Failure> {
-    let limits = Limits::default();
+    let limits = journal.limits();
     let mut rx = read_ahead(Lines::new(input(args.file.as_ref())?, limits));
     let mut groups = Groups {
         checker: Checker::new(limits, args.strict.map(Profile::schema)),

@@ -5,6 +5,7 @@
 //! found).
 
 mod append;
+mod archive;
 mod blob;
 mod command;
 mod demo;
@@ -61,6 +62,15 @@ pub(crate) struct Cli {
     /// makes one). The key itself may be given in `JOURNAL_MASTER_KEY` instead.
     #[arg(long, global = true, env = "JOURNAL_MASTER_KEY_FILE")]
     pub(crate) master_key: Option<PathBuf>,
+    /// The archive directory this journal's old segments were moved to (`journal archive`):
+    /// attached, reads, replay, proofs and rebuilds reach the archived positions and `verify`
+    /// checks them.
+    #[arg(long, global = true, env = "JOURNAL_ARCHIVE", value_name = "DIR")]
+    pub(crate) archive: Option<PathBuf>,
+    /// Seal segments at this size (`64MiB` by default; `256KiB`, `1MiB`, ...): smaller
+    /// segments can be archived sooner. Applies to what is written from now on.
+    #[arg(long, global = true, env = "JOURNAL_SEGMENT_SIZE", value_name = "SIZE")]
+    pub(crate) segment_size: Option<String>,
     #[command(subcommand)]
     pub(crate) verb: Verb,
 }
@@ -122,6 +132,11 @@ pub(crate) enum Verb {
     /// Make a session's, a run's or an event's content unreadable for good (its keys
     /// destroyed), recording a `journal.redacted` fact; `verify` and proofs still pass.
     Redact(redact::RedactArgs),
+    /// Move sealed segments to an archive directory (by position, age or size), keeping the
+    /// chain and the Merkle tree continuous; the manifest `ARCHIVE` lists them (docs/ARCHIVE.md).
+    Archive(archive::ArchiveArgs),
+    /// Bring archived segments back into the live log, checking their hashes first.
+    Restore(archive::RestoreArgs),
     /// Check a proof document offline, with nothing but the file and the verifier keys; exit 3
     /// when it does not hold.
     CheckProof(proof::CheckProofArgs),
@@ -354,7 +369,7 @@ const SEGMENTS_DIR: &str = "segments";
 
 /// Refuses a directory that holds no journal: only the commands that write create one, so that
 /// a mistyped `--dir` is not answered with an empty journal made on the spot.
-fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
+pub(crate) fn check_exists(dir: &std::path::Path) -> Result<(), Failure> {
     if dir.join(SEGMENTS_DIR).is_dir() {
         return Ok(());
     }
@@ -391,7 +406,10 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
         _ => None,
     };
     let encryption = key::encryption(cli)?;
+    let limits = limits(cli)?;
     let options = |read_only| Options {
+        limits,
+        archive: cli.archive.clone(),
         salvage: cli.salvage,
         read_only,
         conformance,
@@ -430,6 +448,26 @@ pub(crate) fn open(cli: &Cli, access: Access) -> Result<Journal, Failure> {
     Ok(journal)
 }
 
+/// The limits `--segment-size` asks for: segments sealed at that size, batches and events
+/// bounded to fit in one.
+fn limits(cli: &Cli) -> Result<journal_engine::Limits, Failure> {
+    let mut limits = journal_engine::Limits::default();
+    let Some(text) = &cli.segment_size else {
+        return Ok(limits);
+    };
+    let size = journal_engine::archive::parse_size(text)?;
+    if size < 16 * 1024 {
+        return Err(fail(format!(
+            "--segment-size {text} is too small: at least 16KiB"
+        )));
+    }
+    limits.segment_bytes_max = size;
+    limits.batch_bytes_max = limits.batch_bytes_max.min(size / 2);
+    let event_max = u64::from(limits.event_bytes_max).min(limits.batch_bytes_max / 2);
+    limits.event_bytes_max = u32::try_from(event_max).unwrap_or(limits.event_bytes_max);
+    Ok(limits)
+}
+
 /// The read-model store, for the commands that use it (`get`, `rebuild`, and `status` once a
 /// store exists), opened before the journal: a command waiting for another process to be done
 /// with the store holds no lock on the journal, so it keeps no writer out.
@@ -457,6 +495,8 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Verb::Key(command) if command.offline() => key::run(command),
         Verb::Key(command) => key::on_journal(&cli, command),
         Verb::Redact(args) => redact::run(&cli, args),
+        Verb::Archive(args) => archive::archive(&cli, args),
+        Verb::Restore(args) => archive::restore(&cli, args),
         Verb::CheckProof(args) => proof::check_proof(args),
         Verb::Checkpoint(command) if command.offline() => proof::checkpoint(command),
         Verb::Serve(args) => serve::serve(&cli, args).await,
@@ -470,7 +510,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
 /// `append` of a whole input: checked before opening anything, so bad input leaves the
 /// journal directory byte-for-byte unchanged, then appended as one batch.
 async fn append_checked(cli: &Cli, args: &AppendArgs) -> Result<u8, Failure> {
-    let batch = append::parse_input(args)?;
+    let batch = append::parse_input(args, limits(cli)?)?;
     let journal = open(cli, Access::Write)?;
     let code = append::append_all(&journal, args, batch).await?;
     journal.close();
@@ -547,6 +587,8 @@ async fn on_journal(
         | Verb::Token(_)
         | Verb::Key(_)
         | Verb::Redact(_)
+        | Verb::Archive(_)
+        | Verb::Restore(_)
         | Verb::CheckProof(_) => Ok(0),
         Verb::Checkpoint(command) => prove::checkpoint(journal, command),
         Verb::Prove(command) => prove::prove(journal, command),

@@ -79,6 +79,12 @@ fn caught_up(journal: &Journal, store: Option<Arc<Store>>) -> Result<ReadModels,
     Ok(models)
 }
 
+/// Brings the read models in `store` up to the journal's head (before an archive, so that they
+/// never need an archived event to catch up).
+pub fn bring_up_to_date(journal: &Journal, store: Arc<Store>) -> Result<(), Failure> {
+    caught_up(journal, Some(store)).map(|_| ())
+}
+
 fn catch_up(models: &ReadModels) -> Result<(), Failure> {
     let bar = bar("{msg:>10} {bar:40} {pos}/{len} events {per_sec} {eta}");
     let reached = models.catch_up(&mut |name, position, head| {

@@ -144,6 +144,16 @@ pub enum Error {
     /// content does not open with its key (its bytes were altered): stored data is damaged.
     #[error("encryption keys: {0}")]
     Keys(String),
+    /// The position lies in segments moved to an archive that is not attached.
+    #[error("position {position} is archived (positions 1..={last_archived} were moved to {locations}); attach the archive (--archive DIR, or Options::archive) to read it")]
+    Archived {
+        /// The position asked for.
+        position: Position,
+        /// The last archived position: the live log starts after it.
+        last_archived: Position,
+        /// Where the archived segments are.
+        locations: String,
+    },
     /// The journal directory holds a format this build cannot read.
     #[error("unsupported journal format: {0}")]
     Unsupported(String),

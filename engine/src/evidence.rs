@@ -131,6 +131,22 @@ fn contradiction(
             ),
         }));
     }
+    if let Some(b) = log
+        .boundary()
+        .filter(|b| !b.attached && position <= b.last_archived)
+    {
+        // Archived and detached: only the boundary's link, which the manifest keeps, is at hand.
+        if position == b.last_archived && b.last_hash != hash {
+            return Ok(Some(Contradiction {
+                position,
+                detail: format!(
+                    "the archive manifest's chain link at position {position} is {}, {evidence} recorded {hash}",
+                    b.last_hash
+                ),
+            }));
+        }
+        return Ok(None);
+    }
     match read::read_position(log, position) {
         Ok(event) if event.hash == hash => Ok(None),
         Ok(event) => Ok(Some(Contradiction {

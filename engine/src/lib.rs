@@ -24,6 +24,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod archive;
 mod blobs;
 mod checkpoints;
 mod error;
@@ -45,11 +46,13 @@ mod tree;
 mod verify;
 mod write;
 
+pub use archive::{ArchiveOutcome, Retention};
 pub use blobs::{BlobCheck, BlobStore, BLOB_BYTES_MAX};
 pub use checkpoints::CheckpointPolicy;
 pub use error::{Error, Result};
 pub use index::By;
 pub use journal::append::AppendOptions;
+pub use journal::archive::ArchiveRequest;
 pub use journal::proofs::TreeHead;
 pub use journal::query::{Filter, Query};
 pub use journal::redact::{Redacted, Redaction};
@@ -60,5 +63,5 @@ pub use log::report::{RecoveryAction, RecoveryReport};
 pub use log::Head;
 pub use options::{Durability, Limits, Options};
 pub use subscribe::Subscription;
-pub use verify::{Problem, VerifyOptions, VerifyReport};
+pub use verify::{ArchiveCheck, Problem, VerifyOptions, VerifyReport};
 pub use write::answer::Appended;

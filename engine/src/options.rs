@@ -175,6 +175,11 @@ pub struct Options {
     /// ([`crate::Journal::install_key_store`]), so an encrypted one opens for writing without
     /// its master key: it seals nothing. Off by default.
     pub replica: bool,
+    /// The archive directory the journal's archived segments were moved to
+    /// (docs/ARCHIVE.md): attached, reads, replay, proofs and rebuilds reach the archived
+    /// positions, and `verify` checks the archived files. `None` (the default): the live log
+    /// starts at the archive's boundary, and a read before it is [`crate::Error::Archived`].
+    pub archive: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -193,6 +198,7 @@ impl Default for Options {
             entropy: Arc::new(SystemEntropy),
             encryption: None,
             replica: false,
+            archive: None,
         }
     }
 }

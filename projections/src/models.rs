@@ -879,7 +879,13 @@ pub fn freshness_of(meta: &Meta, journal: &Journal, name: &str) -> Result<Freshn
     let lag_ms = if lag_events == 0 {
         0
     } else {
-        let oldest = journal.get_position(Position(position + 1))?;
+        let oldest = match journal.get_position(Position(position + 1)) {
+            // Archived and detached: the lag is at least the first live event's.
+            Err(journal_engine::Error::Archived { last_archived, .. }) => {
+                journal.get_position(last_archived.next())?
+            }
+            other => other?,
+        };
         let now = journal.clock().now_unix_ns();
         u64::try_from(now.saturating_sub(oldest.recorded_at_ns) / 1_000_000).unwrap_or(0)
     };

@@ -110,6 +110,10 @@ impl ApiError {
             }
             Error::IdReused { .. } => ApiError::kind(StatusCode::CONFLICT, "id_reused", message),
             Error::InvalidInput(_) => ApiError::bad_request(message),
+            Error::Archived { last_archived, .. } => {
+                ApiError::kind(StatusCode::GONE, "archived", message)
+                    .with("lastArchived", last_archived.0)
+            }
             Error::Poisoned(_) | Error::Closed | Error::ReadOnly | Error::Tree(_) => {
                 ApiError::kind(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
@@ -200,5 +204,23 @@ impl From<journal_projections::models::ReadError> for ApiError {
 impl From<tokio::task::JoinError> for ApiError {
     fn from(e: tokio::task::JoinError) -> ApiError {
         ApiError::internal(format!("a worker failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_archived_position_is_gone_naming_where_the_live_log_begins() {
+        let e = ApiError::engine(Error::Archived {
+            position: journal_format::Position(3),
+            last_archived: journal_format::Position(820),
+            locations: "/cold".into(),
+        });
+        assert_eq!(e.status(), StatusCode::GONE);
+        assert_eq!(e.0.code, "archived");
+        assert_eq!(e.0.extra.get("lastArchived"), Some(&Value::from(820u64)));
+        assert!(e.0.message.contains("/cold"), "{}", e.0.message);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release -p journal-benches --bin compare -- [--events N] [--dir DIR] [--quick]
-//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import|http|tree|encrypt[,...]]
+//!     [--rounds N] [--json FILE] [--only append|read|open|rebuild|replay|import|http|tree|app|replicate|encrypt|archive[,...]]
 //!     [--random-ids]
 //! ```
 //!

@@ -15,6 +15,7 @@
 
 pub mod app;
 pub mod append;
+pub mod archive;
 pub mod encrypt;
 pub mod engines;
 pub mod http;
@@ -67,11 +68,14 @@ pub enum Workload {
     /// Appends and reads with the journal encrypted against without, and the time to redact a
     /// session of 10,000 events.
     Encrypt,
+    /// The time to archive (and restore) about 1 GiB of sealed segments, and the verified read
+    /// with the archive attached against all live.
+    Archive,
 }
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 12] = [
         Workload::Append,
         Workload::Read,
         Workload::Open,
@@ -83,6 +87,7 @@ impl Workload {
         Workload::App,
         Workload::Replicate,
         Workload::Encrypt,
+        Workload::Archive,
     ];
 
     /// The workload's name on the command line and in the JSON document.
@@ -100,6 +105,7 @@ impl Workload {
             Workload::App => "app",
             Workload::Replicate => "replicate",
             Workload::Encrypt => "encrypt",
+            Workload::Archive => "archive",
         }
     }
 
@@ -134,6 +140,7 @@ impl Workload {
             Workload::App => app::run(ctx),
             Workload::Replicate => replicate::run(ctx),
             Workload::Encrypt => encrypt::run(ctx),
+            Workload::Archive => archive::run(ctx),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! journal's parts and what it says of itself (status, head, report).
 
 pub(crate) mod append;
+pub(crate) mod archive;
 mod checkpoint;
 mod encryption;
 mod events;
@@ -11,6 +12,7 @@ pub(crate) mod proofs;
 pub(crate) mod query;
 pub(crate) mod redact;
 mod replica;
+mod restore;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -57,6 +59,11 @@ pub struct Status {
     /// Whether this process opened the journal read-only (another process writes it; the index
     /// fields then describe nothing).
     pub read_only: bool,
+    /// The last position moved to an archive (`journal archive`); 0 when nothing is archived.
+    /// The live log starts after it.
+    pub last_archived: u64,
+    /// Whether the archive is attached (its segments counted in `segments` and `logBytes`).
+    pub archive_attached: bool,
 }
 
 /// An open journal. Cloning is cheap; the journal closes when the last clone is dropped (or
@@ -73,6 +80,8 @@ struct Inner {
     checkpoints: CheckpointStore,
     /// Serializes signing and keeping checkpoints.
     signing: Mutex<()>,
+    /// Held while segments are archived or restored.
+    archiving: Mutex<()>,
     /// The checkpoint signer thread, and the sender whose drop stops it.
     signer: Mutex<Option<(mpsc::Sender<()>, JoinHandle<()>)>>,
     dir: PathBuf,
@@ -190,6 +199,7 @@ impl Journal {
                 .map_err(Error::io("reading a segment length"))?;
         }
         let indexed = self.inner.progress.position();
+        let boundary = self.inner.log.boundary();
         Ok(Status {
             head_position: head.position.0,
             head_hash: head.hash.to_hex(),
@@ -199,6 +209,8 @@ impl Journal {
             index_lag: head.position.0.saturating_sub(indexed.0),
             poisoned: self.inner.poison.cause(),
             read_only: self.is_read_only(),
+            last_archived: boundary.as_ref().map_or(0, |b| b.last_archived.0),
+            archive_attached: boundary.is_some_and(|b| b.attached),
         })
     }
 
@@ -210,6 +222,24 @@ impl Journal {
 
     pub(crate) fn log(&self) -> &Arc<Log> {
         &self.inner.log
+    }
+
+    /// The limits the journal was opened with: what an append must keep.
+    #[must_use]
+    pub fn limits(&self) -> crate::options::Limits {
+        self.inner.options.limits
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// Held while segments are archived or restored: one such change at a time.
+    pub(crate) fn archiving(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .archiving
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn index(&self) -> Option<&Arc<Index>> {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use journal_format::head_record::HeadRecord;
 use journal_format::{ChainHash, Position, SegmentId};
 
+use crate::archive;
 use crate::blobs::BlobStore;
 use crate::checkpoints::{self, CheckpointStore};
 use crate::error::{Error, Result};
@@ -157,6 +158,7 @@ impl Journal {
                 id: Some(id),
                 checkpoints: CheckpointStore::new(Arc::clone(&storage), &dir),
                 signing: Mutex::new(()),
+                archiving: Mutex::new(()),
                 signer: Mutex::new(None),
                 dir,
                 options,
@@ -214,6 +216,7 @@ impl Journal {
         let storage = Arc::clone(&options.storage);
         let (record, _) = read_head_record(&*storage, &dir, NO_SALVAGE)?;
         let committed = evidence::committed(record, (Position::ZERO, ChainHash::GENESIS));
+        let at_open = archive::before_recovery(&*storage, &dir, true, &mut Vec::new())?;
         let recovered = recovery::recover(
             &*storage,
             &dir,
@@ -221,10 +224,13 @@ impl Journal {
                 salvage: NO_SALVAGE,
                 committed,
                 read_only: true,
+                base: at_open.base,
             },
         )?;
         let head = recovered.head;
         let log = Arc::new(Log::new(recovered.segments, head));
+        let attach = options.archive.as_deref();
+        archive::after_recovery(&*storage, &log, &at_open.manifest, attach)?;
         let mut report = recovered.report;
         let no_index = (Position::ZERO, ChainHash::GENESIS);
         evidence::check(&log, record, no_index, NO_SALVAGE, &mut report)?;
@@ -240,6 +246,7 @@ impl Journal {
                 id: checkpoints::read_id(&*storage, &dir)?,
                 checkpoints: CheckpointStore::new(Arc::clone(&storage), &dir),
                 signing: Mutex::new(()),
+                archiving: Mutex::new(()),
                 signer: Mutex::new(None),
                 dir,
                 options,
@@ -388,6 +395,8 @@ fn check_log(
     let index = Arc::new(index);
     let index_head = index.indexed()?;
     let committed = evidence::committed(record, index_head);
+    let mut archived = Vec::new();
+    let at_open = archive::before_recovery(storage, dir, false, &mut archived)?;
     let recovered = recovery::recover(
         storage,
         dir,
@@ -395,13 +404,16 @@ fn check_log(
             salvage: options.salvage,
             committed,
             read_only: false,
+            base: at_open.base,
         },
     )?;
     let mut report = recovered.report;
     report.actions.splice(0..0, carried);
+    report.actions.splice(0..0, archived);
     report.actions.extend(unreadable_record);
     let head = recovered.head;
     let log = Arc::new(Log::new(recovered.segments, head));
+    archive::after_recovery(storage, &log, &at_open.manifest, options.archive.as_deref())?;
     if let Some(why) = recreated {
         report.actions.push(RecoveryAction::IndexRebuilt {
             reason: format!("the index file could not be used ({why})"),
@@ -445,6 +457,13 @@ fn catch_up_index(
 ) -> Result<Backlog> {
     let head = log.head();
     let (indexed, _) = index.indexed()?;
+    if let Some(b) = log.boundary().filter(|b| !b.attached) {
+        if indexed < b.last_archived {
+            // Refused rather than left to fail on the index thread: say where the events are.
+            let otherwise = Error::Index(format!("the index lacks position {}", indexed.next()));
+            return Err(log.missing(indexed.next(), otherwise));
+        }
+    }
     let lagging = indexed < head.position;
     if !lagging {
         return Ok(Backlog {

@@ -31,6 +31,7 @@ pub(crate) fn refresh(storage: &dyn Storage, dir: &Path, log: &Log) -> Result<He
                 salvage: false,
                 committed: Position::ZERO,
                 read_only: true,
+                base: None,
             },
         )?;
         log.replace(recovered.segments, recovered.head);

@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 use journal_format::{ChainHash, Position, SegmentId};
 use tokio::sync::watch;
 
+use crate::error::Error;
 use crate::log::segment::Segment;
 
 /// The newest durable (or, in buffered mode, acknowledged) event.
@@ -17,11 +18,25 @@ pub struct Head {
     pub hash: ChainHash,
 }
 
+/// Where the live log begins when older segments were archived (`archive/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Boundary {
+    /// The last archived position: the live log starts after it.
+    pub last_archived: Position,
+    /// The chain link at the last archived position.
+    pub last_hash: ChainHash,
+    /// Where the archived segments were copied to (the locations the manifest names).
+    pub locations: Vec<String>,
+    /// Whether the archive is attached: its segments are then in the map, before the live ones.
+    pub attached: bool,
+}
+
 /// The segments of the log and its head.
 #[derive(Debug)]
 pub(crate) struct Log {
     segments: RwLock<Vec<Arc<Segment>>>,
     head: watch::Sender<Head>,
+    boundary: RwLock<Option<Boundary>>,
 }
 
 impl Log {
@@ -29,7 +44,44 @@ impl Log {
         Log {
             segments: RwLock::new(segments),
             head: watch::Sender::new(head),
+            boundary: RwLock::new(None),
         }
+    }
+
+    /// Where the live log begins, when segments were archived.
+    pub(crate) fn boundary(&self) -> Option<Boundary> {
+        self.boundary
+            .read()
+            .map(|b| b.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    pub(crate) fn set_boundary(&self, boundary: Option<Boundary>) {
+        *self.boundary.write().unwrap_or_else(|p| p.into_inner()) = boundary;
+    }
+
+    /// The error for a read of `position` (or of segment `segment`) that the map cannot serve:
+    /// [`Error::Archived`] when it lies in a detached archive, else `otherwise`.
+    pub(crate) fn missing(&self, position: Position, otherwise: Error) -> Error {
+        match self.boundary() {
+            Some(b) if !b.attached && position <= b.last_archived && position.0 > 0 => {
+                Error::Archived {
+                    position,
+                    last_archived: b.last_archived,
+                    locations: b.locations.join(", "),
+                }
+            }
+            _ => otherwise,
+        }
+    }
+
+    /// Replaces the segments at `range` (indexes into the map, oldest first) with `insert`:
+    /// segments archived, attached or restored while the journal is open.
+    pub(crate) fn splice(&self, range: std::ops::Range<usize>, insert: Vec<Arc<Segment>>) {
+        let mut segments = self.segments.write().unwrap_or_else(|p| p.into_inner());
+        let end = range.end.min(segments.len());
+        let start = range.start.min(end);
+        segments.splice(start..end, insert);
     }
 
     pub(crate) fn head(&self) -> Head {

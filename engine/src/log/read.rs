@@ -79,9 +79,8 @@ impl Cursor {
     pub(crate) fn open(log: &Log, position: Position, chain: Chain) -> Result<Cursor> {
         let verify_chain = chain.verified();
         let Some(segment) = log.segment_of(position) else {
-            return Err(Error::InvalidInput(format!(
-                "position {position} is not in the log"
-            )));
+            let otherwise = Error::InvalidInput(format!("position {position} is not in the log"));
+            return Err(log.missing(position, otherwise));
         };
         let (start, expected, state) = segment.seek(SEGMENT_HEADER_LEN as u64, position);
         let at_start = start == SEGMENT_HEADER_LEN as u64;
@@ -486,10 +485,13 @@ impl FrameReader {
             Some(segment) if segment.id == at.location.segment => Arc::clone(segment),
             _ => {
                 let segment = self.log.segment(at.location.segment).ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "segment {} is not in the log (looking for position {position})",
-                        at.location.segment
-                    ))
+                    self.log.missing(
+                        position,
+                        Error::InvalidInput(format!(
+                            "segment {} is not in the log (looking for position {position})",
+                            at.location.segment
+                        )),
+                    )
                 })?;
                 self.segment = Some(Arc::clone(&segment));
                 // The buffer held another segment's bytes.
@@ -682,9 +684,12 @@ pub(crate) fn read_frame_at(log: &Log, at: Located) -> Result<(FrameHeader, Vec<
         location: Location { segment, offset },
     } = at;
     let seg = log.segment(segment).ok_or_else(|| {
-        Error::Index(format!(
-            "index points at segment {segment}, which the log lacks"
-        ))
+        log.missing(
+            position,
+            Error::Index(format!(
+                "index points at segment {segment}, which the log lacks"
+            )),
+        )
     })?;
     let mut header_bytes = [0u8; FRAME_HEADER_LEN];
     seg.file

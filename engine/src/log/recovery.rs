@@ -40,10 +40,11 @@ pub(crate) struct Recovered {
 }
 
 /// The segments opened so far, in order, and the head after the last of them.
-#[derive(Default)]
 struct Opened {
     segments: Vec<Arc<Segment>>,
     head: Head,
+    /// The id the first segment must have: 1, or the one after the last archived segment.
+    first_id: u64,
 }
 
 impl Opened {
@@ -71,6 +72,9 @@ pub(crate) struct Opening {
     pub committed: Position,
     /// Another process writes the log: nothing is cut or written, a write under way is left.
     pub read_only: bool,
+    /// Where the live log begins when older segments were archived: the last archived segment
+    /// and the head at its end, which the first live segment continues.
+    pub base: Option<(SegmentId, Head)>,
 }
 
 /// Opens the log in `dir`, applying the recovery table.
@@ -83,8 +87,14 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, opening: Opening) -> Re
         salvage,
         committed,
         read_only,
+        base,
     } = opening;
-    let (ids, mut report) = list_segments(storage, dir, salvage, read_only)?;
+    let (mut ids, mut report) = list_segments(storage, dir, salvage, read_only)?;
+    let (last_archived, base_head) = base.unwrap_or((SegmentId(0), Head::default()));
+    // Archived segments a crash left live are removed before recovery when writable (see
+    // `archive::finish_interrupted`); read-only, they are passed over.
+    ids.retain(|id| *id > last_archived);
+    report.segments = ids.len();
     let mut ctx = RecoveryContext {
         storage,
         dir,
@@ -92,7 +102,11 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, opening: Opening) -> Re
         read_only,
         report: &mut report,
     };
-    let mut opened = Opened::default();
+    let mut opened = Opened {
+        segments: Vec::new(),
+        head: base_head,
+        first_id: last_archived.0 + 1,
+    };
     for (i, id) in ids.iter().copied().enumerate() {
         let is_last = i + 1 == ids.len();
         match open_next(&mut ctx, &opened, id, is_last) {
@@ -170,7 +184,12 @@ fn open_next(
     id: SegmentId,
     is_last: bool,
 ) -> Result<Option<Segment>, Damage> {
-    let expected_id = SegmentId(opened.segments.last().map_or(1, |s| s.id.0 + 1));
+    let expected_id = SegmentId(
+        opened
+            .segments
+            .last()
+            .map_or(opened.first_id, |s| s.id.0 + 1),
+    );
     if id != expected_id {
         return Err(Damage::at(
             expected_id,
@@ -323,7 +342,11 @@ fn remove_incomplete(ctx: &mut RecoveryContext<'_>, id: SegmentId, len: u64) -> 
 
 /// Checks that `header` belongs to segment `id` and continues the segment before it, which ends
 /// at `prev`.
-fn check_continues(id: SegmentId, header: &SegmentHeader, prev: Head) -> Result<(), Damage> {
+pub(crate) fn check_continues(
+    id: SegmentId,
+    header: &SegmentHeader,
+    prev: Head,
+) -> Result<(), Damage> {
     let expected_first = prev.position.next();
     if header.segment_id != id {
         return Err(Damage::at(
@@ -363,7 +386,7 @@ fn check_continues(id: SegmentId, header: &SegmentHeader, prev: Head) -> Result<
 
 /// The sealed segment `id` in `file`, as its `header` and `footer` describe it; a footer whose
 /// count does not match its positions is damage.
-fn sealed_segment(
+pub(crate) fn sealed_segment(
     id: SegmentId,
     header: &SegmentHeader,
     file: Arc<dyn StorageFile>,

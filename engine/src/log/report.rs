@@ -94,6 +94,13 @@ pub enum RecoveryAction {
         /// Why.
         reason: String,
     },
+    /// Segments the archive manifest lists were still in the live log (an archive interrupted
+    /// after its manifest was written, or a restore before it was): the live copies were
+    /// removed, the archived ones being listed and synced.
+    ArchiveCompleted {
+        /// The segment file names removed from `segments/`.
+        segments: Vec<String>,
+    },
 }
 
 /// Damage found while opening, with its place.

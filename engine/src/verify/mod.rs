@@ -5,17 +5,21 @@
 //! chain link and tree root) the user kept outside the journal, which also catches truncated or
 //! rewritten history. It reports every problem with its place; it repairs nothing.
 
+mod archive_check;
 mod blob_check;
 mod index_check;
 mod report;
 mod tree_check;
 mod walk;
 
-pub use report::{Problem, ReportHead, VerifyOptions, VerifyReport};
+pub use report::{ArchiveCheck, Problem, ReportHead, VerifyOptions, VerifyReport};
+
+use journal_format::{ChainHash, Position};
 
 use crate::error::Result;
 use crate::journal::Journal;
 use crate::log::Head;
+use archive_check::ArchiveSide;
 use blob_check::check_blobs;
 use index_check::IndexCompare;
 use tree_check::TreeCompare;
@@ -38,13 +42,19 @@ impl Journal {
         let segments = log.segments();
         let states: Vec<_> = segments.iter().map(|s| s.snapshot()).collect();
         let total: u64 = states.iter().map(|s| s.end_offset).sum();
-        let index = IndexCompare::new(self, options.check_index);
+        let archived = ArchiveSide::of(self)?;
+        // Detached, the index and the tree cover events the walk cannot read: not compared.
+        let whole = archived.as_ref().is_none_or(|a| a.attached);
+        let index = IndexCompare::new(self, options.check_index && whole);
         let digest_root = options
             .digest
             .zip(options.digest_root)
             .map(|((p, _), r)| (p, r));
-        let tree = TreeCompare::new(self, options.check_tree, digest_root);
-        let mut walk = Walk::new(options.digest, index, tree, total, progress);
+        let tree = TreeCompare::new(self, options.check_tree && whole, digest_root);
+        let start = archived
+            .as_ref()
+            .map_or((Position::FIRST, ChainHash::GENESIS), ArchiveSide::start);
+        let mut walk = Walk::new(start, options.digest, index, tree, total, progress);
         for (segment, state) in segments.iter().zip(&states) {
             walk.segment(segment, state)?;
         }
@@ -58,19 +68,17 @@ impl Journal {
             ..
         } = walk;
         unexpected_segments(self, &mut problems);
-        if let Some((digest_position, _)) = options.digest {
-            if !digest_seen {
-                problems.problem("digest_beyond_head", None, None, Some(digest_position), format!(
-                    "the kept digest is at position {digest_position} but the journal ends at {}: history was truncated",
-                    head.position
-                ));
-            }
+        if !digest_seen {
+            digest_unseen(options.digest, start.0, head.position, &mut problems);
         }
         index.finish(&mut problems, &counts)?;
         tree.finish(&mut problems);
         if options.check_blobs {
             check_blobs(self.blobs(), &blob_refs, &mut problems)?;
         }
+        let archive = archived
+            .map(|side| side.check(self, &mut problems))
+            .transpose()?;
         progress(total, total);
         Ok(VerifyReport {
             ok: problems.list.is_empty(),
@@ -81,6 +89,33 @@ impl Journal {
                 hash: head.hash.to_hex(),
             },
             problems: problems.list,
+            archive,
         })
     }
+}
+
+/// The problem of a kept digest the walk did not pass: before `start` (archived, the archive
+/// detached) it could not be checked; past the head, history was truncated.
+fn digest_unseen(
+    digest: Option<(Position, ChainHash)>,
+    start: Position,
+    head: Position,
+    problems: &mut report::Problems,
+) {
+    let Some((at, _)) = digest else {
+        return;
+    };
+    let (kind, detail) = if at < start {
+        (
+            "digest_archived",
+            format!(
+            "the kept digest is at position {at}, which is archived: attach the archive to check it"
+        ),
+        )
+    } else {
+        ("digest_beyond_head", format!(
+            "the kept digest is at position {at} but the journal ends at {head}: history was truncated"
+        ))
+    };
+    problems.problem(kind, None, None, Some(at), detail);
 }

@@ -40,7 +40,7 @@ pub struct Problem {
     /// What kind of problem: `segment_header`, `frame`, `truncated`, `position_sequence`, `chain`,
     /// `unfinished_batch`, `footer`, `decode`, `index_missing`, `index_extra`,
     /// `unexpected_segment`, `blob_missing`, `blob_mismatch`, `digest_mismatch`,
-    /// `digest_beyond_head`.
+    /// `digest_beyond_head`, `digest_archived`, `archive_missing`, `archive_mismatch`.
     pub kind: &'static str,
     /// The segment file, when the problem is in one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +77,25 @@ pub struct VerifyReport {
     pub head: ReportHead,
     /// Every problem found.
     pub problems: Vec<Problem>,
+    /// What was archived and how it was checked; absent when nothing is archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveCheck>,
+}
+
+/// How `verify` treated the archived segments.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ArchiveCheck {
+    /// How many segments the manifest lists.
+    pub segments: usize,
+    /// The last archived position.
+    pub last_archived: u64,
+    /// Whether the archive was attached: its files hashed against the manifest and walked
+    /// with the live log, from position 1.
+    pub attached: bool,
+    /// The first position the walk checked: 1 when attached, else the one after the boundary.
+    pub verified_from: u64,
+    /// What was and was not checked, in words.
+    pub note: String,
 }
 
 /// The problems found so far, in the order they were found.

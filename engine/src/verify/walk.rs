@@ -92,9 +92,11 @@ struct InSegment {
 }
 
 impl<'a> Walk<'a> {
-    /// A walk from the log's first position, checking the `digest` if given, comparing with
+    /// A walk from `start` (the first position and the link before it: position 1 and the
+    /// genesis link, or the archive's boundary when it is not attached), checking the `digest` if given, comparing with
     /// `index`, telling `progress` of bytes checked out of `total`.
     pub fn new(
+        start: (Position, ChainHash),
         digest: Option<(Position, ChainHash)>,
         index: IndexCompare<'a>,
         tree: TreeCompare<'a>,
@@ -109,8 +111,8 @@ impl<'a> Walk<'a> {
             blob_refs: BTreeMap::new(),
             digest_seen: false,
             digest,
-            expected: Position::FIRST,
-            prev: Some(ChainHash::GENESIS),
+            expected: start.0,
+            prev: Some(start.1),
             progress: Progress {
                 done: 0,
                 bytes_before: 0,
