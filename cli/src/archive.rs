@@ -33,6 +33,10 @@ pub struct ArchiveArgs {
     /// Print the plan; move nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Archive positions a `journal replicate` has not had acknowledged yet (its replica then
+    /// needs the archive attached to the source to catch up).
+    #[arg(long)]
+    force: bool,
 }
 
 /// `journal restore`'s arguments.
@@ -80,10 +84,33 @@ pub fn archive(cli: &Cli, args: &ArchiveArgs) -> Result<u8, Failure> {
     if let Some(store) = store {
         models::bring_up_to_date(&journal, store)?;
     }
+    if !args.force && !args.dry_run {
+        let plan = journal.archive(&ArchiveRequest {
+            dry_run: true,
+            ..request.clone()
+        })?;
+        not_ahead_of_replication(cli, plan.last_archived)?;
+    }
     let outcome = journal.archive(&request)?;
     out::line(serde_json::to_string(&outcome).unwrap_or_default())?;
     journal.close();
     Ok(0)
+}
+
+/// Refuses to archive up to `last` when a replication (a `replicate.STREAM.cursor` in the
+/// journal's directory) has not had that far acknowledged: its next publish would read an
+/// archived position.
+fn not_ahead_of_replication(cli: &Cli, last: u64) -> Result<(), Failure> {
+    let behind = journal_replicate::replicated_positions(&cli.dir)
+        .map_err(|e| fail(format!("reading the replication cursors: {e}")))?
+        .into_iter()
+        .find(|(_, acked)| *acked < last);
+    match behind {
+        Some((stream, acked)) => Err(fail(format!(
+            "replication to stream {stream} has positions up to {acked} acknowledged; archiving up to {last} would leave it unable to go on without the archive attached: wait for it, archive less, or give --force"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Runs `journal restore`.

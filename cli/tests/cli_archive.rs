@@ -200,10 +200,24 @@ fn retention_by_size_and_age_and_bad_policies_refused_before_opening() {
     let out = run(journal(&dir).args(["archive", "--to"]).arg(&archive));
     assert_eq!(out.status.code(), Some(2), "a policy is required");
     common::assert_same(&common::snapshot(&dir), &before, "a bad policy");
+    // A replication with only position 5 acknowledged holds archiving back, unless forced.
+    std::fs::write(dir.join("replicate.fleet.cursor"), "5 5\n").expect("cursor");
+    let out = run(journal(&dir)
+        .args(["archive", "--keep-size", "1MiB", "--to"])
+        .arg(&archive));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("stream fleet has positions up to 5 acknowledged"),
+        "{}",
+        stderr(&out)
+    );
+    let status = json_of(&ok(run(journal(&dir).arg("status"))));
+    assert_eq!(status["lastArchived"], 0, "nothing archived: {status}");
     // By size: the live log is brought under 1 MiB; the segment holding the head stays.
     let sized = json_of(&ok(run(journal(&dir)
-        .args(["archive", "--keep-size", "1MiB", "--to"])
+        .args(["archive", "--keep-size", "1MiB", "--force", "--to"])
         .arg(&archive))));
+    std::fs::remove_file(dir.join("replicate.fleet.cursor")).expect("cursor removed");
     assert!(
         !sized["segments"].as_array().expect("list").is_empty(),
         "{sized}"

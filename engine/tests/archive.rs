@@ -17,7 +17,7 @@ use journal_engine::{
     ArchiveRequest, Chain, Encryption, Error, Journal, MasterKey, Options, Redaction, Subject,
     VerifyOptions,
 };
-use journal_format::merkle::{leaf_hash, verify_inclusion};
+use journal_format::merkle::{leaf_hash, verify_inclusion, TreeHash};
 use journal_format::{Envelope, Position, StoredEvent};
 
 /// Events enough to fill several 64 KiB segments.
@@ -109,6 +109,25 @@ fn archived_positions_read_with_the_archive_attached_and_say_where_they_are_with
     let report = journal.verify(&digest, &mut |_, _| {}).expect("verify");
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     assert_eq!(report.problems[0].kind, "digest_archived");
+    // A digest of a live position has its tree root checked on the stored hashes of the
+    // archived leaves.
+    let head = journal.head();
+    let kept = |root| VerifyOptions {
+        digest: Some((head.position, head.hash)),
+        digest_root: Some(root),
+        ..VerifyOptions::default()
+    };
+    let root = journal.tree_root(head.position.0).expect("root");
+    let report = journal.verify(&kept(root), &mut |_, _| {}).expect("verify");
+    assert!(report.ok, "{:?}", report.problems);
+    let report = journal
+        .verify(&kept(TreeHash([7; 32])), &mut |_, _| {})
+        .expect("verify");
+    assert!(
+        report.problems.iter().any(|p| p.kind == "digest_mismatch"),
+        "{:?}",
+        report.problems
+    );
     // Proofs of archived positions come from the tree's level files.
     let size = journal.head().position.0;
     let proof = journal.inclusion_proof(Position(3), size).expect("proof");
@@ -139,6 +158,39 @@ fn archived_positions_read_with_the_archive_attached_and_say_where_they_are_with
     };
     assert!(journal.verify(&digest, &mut |_, _| {}).expect("verify").ok);
     journal.close();
+}
+
+#[test]
+fn an_archive_inside_the_journal_is_refused_and_one_a_crash_lost_is_rolled_back_at_open() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, archive) = (tmp.path().join("j"), tmp.path().join("archive"));
+    let journal = Journal::open(&dir, small_segments()).expect("open");
+    fill(&journal, "s1", EVENTS);
+    let all = read_from(&journal, 1).expect("read all");
+    let err = journal
+        .archive(&before(700, &dir.join("segments")))
+        .expect_err("inside the journal");
+    assert!(
+        matches!(err, Error::InvalidInput(_)) && err.to_string().contains("inside the journal"),
+        "{err}"
+    );
+    let outcome = journal.archive(&before(700, &archive)).expect("archive");
+    journal.close();
+    // As a crash after the manifest step can leave it when the archive directory's own entry
+    // was not durable: the live copies still there, the archived ones gone.
+    for moved in &outcome.segments {
+        std::fs::copy(
+            archive.join(&moved.segment),
+            dir.join("segments").join(&moved.segment),
+        )
+        .expect("live copy");
+    }
+    std::fs::remove_dir_all(&archive).expect("archive lost");
+    let journal = Journal::open(&dir, small_segments()).expect("open rolls back");
+    let actions = format!("{:?}", journal.recovery_report().actions);
+    assert!(actions.contains("ArchiveRolledBack"), "{actions}");
+    assert_eq!(read_from(&journal, 1).expect("every event live"), all);
+    assert!(verify(&journal).ok);
 }
 
 #[test]

@@ -85,6 +85,30 @@ pub(crate) struct Notes {
     noted: Acked,
 }
 
+/// Every stream the journal in `dir` is replicated to, with the last position JetStream
+/// acknowledged of it (its cursor file), in the order of the streams' names.
+///
+/// # Errors
+/// A cursor file that cannot be read or is not of its form.
+pub fn replicated_positions(dir: &Path) -> Result<Vec<(String, u64)>> {
+    let entries = std::fs::read_dir(dir).map_err(io(format!("listing {}", dir.display())))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io(format!("listing {}", dir.display())))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stream) = name
+            .strip_prefix("replicate.")
+            .and_then(|rest| rest.strip_suffix(".cursor"))
+        else {
+            continue;
+        };
+        let acked = Cursor::new(dir, stream).load()?;
+        found.push((stream.to_string(), acked.position));
+    }
+    found.sort();
+    Ok(found)
+}
+
 fn joined(e: tokio::task::JoinError) -> Error {
     Error::Io {
         context: "writing the replication cursor".into(),

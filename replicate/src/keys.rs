@@ -59,7 +59,12 @@ impl Shipper {
         journal: &Journal,
         limits: &StreamLimits,
     ) -> Result<Option<u64>> {
-        let Some(store) = journal.key_store_copy()? else {
+        // Read off the runtime's threads: a store being replaced is read again after a pause.
+        let source = journal.clone();
+        let copied = tokio::task::spawn_blocking(move || source.key_store_copy())
+            .await
+            .map_err(|e| journal_engine::Error::Internal(format!("reading the key store: {e}")))?;
+        let Some(store) = copied? else {
             return Ok(None);
         };
         if let Some((shipped, sequence)) = &self.shipped {

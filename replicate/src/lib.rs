@@ -16,6 +16,7 @@ pub mod local_cluster;
 pub mod publish;
 mod stream;
 
+pub use cursor::replicated_positions;
 pub use follow::{follow, follow_fleet, FollowOptions, FollowProgress, Origin};
 pub use ingest::{ingest, IngestOptions};
 pub use publish::{replicate, Progress, ReplicateOptions};

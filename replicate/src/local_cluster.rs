@@ -31,20 +31,37 @@ pub struct Cluster {
     nodes: Vec<Node>,
 }
 
-/// A port free on loopback now.
+/// A port free on loopback now, drawn below the kernel's range of ephemeral ports (32768 and
+/// up on Linux), so that no client connection of a test running beside is given it before the
+/// node binds it.
 fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    for _ in 0..1000 {
+        let draw = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = 20_000 + u16::try_from(draw % 12_000).unwrap_or(0);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
 }
 
+/// How many times a cluster is started on fresh ports before giving up.
+const START_ATTEMPTS: usize = 3;
+
 impl Cluster {
-    /// Starts `n` nodes clustered together, and waits until each takes connections.
+    /// Starts `n` nodes clustered together, and waits until each takes connections; a node
+    /// that does not (its port taken meanwhile, say) has the cluster started again on other
+    /// ports.
     ///
     /// # Panics
     /// When `nats-server` is not installed (saying how to install it) or a node does not
-    /// listen within 10 s.
+    /// listen within 10 s in any of the attempts (with its log).
     #[must_use]
     pub fn start(n: usize) -> Cluster {
         let found = Command::new("nats-server")
@@ -52,6 +69,25 @@ impl Cluster {
             .stdout(Stdio::null())
             .status();
         assert!(found.is_ok_and(|s| s.success()), "{INSTALL}");
+        let mut why = String::new();
+        for attempt in 1..=START_ATTEMPTS {
+            let mut cluster = Cluster::configure(n);
+            for i in 0..n {
+                cluster.spawn(i);
+            }
+            match (0..n).try_for_each(|i| cluster.ready(i)) {
+                Ok(()) => return cluster,
+                Err(e) => {
+                    eprintln!("local cluster, attempt {attempt} of {START_ATTEMPTS}: {e}");
+                    why = e;
+                }
+            }
+        }
+        panic!("{why}");
+    }
+
+    /// The nodes' ports, configuration files and stores, in a new temporary directory.
+    fn configure(n: usize) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let mut nodes = Vec::new();
@@ -81,14 +117,7 @@ impl Cluster {
                 child: None,
             });
         }
-        let mut cluster = Cluster { dir, nodes };
-        for i in 0..n {
-            cluster.spawn(i);
-        }
-        for i in 0..n {
-            cluster.wait_ready(i);
-        }
-        cluster
+        Cluster { dir, nodes }
     }
 
     fn spawn(&mut self, i: usize) {
@@ -106,17 +135,37 @@ impl Cluster {
         node.child = Some(child);
     }
 
-    fn wait_ready(&self, i: usize) {
-        let Some(port) = self.nodes.get(i).map(|n| n.client_port) else {
-            return;
+    fn wait_ready(&mut self, i: usize) {
+        if let Err(why) = self.ready(i) {
+            panic!("{why}");
+        }
+    }
+
+    /// Waits until node `i` takes connections; why not, with its log, when it exits first or
+    /// does not within 10 s.
+    fn ready(&mut self, i: usize) -> Result<(), String> {
+        let Some(node) = self.nodes.get_mut(i) else {
+            return Ok(());
         };
         for _ in 0..200 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
+            if TcpStream::connect(("127.0.0.1", node.client_port)).is_ok() {
+                return Ok(());
+            }
+            let exited = node
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() {
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("nats-server node {i} did not listen on port {port} within 10 s");
+        let log = std::fs::read_to_string(node.config.with_extension("log")).unwrap_or_default();
+        let tail: String = log.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+        Err(format!(
+            "nats-server node {i} did not listen on port {} within 10 s; its log ends: {tail}",
+            node.client_port
+        ))
     }
 
     /// Every node's client URL, separated by commas.

@@ -7,7 +7,8 @@
 //! The steps of an archive are ordered so that a crash anywhere leaves every event live or
 //! archived and listed: each segment copied and synced (file and directory), then the manifest
 //! replaced, then the live files removed. A restore copies back, then replaces the manifest.
-//! Open removes the live copy of any segment the manifest lists.
+//! Open removes the live copy of a segment the manifest lists once its archived copy is there
+//! whole, and otherwise rolls the manifest back, the segment staying live.
 
 pub(crate) mod files;
 pub mod manifest;
@@ -67,68 +68,123 @@ pub(crate) struct AtOpen {
     pub base: Option<(SegmentId, Head)>,
 }
 
-/// Reads the manifest before recovery and, unless `read_only`, removes the live copy of every
-/// segment it lists (an archive interrupted after its manifest step, or a restore before it),
-/// reporting it in `actions`.
+/// Reads the manifest before recovery and, unless `read_only`, finishes or rolls back what an
+/// interrupted archive or restore left (see [`settle_live_copies`]), reporting it in `actions`.
 pub(crate) fn before_recovery(
     storage: &dyn Storage,
     dir: &Path,
     read_only: bool,
     actions: &mut Vec<RecoveryAction>,
 ) -> Result<AtOpen> {
-    let manifest = manifest::read(storage, dir)?;
+    let mut manifest = manifest::read(storage, dir)?;
+    if !read_only {
+        let settled = settle_live_copies(storage, dir, &mut manifest)?;
+        if !settled.rolled_back.is_empty() {
+            actions.push(RecoveryAction::ArchiveRolledBack {
+                segments: settled.rolled_back,
+            });
+        }
+        if !settled.removed.is_empty() {
+            actions.push(RecoveryAction::ArchiveCompleted {
+                segments: settled.removed,
+            });
+        }
+    }
     let base = manifest
         .boundary()
         .map(|(id, position, hash)| (id, Head { position, hash }));
-    if !read_only {
-        let removed = remove_live_copies(storage, dir, &manifest)?;
-        if !removed.is_empty() {
-            actions.push(RecoveryAction::ArchiveCompleted { segments: removed });
-        }
-    }
     Ok(AtOpen { manifest, base })
 }
 
-/// Removes from `segments/` every file the manifest lists, and the partial copies
-/// (`*.seg.part`) an interrupted restore left, and makes the directory's entries durable;
-/// returns the names of the listed segments removed.
-fn remove_live_copies(
+/// What [`settle_live_copies`] did: the listed segments whose live copies it removed, and
+/// those it took out of the manifest, their archived copies missing or not whole.
+#[derive(Default)]
+struct Settled {
+    removed: Vec<String>,
+    rolled_back: Vec<String>,
+}
+
+/// Settles the segments the manifest lists that are still live (an archive interrupted after
+/// its manifest step, or a restore before it): when every such archived copy is there with the
+/// hash the manifest records, the live copies are removed; otherwise (an archive directory a
+/// crash lost, a copy not whole) the manifest's tail from the first such segment is rolled
+/// back, its segments staying live, and the manifest replaced. Partial copies (`*.seg.part`)
+/// an interrupted restore left are removed. The live copy is never removed on the manifest's
+/// word alone.
+///
+/// # Errors
+/// [`Error::Corruption`] when an archived copy is missing and its live copy is gone too, or a
+/// segment to roll back is followed by one that is not live; an I/O error.
+fn settle_live_copies(
     storage: &dyn Storage,
     dir: &Path,
-    manifest: &Manifest,
-) -> Result<Vec<String>> {
+    manifest: &mut Manifest,
+) -> Result<Settled> {
     let seg_dir = dir.join(SEGMENTS_DIR);
-    let io = |what: &'static str, path: &Path| {
-        let shown = path.display().to_string();
-        Error::io_with(move || format!("{what} {shown}"))
+    let mut changed = remove_partial_copies(storage, &seg_dir)?;
+    let mut settled = Settled::default();
+    let live = |entry: &ArchivedSegment| storage.exists(&segment_path(dir, entry.segment));
+    let whole = |entry: &ArchivedSegment| {
+        let copy = Path::new(&entry.location).join(entry.segment.file_name());
+        storage.exists(&copy)
+            && files::hash(storage, &copy).is_ok_and(|h| h == (entry.len, entry.file_hash))
     };
-    let mut changed = false;
-    if storage.exists(&seg_dir) {
-        let names = storage
-            .list_dir(&seg_dir)
-            .map_err(io("listing", &seg_dir))?;
-        for name in names.iter().filter(|n| n.ends_with(".seg.part")) {
-            let path = seg_dir.join(name);
-            storage.remove_file(&path).map_err(io("removing", &path))?;
-            changed = true;
+    if let Some(first_bad) = manifest.segments.iter().position(|e| live(e) && !whole(e)) {
+        if let Some(gone) = manifest
+            .segments
+            .get(first_bad..)
+            .and_then(|t| t.iter().find(|e| !live(e)))
+        {
+            return Err(Error::Corruption {
+                segment: gone.segment,
+                offset: 0,
+                position: Some(gone.first),
+                detail: format!(
+                    "an interrupted archive left segments {}.. live with no whole archived copy, but {} is neither live nor whole",
+                    first_bad, gone.segment.file_name()
+                ),
+            });
         }
+        let tail = manifest.segments.split_off(first_bad);
+        settled.rolled_back = tail.iter().map(|e| e.segment.file_name()).collect();
+        manifest::write(storage, dir, manifest)?;
     }
-    let mut removed = Vec::new();
     for entry in &manifest.segments {
         let path = segment_path(dir, entry.segment);
         if storage.exists(&path) {
-            storage
-                .remove_file(&path)
-                .map_err(io("removing the archived", &path))?;
-            removed.push(entry.segment.file_name());
+            storage.remove_file(&path).map_err(Error::io_with(|| {
+                format!("removing the archived {}", path.display())
+            }))?;
+            settled.removed.push(entry.segment.file_name());
+            changed = true;
         }
     }
-    if changed || !removed.is_empty() {
+    if changed {
         storage
             .sync_dir(&seg_dir)
-            .map_err(io("syncing", &seg_dir))?;
+            .map_err(Error::io_with(|| format!("syncing {}", seg_dir.display())))?;
     }
-    Ok(removed)
+    Ok(settled)
+}
+
+/// Removes the partial copies (`*.seg.part`) an interrupted restore left in `seg_dir`; whether
+/// there were any.
+fn remove_partial_copies(storage: &dyn Storage, seg_dir: &Path) -> Result<bool> {
+    if !storage.exists(seg_dir) {
+        return Ok(false);
+    }
+    let names = storage
+        .list_dir(seg_dir)
+        .map_err(Error::io_with(|| format!("listing {}", seg_dir.display())))?;
+    let mut any = false;
+    for name in names.iter().filter(|n| n.ends_with(".seg.part")) {
+        let path = seg_dir.join(name);
+        storage
+            .remove_file(&path)
+            .map_err(Error::io_with(|| format!("removing {}", path.display())))?;
+        any = true;
+    }
+    Ok(any)
 }
 
 /// After recovery: records where the live log begins in `log` and, when `archive` is given,

@@ -74,32 +74,18 @@ impl Journal {
                 limit: limits.batch_events_max as u64,
             });
         }
+        let assigned = self.check_events(&mut events)?;
         if let Some(keys) = &self.inner.keys {
-            // The keys the batch's new subjects need, made in one rewrite of the key store.
+            // The keys the batch's new subjects need, made in one rewrite of the key store,
+            // once every event has passed its checks.
             keys.prepare(&events)?;
         }
         let mut prepared = Vec::with_capacity(events.len());
         let mut bodies = Vec::with_capacity(events.len() * PREPARED_BODY_BYTES);
         let mut ids = Strings::default();
-        for i in 0..events.len() {
+        for (i, id_assigned) in assigned.into_iter().enumerate() {
             let index = Some(i);
             let missing = || Error::Internal(format!("no event {i} in the batch"));
-            // An event without an id is given one here, in batch order, so that a batch refused
-            // at an event has drawn no id for the events after it. A lent batch is copied first.
-            let id_assigned = events.get(i).is_some_and(|e| e.event_id.is_empty());
-            if id_assigned {
-                let event = events.to_mut().get_mut(i).ok_or_else(missing)?;
-                event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
-            }
-            let event = events.get(i).ok_or_else(missing)?;
-            crate::options::check_fact(event, self.inner.options.conformance)
-                .map_err(|source| Error::InvalidEvent { index, source })?;
-            if let Some(name) = journal_format::seal::reserved_field(&event.extra) {
-                return Err(Error::InvalidEvent {
-                    index,
-                    source: journal_format::EnvelopeError::JournalField(name),
-                });
-            }
             let start = bodies.len();
             self.encode(&mut events, i, &mut bodies)
                 .map_err(|source| match source {
@@ -160,6 +146,34 @@ impl Journal {
             }
         }
         Ok((prepared, bodies, ids))
+    }
+
+    /// Gives each event without an id one, in batch order, and checks each (its form under
+    /// this journal's conformance profile, no field the journal reserves), so that a batch
+    /// refused at an event has drawn no id for the events after it. A lent batch is copied
+    /// first when an id is given. Returns which events were given an id.
+    fn check_events(&self, events: &mut Cow<'_, [Envelope]>) -> Result<Vec<bool>> {
+        let mut assigned = Vec::with_capacity(events.len());
+        for i in 0..events.len() {
+            let index = Some(i);
+            let missing = || Error::Internal(format!("no event {i} in the batch"));
+            let id_assigned = events.get(i).is_some_and(|e| e.event_id.is_empty());
+            if id_assigned {
+                let event = events.to_mut().get_mut(i).ok_or_else(missing)?;
+                event.event_id = uuid_v7(&*self.inner.options.clock, &*self.inner.options.entropy);
+            }
+            let event = events.get(i).ok_or_else(missing)?;
+            crate::options::check_fact(event, self.inner.options.conformance)
+                .map_err(|source| Error::InvalidEvent { index, source })?;
+            if let Some(name) = journal_format::seal::reserved_field(&event.extra) {
+                return Err(Error::InvalidEvent {
+                    index,
+                    source: journal_format::EnvelopeError::JournalField(name),
+                });
+            }
+            assigned.push(id_assigned);
+        }
+        Ok(assigned)
     }
 
     /// Appends event `i`'s body to `bodies`: sealed when the journal is encrypted (in place in a

@@ -46,6 +46,13 @@ impl Journal {
                 )));
             }
         }
+        let journal_dir = absolute(self.dir());
+        if Path::new(&absolute(&request.to)).starts_with(&journal_dir) {
+            return Err(Error::InvalidInput(format!(
+                "the archive {} is inside the journal's directory {journal_dir}: archive to a directory of its own",
+                request.to.display()
+            )));
+        }
         let storage = Arc::clone(&self.options().storage);
         let mut manifest = manifest::read(&*storage, self.dir())?;
         let live = self.live_segments(&manifest);
@@ -60,11 +67,7 @@ impl Journal {
         }
         self.make_derived_durable()?;
         let location = absolute(&request.to);
-        storage
-            .create_dir_all(&request.to)
-            .map_err(Error::io_with(|| {
-                format!("creating {}", request.to.display())
-            }))?;
+        create_durable_dir(&*storage, &request.to)?;
         // 1. Each segment copied into the archive, synced with its directory.
         for segment in &chosen {
             manifest.segments.push(copy_out(
@@ -136,6 +139,32 @@ impl Journal {
         log.set_boundary(boundary(manifest, attached.is_some()));
         Ok(())
     }
+}
+
+/// Creates `dir` and the directories above it that are missing, and makes each new entry
+/// durable (each created directory synced, and the one above the highest): a copy synced into
+/// a directory whose own entry a crash can lose is not archived.
+fn create_durable_dir(storage: &dyn crate::storage::Storage, dir: &Path) -> Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !storage.exists(d))
+        .collect();
+    storage
+        .create_dir_all(dir)
+        .map_err(Error::io_with(|| format!("creating {}", dir.display())))?;
+    let Some(highest) = missing.last() else {
+        return Ok(());
+    };
+    let above = highest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for d in missing.iter().copied().chain([above]) {
+        storage
+            .sync_dir(d)
+            .map_err(Error::io_with(|| format!("syncing {}", d.display())))?;
+    }
+    Ok(())
 }
 
 /// Copies live `segment` into `archive`, returning its manifest entry.

@@ -82,8 +82,9 @@ impl Journal {
     /// Takes `copy`, the key store of the source this journal is a replica of
     /// ([`Journal::key_store_copy`]), as its own, durably: the store replaced whole, the old
     /// copy overwritten with zeros, so that the keys the source destroyed are gone here too.
-    /// The replica needs no master key for it; opened with one, it reads with the new keys at
-    /// once.
+    /// The replica needs no master key for it. Opened with one over a key store it already
+    /// had, it reads with the new keys at once; the first store installed is read from the
+    /// next open.
     ///
     /// # Errors
     /// [`Error::Keys`] when `copy` is not a whole key store; [`Error::InvalidInput`] when it is

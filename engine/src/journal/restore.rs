@@ -12,7 +12,7 @@ use crate::archive::manifest::{self, ArchivedSegment, Manifest};
 use crate::archive::{boundary, files, open_all, ArchiveOutcome, MovedSegment};
 use crate::error::{Error, Result};
 use crate::journal::Journal;
-use crate::log::segment::SEGMENTS_DIR;
+use crate::log::segment::{segment_path, SEGMENTS_DIR};
 use crate::log::{Head, Segment};
 
 impl Journal {
@@ -41,14 +41,24 @@ impl Journal {
         let keep = after.map_or(0, |p| manifest.segments.partition_point(|s| s.last < p));
         let back: Vec<ArchivedSegment> = manifest.segments.split_off(keep);
         let seg_dir = self.dir().join(SEGMENTS_DIR);
-        // 1. Each file copied into `segments/` (checked against its hash, synced, renamed).
-        for entry in &back {
+        // 1. Each file copied into `segments/` (checked against its hash, synced, renamed);
+        // on a refusal, the copies made so far are removed again.
+        for (copied, entry) in back.iter().enumerate() {
             let name = entry.segment.file_name();
             let source = from.join(&name);
-            if !storage.exists(&source) {
-                return Err(missing(entry, from));
+            let done = match storage.exists(&source) {
+                false => Err(missing(entry, from)),
+                true => files::copy(&*storage, &source, &seg_dir, &name, Some(entry.file_hash)),
+            };
+            if let Err(e) = done {
+                for undone in back.iter().take(copied) {
+                    let path = segment_path(self.dir(), undone.segment);
+                    if let Err(e) = storage.remove_file(&path) {
+                        tracing::error!(error = %e, path = %path.display(), "removing a restored copy after a refusal failed; the next open removes it");
+                    }
+                }
+                return Err(e);
             }
-            files::copy(&*storage, &source, &seg_dir, &name, Some(entry.file_hash))?;
         }
         // 2. The manifest no longer lists them: they are live.
         manifest::write(&*storage, self.dir(), &manifest)?;

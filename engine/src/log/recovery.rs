@@ -92,7 +92,7 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, opening: Opening) -> Re
     let (mut ids, mut report) = list_segments(storage, dir, salvage, read_only)?;
     let (last_archived, base_head) = base.unwrap_or((SegmentId(0), Head::default()));
     // Archived segments a crash left live are removed before recovery when writable (see
-    // `archive::finish_interrupted`); read-only, they are passed over.
+    // `archive::before_recovery`); read-only, they are passed over.
     ids.retain(|id| *id > last_archived);
     report.segments = ids.len();
     let mut ctx = RecoveryContext {

@@ -101,6 +101,13 @@ pub enum RecoveryAction {
         /// The segment file names removed from `segments/`.
         segments: Vec<String>,
     },
+    /// Segments the archive manifest lists were still in the live log, but their archived
+    /// copies were missing or not whole (an archive interrupted before its copies were
+    /// durable, the archive directory lost): they were taken out of the manifest and stay live.
+    ArchiveRolledBack {
+        /// The segment file names kept live.
+        segments: Vec<String>,
+    },
 }
 
 /// Damage found while opening, with its place.

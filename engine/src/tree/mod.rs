@@ -193,6 +193,20 @@ impl Tree {
         Ok(tree)
     }
 
+    /// The frontier of the tree of the first `size` leaves, read from the stored hashes.
+    ///
+    /// # Errors
+    /// [`Error::Tree`] when the tree holds fewer leaves; an I/O error reading them.
+    pub(crate) fn frontier(&self, size: u64) -> Result<Frontier> {
+        if size > self.size() {
+            return Err(Error::Tree(format!(
+                "the tree holds {} leaves, not {size}",
+                self.size()
+            )));
+        }
+        frontier_at(&self.levels, size)
+    }
+
     /// The leaves the tree holds: every hash of the tree of this size can be read.
     pub(crate) fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)

@@ -50,10 +50,11 @@ impl Journal {
             .digest
             .zip(options.digest_root)
             .map(|((p, _), r)| (p, r));
-        let tree = TreeCompare::new(self, options.check_tree && whole, digest_root);
         let start = archived
             .as_ref()
             .map_or((Position::FIRST, ChainHash::GENESIS), ArchiveSide::start);
+        let boundary = Position(start.0 .0.saturating_sub(1));
+        let tree = TreeCompare::new(self, options.check_tree && whole, digest_root, boundary);
         let mut walk = Walk::new(start, options.digest, index, tree, total, progress);
         for (segment, state) in segments.iter().zip(&states) {
             walk.segment(segment, state)?;

@@ -36,11 +36,14 @@ pub(super) struct TreeCompare<'j> {
 
 impl<'j> TreeCompare<'j> {
     /// Readies the comparison with `journal`'s stored tree (when `check` is on and the journal
-    /// keeps one) once it holds the log's head, and with the root of `digest`, when given.
+    /// keeps one) once it holds the log's head, and with the root of `digest`, when given. A
+    /// walk that starts after `boundary` (the archive detached) builds on the stored tree's
+    /// hashes of the archived leaves, so that a digest's root is still checked.
     pub fn new(
         journal: &'j Journal,
         check: bool,
         digest: Option<(Position, TreeHash)>,
+        boundary: Position,
     ) -> TreeCompare<'j> {
         let mut compare = TreeCompare {
             tree: None,
@@ -53,7 +56,18 @@ impl<'j> TreeCompare<'j> {
             digest_seen: None,
             failure: None,
         };
-        if digest.is_some_and(|(p, _)| p == Position::ZERO) {
+        if boundary > Position::ZERO && digest.is_some() {
+            match journal.tree().frontier(boundary.0) {
+                Ok(frontier) => compare.built = frontier,
+                Err(e) => {
+                    compare.failure = Some(format!(
+                        "the kept digest's root cannot be checked: the tree's hashes of the archived positions ..={boundary} are not readable ({e})"
+                    ));
+                    compare.digest = None;
+                }
+            }
+        }
+        if digest.is_some_and(|(p, _)| p.0 == compare.built.size()) {
             compare.digest_seen = Some(compare.built.root());
         }
         if check && journal.keeps_tree() {
