@@ -237,6 +237,17 @@ pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Manifest> {
 /// # Errors
 /// An I/O error; the old manifest is then still in place.
 pub(crate) fn write(storage: &dyn Storage, dir: &Path, manifest: &Manifest) -> Result<()> {
+    if let Some(long) = manifest
+        .segments
+        .iter()
+        .find(|s| s.location.len() > usize::from(u16::MAX))
+    {
+        return Err(Error::InvalidInput(format!(
+            "the archive's location is {} bytes, over the manifest's {} (archive to a shorter path)",
+            long.location.len(),
+            u16::MAX
+        )));
+    }
     replace_file(storage, dir, MANIFEST_FILE, &manifest.encode())
 }
 
