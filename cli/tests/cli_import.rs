@@ -75,10 +75,10 @@ fn a_claude_code_session_imports_replays_and_imports_again_as_a_no_op() {
         let out = journal(dir).arg("digest").output().unwrap();
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let before = head(&dir);
+    let first = head(&dir);
     let again = import_json(&dir, &args);
     assert_eq!(again[0]["eventsWritten"], 0);
-    assert_eq!(head(&dir), before, "a second import adds nothing");
+    assert_eq!(head(&dir), first, "a second import adds nothing");
     let verify = journal(&dir).arg("verify").output().unwrap();
     assert!(verify.status.success());
 }

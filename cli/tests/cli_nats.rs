@@ -477,7 +477,7 @@ fn a_flipped_byte_or_a_skipped_position_is_refused_with_its_position() {
         assert_eq!(
             head(rep.path()),
             kept,
-            "{stream}: everything before is kept"
+            "{stream}: the positions ahead of the refused one are kept"
         );
     }
 }

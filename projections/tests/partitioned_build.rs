@@ -184,8 +184,8 @@ fn a_build_that_failed_in_this_process_starts_again_from_default_states() {
     let models = ReadModels::open_at(&journal, &dir.path().join("models.redb"))
         .unwrap()
         .with_partition_events(2000);
-    // The first pass fails after `state` wrote its partition and before `activity` did: the
-    // activity worker still holds that partition's states in its cache.
+    // The first pass fails once `state` has written its partition and `activity` has not: the
+    // activity worker holds that partition's states in its cache.
     let failed = std::panic::catch_unwind(AssertUnwindSafe(|| {
         models.catch_up(&mut |_, _, _| panic!("simulated failure after the first flush"))
     }));
@@ -240,7 +240,7 @@ fn an_interrupted_build_by_partition_serves_nothing_partial_and_starts_again() {
         assert_eq!(f.progress.map(|p| p.target), Some(head), "{name}");
         assert_eq!(models.digest(name).unwrap().1, 0, "{name}: nothing served");
     }
-    // Built again in one pass: what the crash left is cleared before any build.
+    // Built again in one pass: what the crash left is cleared first.
     let models = models.without_partitions();
     models.catch_up(&mut |_, _, _| {}).unwrap();
     let fresh = ReadModels::open_at(&journal, &dir.path().join("fresh.redb")).unwrap();
@@ -393,7 +393,7 @@ fn a_fault_in_a_build_by_partition_is_the_first_in_log_order() {
             .unwrap()
             .map_or(0, |b| decode::<u64>(&b).unwrap())
     };
-    // The states of the 30 events before the fault, nothing after it, served as the last good
+    // The states of the 30 events preceding the fault, nothing after it, served as the last good
     // state, as a build in one pass would leave them.
     assert_eq!((count(&late), count(&early)), (15, 15));
     let f = freshness(&store, &journal, "strict").unwrap();
@@ -475,7 +475,7 @@ fn a_log_in_one_partition_is_built_in_one_pass_to_the_ordinary_catch_ups_states(
     .unwrap();
     assert!(built);
     assert_eq!(passes, 1);
-    // Built to the head by the pass itself, before any ordinary catch-up.
+    // Built to the head by the pass itself, not by an ordinary catch-up.
     let serving = store.meta("activity").unwrap().serving.unwrap();
     assert_eq!(
         (serving.position, serving.hash),
