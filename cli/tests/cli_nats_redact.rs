@@ -10,10 +10,8 @@ mod nats;
 use std::path::Path;
 use std::process::Command;
 
-use base64::Engine as _;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use common::{journal, ok, output_with_stdin};
+use journal_testkit::disk;
 use nats::Cluster;
 use serde_json::Value;
 
@@ -53,42 +51,6 @@ fn replicate_and_follow(url: &str, src: &Path, rep: &Path, until: u64) {
     ok(follow.output().unwrap());
 }
 
-/// The data key `key_ref` of the store in `dir`, unwrapped with the master key `master_hex`
-/// as docs/FORMAT.md lays the store out (base64 of a 24-byte nonce and the ciphertext, the
-/// key reference as associated data), and its wrapped text.
-fn data_key(dir: &Path, master_hex: &str, key_ref: &str) -> (Vec<u8>, String) {
-    let store: Value = serde_json::from_slice(&std::fs::read(dir.join("KEYS")).unwrap()).unwrap();
-    let wrapped = store["keys"][key_ref]
-        .as_str()
-        .expect("the replica's store holds the key")
-        .to_string();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&wrapped)
-        .unwrap();
-    let master: Vec<u8> = (0..32)
-        .map(|i| u8::from_str_radix(&master_hex[i * 2..i * 2 + 2], 16).unwrap())
-        .collect();
-    let key = XChaCha20Poly1305::new(master.as_slice().into())
-        .decrypt(
-            XNonce::from_slice(&bytes[..24]),
-            Payload {
-                msg: &bytes[24..],
-                aad: key_ref.as_bytes(),
-            },
-        )
-        .expect("unwraps with the master key");
-    (key, wrapped)
-}
-
-/// The files under `dir` whose bytes hold `needle`.
-fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    common::snapshot(dir)
-        .into_iter()
-        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle))
-        .map(|(name, _)| name)
-        .collect()
-}
-
 #[test]
 fn a_replica_of_an_encrypted_journal_reads_with_its_key_and_forgets_what_the_source_redacts() {
     let cluster = Cluster::start(3);
@@ -125,9 +87,12 @@ fn a_replica_of_an_encrypted_journal_reads_with_its_key_and_forgets_what_the_sou
         .output()
         .unwrap());
     assert!(read.contains("SECRET-GONE-7"), "{read}");
-    assert_eq!(holding(&rep, b"SECRET-GONE"), Vec::<String>::new());
+    assert_eq!(
+        disk::holding(&rep, b"SECRET-GONE").unwrap(),
+        Vec::<String>::new()
+    );
     let master_hex = std::fs::read_to_string(&key).unwrap();
-    let (data, wrapped) = data_key(&rep, master_hex.trim(), "session:gone/1");
+    let (data, wrapped) = disk::data_key(&rep, master_hex.trim(), "session:gone/1").unwrap();
 
     ok(with_key(&src, &key)
         .args(["redact", "--session", "gone", "--reason", "erasure request"])
@@ -161,7 +126,7 @@ fn a_replica_of_an_encrypted_journal_reads_with_its_key_and_forgets_what_the_sou
     );
     for needle in [&b"SECRET-GONE"[..], &data[..], wrapped.as_bytes()] {
         assert_eq!(
-            holding(&rep, needle),
+            disk::holding(&rep, needle).unwrap(),
             Vec::<String>::new(),
             "nothing in the replica's directory holds the redacted content or its key"
         );

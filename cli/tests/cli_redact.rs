@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use journal_testkit::disk;
 use serde_json::Value;
 
 fn agent_logs() -> PathBuf {
@@ -31,15 +32,6 @@ fn ok(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// The files under `dir` whose bytes hold `needle`.
-fn holding(dir: &Path, needle: &str) -> Vec<String> {
-    common::snapshot(dir)
-        .into_iter()
-        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        .map(|(name, _)| name)
-        .collect()
 }
 
 /// Strings of the imported session: the user's first request, the assistant's thinking, and
@@ -75,13 +67,15 @@ fn a_redacted_session_reads_redacted_everywhere_verifies_and_leaves_no_plaintext
     ok(journal(&dir, &key).args(["get", "session", &session]));
     for text in &PLAINTEXT[..2] {
         assert_eq!(
-            holding(&dir, text),
+            disk::holding(&dir, text.as_bytes()).unwrap(),
             Vec::<String>::new(),
             "{text}: sealed in the log"
         );
     }
     assert!(
-        !holding(&dir, PLAINTEXT[2]).is_empty(),
+        !disk::holding(&dir, PLAINTEXT[2].as_bytes())
+            .unwrap()
+            .is_empty(),
         "blobs are not sealed"
     );
     // Without the key, the journal does not open.
@@ -159,9 +153,13 @@ fn a_redacted_session_reads_redacted_everywhere_verifies_and_leaves_no_plaintext
         ] {
             assert!(!output.contains(text), "{what} shows {text}");
         }
-        assert_eq!(holding(&dir, text), Vec::<String>::new(), "{text}");
         assert_eq!(
-            holding(&pack, text),
+            disk::holding(&dir, text.as_bytes()).unwrap(),
+            Vec::<String>::new(),
+            "{text}"
+        );
+        assert_eq!(
+            disk::holding(&pack, text.as_bytes()).unwrap(),
             Vec::<String>::new(),
             "{text} in the pack"
         );

@@ -7,9 +7,6 @@ mod common;
 
 use std::path::Path;
 
-use base64::Engine as _;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use journal_engine::seams::SystemEntropy;
 use journal_engine::{
     Chain, Encryption, Error, Filter, Journal, MasterKey, Options, Redaction, Subject,
@@ -17,6 +14,7 @@ use journal_engine::{
 };
 use journal_format::proof::check_inclusion;
 use journal_format::{Envelope, Position};
+use journal_testkit::disk;
 use serde_json::{json, Value};
 
 fn options(master: &MasterKey) -> Options {
@@ -42,59 +40,6 @@ fn secret_event(id: &str, session: &str, run: &str, secret: &str) -> Envelope {
     e.extra
         .insert("vendorNote".into(), json!(format!("note {secret}")));
     e
-}
-
-/// Every file under `dir`, with its bytes.
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read_dir") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            out.extend(files(&path));
-        } else {
-            out.push((
-                path.display().to_string(),
-                std::fs::read(&path).expect("read"),
-            ));
-        }
-    }
-    out
-}
-
-/// The files under `dir` holding `needle`.
-fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    files(dir)
-        .into_iter()
-        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle))
-        .map(|(name, _)| name)
-        .collect()
-}
-
-/// The data key `key_ref` unwrapped from `KEYS` with `master`'s bytes, as docs/FORMAT.md lays
-/// the store out (base64 of a 24-byte nonce and the ciphertext, the key reference as associated
-/// data): the test's own reading of the file, not the engine's. Also the wrapped text.
-fn data_key(dir: &Path, master_hex: &str, key_ref: &str) -> ([u8; 32], String) {
-    let store: Value = serde_json::from_slice(&std::fs::read(dir.join("KEYS")).unwrap()).unwrap();
-    let wrapped = store["keys"][key_ref]
-        .as_str()
-        .expect("a wrapped key")
-        .to_string();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&wrapped)
-        .unwrap();
-    let master: Vec<u8> = (0..32)
-        .map(|i| u8::from_str_radix(&master_hex[i * 2..i * 2 + 2], 16).unwrap())
-        .collect();
-    let plain = XChaCha20Poly1305::new(master.as_slice().into())
-        .decrypt(
-            XNonce::from_slice(&bytes[..24]),
-            Payload {
-                msg: &bytes[24..],
-                aad: key_ref.as_bytes(),
-            },
-        )
-        .expect("unwraps with the master key");
-    (plain.try_into().unwrap(), wrapped)
 }
 
 fn read_all(journal: &Journal) -> Vec<journal_format::StoredEvent> {
@@ -177,13 +122,13 @@ fn sealed_content_reads_back_as_written_through_every_read_and_is_not_on_disk() 
         "SECRET-OUTPUT",
     ] {
         assert_eq!(
-            holding(dir.path(), secret.as_bytes()),
+            disk::holding(dir.path(), secret.as_bytes()).unwrap(),
             Vec::<String>::new(),
             "{secret}"
         );
     }
     // Metadata stays readable in the stored bytes.
-    assert!(!holding(dir.path(), b"decidedBy").is_empty());
+    assert!(!disk::holding(dir.path(), b"decidedBy").unwrap().is_empty());
 }
 
 #[test]
@@ -207,7 +152,7 @@ fn a_redacted_session_reads_redacted_verifies_proves_and_leaves_nothing_on_disk(
         ));
     }
     common::append(&journal, events);
-    let (key, wrapped) = data_key(dir.path(), &master.to_hex(), "session:s1/1");
+    let (key, wrapped) = disk::data_key(dir.path(), &master.to_hex(), "session:s1/1").unwrap();
     let redacted = journal
         .redact(
             &Redaction::Session("s1".into()),
@@ -262,7 +207,10 @@ fn a_redacted_session_reads_redacted_verifies_proves_and_leaves_nothing_on_disk(
     assert_eq!(late.envelope.payload.unwrap()["output"], "LATER");
     journal.close();
     for needle in [&b"SECRET-A-"[..], &key[..], wrapped.as_bytes()] {
-        assert_eq!(holding(dir.path(), needle), Vec::<String>::new());
+        assert_eq!(
+            disk::holding(dir.path(), needle).unwrap(),
+            Vec::<String>::new()
+        );
     }
 }
 
@@ -278,7 +226,7 @@ fn redacting_an_event_or_a_run_keeps_the_rest_of_its_session_readable() {
         secret_event("x4", "s1", "r3", "KEEP-X4"),
     ];
     common::append(&journal, events);
-    let (key, wrapped) = data_key(dir.path(), &master.to_hex(), "session:s1/1");
+    let (key, wrapped) = disk::data_key(dir.path(), &master.to_hex(), "session:s1/1").unwrap();
     let one = journal
         .redact(&Redaction::Event("x3".into()), "bob", None)
         .unwrap();
@@ -319,7 +267,10 @@ fn redacting_an_event_or_a_run_keeps_the_rest_of_its_session_readable() {
     // Redacting what is already redacted finds nothing sealed to destroy.
     journal.close();
     for needle in [&b"SECRET-X"[..], &key[..], wrapped.as_bytes()] {
-        assert_eq!(holding(dir.path(), needle), Vec::<String>::new());
+        assert_eq!(
+            disk::holding(dir.path(), needle).unwrap(),
+            Vec::<String>::new()
+        );
     }
 }
 
