@@ -88,21 +88,26 @@ fn last_recorded_ns(log: &Log, position: Position) -> Result<i64> {
     Ok(ns)
 }
 
+/// `text`'s leading whole number and the unit after it; an error saying `text` is not `what`
+/// when it has no number.
+fn number_and_unit<'t>(text: &'t str, what: &str) -> Result<(u64, &'t str)> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n = digits
+        .parse()
+        .map_err(|_| Error::InvalidInput(format!("`{text}` is not {what}")))?;
+    Ok((n, unit))
+}
+
 /// Parses an age: a whole number and a unit, `s`, `m`, `h`, `d` or `w` (`90d`, `12h`).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] naming what is wrong.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| {
-        Error::InvalidInput(format!(
-            "`{text}` is not an age such as 90d, 12h, 30m or 45s"
-        ))
-    })?;
+    let (n, unit) = number_and_unit(text, "an age such as 90d, 12h, 30m or 45s")?;
     let seconds = match unit {
         "s" => 1,
         "m" => 60,
@@ -125,13 +130,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 /// [`Error::InvalidInput`] naming what is wrong.
 pub fn parse_size(text: &str) -> Result<u64> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| {
-        Error::InvalidInput(format!("`{text}` is not a size such as 10GiB or 500MB"))
-    })?;
+    let (n, unit) = number_and_unit(text, "a size such as 10GiB or 500MB")?;
     let scale: u64 = match unit.trim() {
         "" | "B" => 1,
         "KB" => 1_000,
