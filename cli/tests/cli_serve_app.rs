@@ -212,19 +212,20 @@ fn a_reviewer_filters_opens_travels_and_watches_a_session_live() {
     assert!(elsewhere.is_empty(), "requests elsewhere: {elsewhere:?}");
 }
 
-/// `GET url` with `cookie` (and no bearer header), without following a redirect: the status,
-/// the `Set-Cookie` and `Location` headers, and the body.
-fn get_with_cookie(url: &str, cookie: Option<&str>) -> (u16, String, String, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+/// What a test sees of an answer: the status, the `Set-Cookie` and `Location` headers, and the
+/// body.
+type Seen = (u16, String, String, String);
+
+/// An agent that follows no redirect, so that a test sees the `303` and its `Location`.
+fn no_redirects() -> ureq::Agent {
+    ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .build()
-        .into();
-    let mut request = agent.get(url);
-    if let Some(c) = cookie {
-        request = request.header("Cookie", c);
-    }
-    let mut response = request.call().unwrap();
+        .into()
+}
+
+fn seen(mut response: ureq::http::Response<ureq::Body>) -> Seen {
     let header = |name: &str| {
         response
             .headers()
@@ -238,15 +239,19 @@ fn get_with_cookie(url: &str, cookie: Option<&str>) -> (u16, String, String, Str
     (status, set_cookie, location, body)
 }
 
-/// Posts the sign-in form (`token`, `next`), as from `origin` when given: the status, the
-/// cookie set and where it sends the browser.
-fn sign_in(url: &str, token: &str, next: &str, origin: Option<&str>) -> (u16, String, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
-    let mut request = agent
+/// `GET url` with `cookie` (and no bearer header), without following a redirect.
+fn get_with_cookie(url: &str, cookie: Option<&str>) -> Seen {
+    let mut request = no_redirects().get(url);
+    if let Some(c) = cookie {
+        request = request.header("Cookie", c);
+    }
+    seen(request.call().unwrap())
+}
+
+/// Posts the sign-in form (`token`, `next`), as from `origin` when given, without following
+/// the redirect.
+fn sign_in(url: &str, token: &str, next: &str, origin: Option<&str>) -> Seen {
+    let mut request = no_redirects()
         .post(url)
         .header("Content-Type", "application/x-www-form-urlencoded");
     if let Some(o) = origin {
@@ -257,16 +262,7 @@ fn sign_in(url: &str, token: &str, next: &str, origin: Option<&str>) -> (u16, St
         token.replace('+', "%2B"),
         next.replace('/', "%2F")
     );
-    let response = request.send(body).unwrap();
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default()
-    };
-    let (cookie, location) = (header("set-cookie"), header("location"));
-    (response.status().as_u16(), cookie, location)
+    seen(request.send(body).unwrap())
 }
 
 #[test]
@@ -295,7 +291,7 @@ fn with_tokens_a_browser_signs_in_with_a_cookie_that_only_reads() {
     // A token without `read`, or an unknown one, is refused and sets no cookie.
     let signin = server.url("/signin");
     for token in [appender.as_str(), "jt_unknown"] {
-        let (status, cookie, _) = sign_in(&signin, token, "/", None);
+        let (status, cookie, _, _) = sign_in(&signin, token, "/", None);
         assert_eq!((status, cookie.as_str()), (401, ""));
     }
     // A token in the URL is refused (the browser would keep it in its history), and so is a
@@ -304,18 +300,18 @@ fn with_tokens_a_browser_signs_in_with_a_cookie_that_only_reads() {
         get_with_cookie(&server.url(&format!("/signin?token={reader}")), None);
     assert_eq!((status, cookie.as_str()), (400, ""), "{body}");
     assert!(body.contains("history"), "{body}");
-    let (status, cookie, _) = sign_in(&signin, &reader, "/", Some("http://elsewhere.example"));
+    let (status, cookie, _, _) = sign_in(&signin, &reader, "/", Some("http://elsewhere.example"));
     assert_eq!((status, cookie.as_str()), (403, ""));
     // A reading token sets the cookie and goes back to the page, never to another site.
     let own = server.url("");
     let own = own.trim_end_matches('/');
-    let (status, cookie, location) = sign_in(&signin, &reader, "/sessions/cookie-s", Some(own));
+    let (status, cookie, location, _) = sign_in(&signin, &reader, "/sessions/cookie-s", Some(own));
     assert_eq!((status, location.as_str()), (303, "/sessions/cookie-s"));
     assert_eq!(
         cookie,
         format!("journal_token={reader}; Path=/; HttpOnly; SameSite=Strict")
     );
-    let (_, _, location) = sign_in(&signin, &reader, "//elsewhere.example/", None);
+    let (_, _, location, _) = sign_in(&signin, &reader, "//elsewhere.example/", None);
     assert_eq!(location, "/");
     assert!(!server.log().contains(&reader), "the token is never logged");
 
