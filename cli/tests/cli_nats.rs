@@ -20,7 +20,7 @@ use journal_engine::{AppendOptions, Chain, Journal, Options};
 use journal_format::merkle::{leaf_hash, verify_inclusion};
 use journal_format::{Envelope, Position};
 use journal_replicate::Origin;
-use nats::{Cluster, Killed};
+use nats::{jetstream, runtime, Cluster, Killed};
 use serde_json::Value;
 
 /// One event's JSON line.
@@ -189,13 +189,9 @@ fn replicate_200k_through_a_node_kill_and_two_replicate_kills_gives_the_same_dig
 fn stream_positions(url: &str, name: &str) -> Vec<u64> {
     use async_nats::jetstream::consumer::{pull, AckPolicy};
     use futures_util::StreamExt;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let client = journal_replicate::connect(url).await.unwrap();
-        let js = async_nats::jetstream::new(client);
+        let (_, js) = jetstream(url).await;
         let mut stream = retry(|| js.get_stream(name)).await;
         let count = stream.info().await.unwrap().state.messages;
         let consumer = stream
@@ -238,13 +234,9 @@ fn ingest_publisher_child() {
         return; // Run as a test on its own: nothing to do.
     };
     let count: u64 = count.parse().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async move {
-        let client = journal_replicate::connect(&url).await.unwrap();
-        let js = async_nats::jetstream::new(client);
+        let (_, js) = jetstream(&url).await;
         let stdout = std::io::stdout();
         for i in 0..count {
             let body = line(i, &format!("p{id}"));
@@ -270,15 +262,11 @@ fn ingest_from_8_publishers_with_the_journal_killed_stores_each_acked_event_once
     let cluster = Cluster::start(3);
     let url = cluster.url();
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut options = journal_replicate::IngestOptions::new(&url, "agents.>");
     options.replicas = 3;
     let dead = rt.block_on(async {
-        let client = journal_replicate::connect(&url).await.unwrap();
-        let js = async_nats::jetstream::new(client.clone());
+        let (client, js) = jetstream(&url).await;
         retry(|| journal_replicate::ingest::ensure_stream(&js, &options)).await;
         let dead = client.subscribe("journal.dead").await.unwrap();
         js.publish("agents.bad", "not an event".into())
@@ -386,9 +374,7 @@ async fn retry<T, E: std::fmt::Debug, F: std::future::Future<Output = Result<T, 
 /// A source journal of `n` single-event batches in `dir`, and its frames with their links.
 fn source(dir: &Path, n: u64, session: &str) -> Vec<(Vec<u8>, String)> {
     let journal = Journal::open(dir, Options::default()).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = runtime();
     for i in 1..=n {
         let mut event = Envelope::new(
             "tool.started",
@@ -412,13 +398,9 @@ fn source(dir: &Path, n: u64, session: &str) -> Vec<(Vec<u8>, String)> {
 /// Publishes `frames` to stream `name` as `replicate` does (positions from 1, `skip` left out,
 /// the body of `flip` with a flipped byte).
 fn publish_frames(url: &str, name: &str, frames: &[(Vec<u8>, String)], flip: u64, skip: u64) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let client = journal_replicate::connect(url).await.unwrap();
-        let js = async_nats::jetstream::new(client);
+        let (_, js) = jetstream(url).await;
         let config = async_nats::jetstream::stream::Config {
             name: name.to_string(),
             subjects: vec![format!("{name}.x")],

@@ -1,5 +1,5 @@
-//! The helpers the NATS tests share: the local cluster (`journal_replicate::local_cluster`) and
-//! child processes killed when dropped.
+//! The helpers the NATS tests share: the local cluster (`journal_replicate::local_cluster`),
+//! child processes killed when dropped, and a JetStream client on the test's own thread.
 #![allow(dead_code)]
 
 use std::process::Child;
@@ -38,4 +38,19 @@ impl Drop for Killed {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A runtime of the test's own thread, for the NATS client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A client of the cluster at `url`, and its JetStream context.
+pub async fn jetstream(url: &str) -> (async_nats::Client, async_nats::jetstream::Context) {
+    let client = journal_replicate::connect(url).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    (client, js)
 }
