@@ -60,6 +60,9 @@ trap 'rm -rf "$(dirname "$config")"' EXIT
   # No state kept between runs (failures replayed from an earlier run): each run stands alone.
   echo 'cache = { enabled = false }'
   echo 'headers = { Authorization = "Bearer ${JOURNAL_TOKEN}" }'
+  # Invalid data may also be refused for its size: a query over the server's 8 KiB is `414`.
+  echo '[checks.negative_data_rejection]'
+  echo 'expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "414", "415", "422", "428", "429", "431"]'
   echo '[parameters]'
   # A read model waits up to `timeoutMs` for `minPosition`: keep the waits short.
   echo '"query.timeoutMs" = 100'
