@@ -27,6 +27,7 @@ mod codec;
 mod encode;
 mod event_ids;
 mod msgpack;
+pub(crate) mod parts;
 mod stored_payload;
 mod value_de;
 

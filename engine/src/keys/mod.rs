@@ -305,7 +305,7 @@ impl Keys {
         };
         if let Some(key) = key {
             let key = Zeroizing::new(key);
-            return seal::open(&mut event.envelope, &sealed, &key).map_err(corrupt);
+            return seal::open(&mut event.envelope, sealed, &key).map_err(corrupt);
         }
         let why = state
             .file

@@ -160,7 +160,7 @@ const fn fixstr<const N: usize>(name: &str) -> [u8; N] {
 }
 
 /// A JSON value inside a map or array at `depth`: it opens level `depth + 1` if it is one.
-fn value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), EnvelopeError> {
+pub(super) fn value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), EnvelopeError> {
     match value {
         Value::Null => out.push(0xc0),
         Value::Bool(false) => out.push(0xc2),
@@ -179,7 +179,11 @@ fn value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), EnvelopeE
     Ok(())
 }
 
-fn object(out: &mut Vec<u8>, map: &Map<String, Value>, depth: usize) -> Result<(), EnvelopeError> {
+pub(super) fn object(
+    out: &mut Vec<u8>,
+    map: &Map<String, Value>,
+    depth: usize,
+) -> Result<(), EnvelopeError> {
     let depth = nest(depth)?;
     map_len(out, map.len())?;
     for (key, item) in map {
@@ -254,7 +258,7 @@ fn signed(out: &mut Vec<u8>, i: i64) {
     }
 }
 
-fn str(out: &mut Vec<u8>, s: &str) -> Result<(), EnvelopeError> {
+pub(super) fn str(out: &mut Vec<u8>, s: &str) -> Result<(), EnvelopeError> {
     let len = s.len();
     if len < 32 {
         out.push(0xa0 | len as u8);
@@ -274,7 +278,7 @@ fn array_len(out: &mut Vec<u8>, len: usize) -> Result<(), EnvelopeError> {
     }
 }
 
-fn map_len(out: &mut Vec<u8>, len: usize) -> Result<(), EnvelopeError> {
+pub(super) fn map_len(out: &mut Vec<u8>, len: usize) -> Result<(), EnvelopeError> {
     if len < 16 {
         out.push(0x80 | len as u8);
         Ok(())

@@ -1,6 +1,7 @@
 //! Sealing an event's content: which fields are content and which are audit metadata, and the
-//! content encrypted under the event's key (XChaCha20-Poly1305) into the `sealed` field that
-//! takes its place in the stored body (docs/REDACTION.md, docs/FORMAT.md "Sealed events").
+//! content encrypted under the event's key (AES-256-GCM-SIV, `cipher`) into the `encrypted`
+//! field that takes its place in the stored body (docs/REDACTION.md, docs/FORMAT.md "Encrypted
+//! content"). `content` writes, removes and puts back the content fields.
 //!
 //! The split: **metadata** stays readable in the stored body (the type, every id, the times,
 //! `status` and `phase`, the typed control-plane objects, and in `payload` the keys named in
@@ -10,18 +11,21 @@
 //! field but `supersedes`). Unknown payload keys are content: what is not known to be metadata
 //! is kept secret.
 //!
-//! The key of an event is derived from its subject's data key and its id ([`event_key`]); the
-//! nonce is derived from that key and the plaintext, so sealing the same event twice gives the
-//! same bytes (an event sent again is recognised as a duplicate by its bytes).
+//! The key of an event is derived from its subject's data key and its id ([`event_key`]), and
+//! the cipher is deterministic, so sealing the same event twice gives the same bytes (an event
+//! sent again is recognised as a duplicate by its bytes).
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde_json::{Map, Value};
 
-use crate::envelope::{Envelope, SUPERSEDES_FIELD};
+use crate::envelope::{self, Envelope};
+
+mod cipher;
+mod content;
+
+pub use cipher::Form;
 
 /// The field of a stored body holding the sealed content.
 pub const SEALED_FIELD: &str = "encrypted";
@@ -35,10 +39,23 @@ pub const REDACTED_TEXT: &str = "[redacted]";
 /// The event type of a redaction fact; never sealed.
 pub const REDACTED_EVENT_TYPE: &str = "journal.redacted";
 
-/// Payload keys that are audit metadata, kept readable (besides keys ending in `Id`, `Ids`,
-/// `At`, `Ref` or `Refs`): statuses, outcomes and decisions, tool names, kinds and counts, and
-/// the fields the read models' folds require.
-pub const PAYLOAD_METADATA_KEYS: &[&str] = &[
+/// Defines [`PAYLOAD_METADATA_KEYS`] and the match that tests a key against it, from one list.
+macro_rules! payload_metadata_keys {
+    ($($key:literal,)*) => {
+        /// Payload keys that are audit metadata, kept readable (besides keys ending in `Id`,
+        /// `Ids`, `At`, `Ref` or `Refs`): statuses, outcomes and decisions, tool names, kinds and
+        /// counts, and the fields the read models' folds require.
+        pub const PAYLOAD_METADATA_KEYS: &[&str] = &[$($key),*];
+
+        /// Whether `key` is one of [`PAYLOAD_METADATA_KEYS`]: a `match`, which the compiler
+        /// turns into a dispatch on the length and the bytes, cheaper than a search per key.
+        fn is_listed_metadata(key: &str) -> bool {
+            matches!(key, $($key)|*)
+        }
+    };
+}
+
+payload_metadata_keys! {
     "accepted",
     "actionType",
     "adapterKind",
@@ -100,14 +117,14 @@ pub const PAYLOAD_METADATA_KEYS: &[&str] = &[
     "verificationOutcomes",
     "version",
     "workflowSignal",
-];
+}
 
 const PAYLOAD_METADATA_SUFFIXES: &[&str] = &["Id", "Ids", "At", "Ref", "Refs"];
 
 /// Whether a top-level payload key is audit metadata (kept readable) rather than content.
 #[must_use]
 pub fn is_payload_metadata(key: &str) -> bool {
-    PAYLOAD_METADATA_KEYS.binary_search(&key).is_ok()
+    is_listed_metadata(key)
         || PAYLOAD_METADATA_SUFFIXES
             .iter()
             .any(|s| key.len() > s.len() && key.ends_with(s))
@@ -116,7 +133,7 @@ pub fn is_payload_metadata(key: &str) -> bool {
 /// A sealing or opening that failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SealError {
-    /// The `sealed` field is not of the form docs/FORMAT.md gives.
+    /// The `encrypted` field is not of the form docs/FORMAT.md gives.
     #[error("the sealed content is malformed: {0}")]
     Malformed(String),
     /// The ciphertext does not open with the key: another key, or altered bytes.
@@ -124,14 +141,14 @@ pub enum SealError {
     NotOpened,
 }
 
-/// The sealed content as stored: the key it is sealed under, its nonce and ciphertext, and the
+/// The sealed content as stored: the key it is sealed under, its form, its ciphertext, and the
 /// names of the fields it holds (`payload.<key>`, `payload` or a top-level name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sealed {
     /// The key reference: the subject and its key's generation, `<subject>/<generation>`.
     pub key: String,
-    /// The 24-byte nonce.
-    pub nonce: [u8; 24],
+    /// How it was encrypted: a stored `nonce` marks the first form.
+    pub form: Form,
     /// The ciphertext with its 16-byte tag.
     pub data: Vec<u8>,
     /// The sealed fields' names.
@@ -139,13 +156,15 @@ pub struct Sealed {
 }
 
 impl Sealed {
-    /// The `sealed` field's value.
+    /// The value stored in [`SEALED_FIELD`].
     #[must_use]
     pub fn to_value(&self) -> Value {
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut map = Map::new();
         map.insert("key".into(), Value::String(self.key.clone()));
-        map.insert("nonce".into(), Value::String(b64.encode(self.nonce)));
+        if let Form::XChaCha { nonce } = &self.form {
+            map.insert("nonce".into(), Value::String(b64.encode(nonce)));
+        }
         map.insert("data".into(), Value::String(b64.encode(&self.data)));
         map.insert(
             "fields".into(),
@@ -170,12 +189,18 @@ impl Sealed {
                 .and_then(Value::as_str)
                 .ok_or_else(|| malformed(&format!("no string `{name}`")))
         };
-        let nonce_bytes = b64
-            .decode(text("nonce")?)
-            .map_err(|e| malformed(&format!("nonce: {e}")))?;
-        let nonce: [u8; 24] = nonce_bytes
-            .try_into()
-            .map_err(|_| malformed("the nonce is not 24 bytes"))?;
+        let form = match value.get("nonce") {
+            None => Form::Siv,
+            Some(_) => {
+                let bytes = b64
+                    .decode(text("nonce")?)
+                    .map_err(|e| malformed(&format!("nonce: {e}")))?;
+                let nonce = bytes
+                    .try_into()
+                    .map_err(|_| malformed("the nonce is not 24 bytes"))?;
+                Form::XChaCha { nonce }
+            }
+        };
         let data = b64
             .decode(text("data")?)
             .map_err(|e| malformed(&format!("data: {e}")))?;
@@ -191,7 +216,7 @@ impl Sealed {
             .unwrap_or_default();
         Ok(Some(Sealed {
             key: text("key")?.to_string(),
-            nonce,
+            form,
             data,
             fields,
         }))
@@ -216,62 +241,6 @@ pub fn is_sealed_type(event_type: &str) -> bool {
     event_type != REDACTED_EVENT_TYPE
 }
 
-/// Moves the content fields of `envelope` out into a map (by stored name), leaving the metadata.
-fn take_content(envelope: &mut Envelope) -> Map<String, Value> {
-    let mut content = Map::new();
-    match envelope.payload.take() {
-        Some(Value::Object(fields)) => {
-            let (keep, seal): (Map<String, Value>, Map<String, Value>) = fields
-                .into_iter()
-                .partition(|(key, _)| is_payload_metadata(key));
-            if !seal.is_empty() {
-                content.insert("payload".into(), Value::Object(seal));
-            }
-            envelope.payload = Some(Value::Object(keep));
-        }
-        Some(Value::Null) => envelope.payload = Some(Value::Null),
-        Some(other) => {
-            content.insert("payload".into(), other);
-        }
-        None => {}
-    }
-    if let Some(reason) = envelope.status_reason.take() {
-        content.insert("statusReason".into(), Value::String(reason));
-    }
-    for (name, object) in [
-        ("output", envelope.output.take()),
-        ("trajectory", envelope.trajectory.take()),
-        ("historyBoundary", envelope.history_boundary.take()),
-    ] {
-        if let Some(object) = object {
-            content.insert(name.into(), Value::Object(*object));
-        }
-    }
-    let extra = std::mem::take(&mut envelope.extra);
-    for (name, value) in extra {
-        if name == SUPERSEDES_FIELD {
-            envelope.extra.insert(name, value);
-        } else {
-            content.insert(name, value);
-        }
-    }
-    content
-}
-
-/// The names of the sealed fields, as [`Sealed::fields`] lists them.
-fn field_names(content: &Map<String, Value>) -> Vec<String> {
-    let mut names = Vec::new();
-    for (name, value) in content {
-        match (name.as_str(), value) {
-            ("payload", Value::Object(fields)) => {
-                names.extend(fields.keys().map(|k| format!("payload.{k}")));
-            }
-            _ => names.push(name.clone()),
-        }
-    }
-    names
-}
-
 /// `envelope` with its content sealed under `key_ref`'s event key: its metadata, and the
 /// [`SEALED_FIELD`] holding the content. The event id and key reference are bound to the
 /// ciphertext as associated data, so content cannot be moved to another event.
@@ -289,75 +258,32 @@ pub fn seal(
 }
 
 /// [`seal`] in place, for an envelope that is not needed in plaintext afterwards: its content
-/// is moved out (not copied), sealed, and stored in [`SEALED_FIELD`].
+/// is written as the plaintext ([`Form::Siv`]), sealed, then dropped from the envelope, and the
+/// sealed content stored in [`SEALED_FIELD`].
 ///
 /// # Errors
-/// [`SealError::Malformed`] when the content does not serialize (it always does for a valid
-/// envelope); the envelope is then as it was.
+/// [`SealError::Malformed`] when the content does not encode (it always does for an envelope
+/// that passed its checks); the envelope is then as it was.
 pub fn seal_in_place(
     envelope: &mut Envelope,
     key_ref: &str,
     event_key: &[u8; 32],
 ) -> Result<(), SealError> {
-    let content = take_content(envelope);
-    let fields = field_names(&content);
-    let content = Value::Object(content);
-    let sealed = serde_json::to_vec(&content)
-        .map_err(|e| SealError::Malformed(e.to_string()))
-        .and_then(|plaintext| encrypt(&envelope.event_id, key_ref, event_key, &plaintext));
-    match sealed {
-        Ok((nonce, data)) => {
-            let sealed = Sealed {
-                key: key_ref.to_string(),
-                nonce,
-                data,
-                fields,
-            };
-            envelope
-                .extra
-                .insert(SEALED_FIELD.to_string(), sealed.to_value());
-            Ok(())
-        }
-        Err(e) => {
-            if let Value::Object(content) = content {
-                put_content(envelope, content);
-            }
-            Err(e)
-        }
-    }
-}
-
-/// `plaintext` encrypted under `event_key` with `event_id` and `key_ref` bound as associated
-/// data: the synthetic nonce (the keyed hash of the plaintext, so the same event seals to the
-/// same bytes) and the ciphertext with its tag.
-fn encrypt(
-    event_id: &str,
-    key_ref: &str,
-    event_key: &[u8; 32],
-    plaintext: &[u8],
-) -> Result<([u8; 24], Vec<u8>), SealError> {
-    let mut nonce = [0u8; 24];
-    let synthetic = blake3::keyed_hash(event_key, plaintext);
-    nonce.copy_from_slice(synthetic.as_bytes().get(..24).unwrap_or(&[0; 24]));
-    let aad = associated_data(event_id, key_ref);
-    let data = XChaCha20Poly1305::new(event_key.into())
-        .encrypt(
-            XNonce::from_slice(&nonce),
-            Payload {
-                msg: plaintext,
-                aad: &aad,
-            },
-        )
-        .map_err(|_| SealError::Malformed("encryption failed".into()))?;
-    Ok((nonce, data))
-}
-
-fn associated_data(event_id: &str, key_ref: &str) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(event_id.len() + key_ref.len() + 1);
-    aad.extend_from_slice(event_id.as_bytes());
-    aad.push(0);
-    aad.extend_from_slice(key_ref.as_bytes());
-    aad
+    let mut data = Vec::with_capacity(512);
+    let fields = content::write(envelope, &mut data)
+        .map_err(|e| SealError::Malformed(format!("the content: {e}")))?;
+    cipher::seal(&envelope.event_id, key_ref, event_key, &mut data)?;
+    content::remove(envelope);
+    let sealed = Sealed {
+        key: key_ref.to_string(),
+        form: Form::Siv,
+        data,
+        fields,
+    };
+    envelope
+        .extra
+        .insert(SEALED_FIELD.to_string(), sealed.to_value());
+    Ok(())
 }
 
 /// Opens `envelope`'s sealed content with its event key, putting the content fields back in
@@ -368,46 +294,25 @@ fn associated_data(event_id: &str, key_ref: &str) -> Vec<u8> {
 /// altered; [`SealError::Malformed`] for a malformed field. `envelope` is unchanged on error.
 pub fn open(
     envelope: &mut Envelope,
-    sealed: &Sealed,
+    sealed: Sealed,
     event_key: &[u8; 32],
 ) -> Result<(), SealError> {
-    let aad = associated_data(&envelope.event_id, &sealed.key);
-    let plaintext = XChaCha20Poly1305::new(event_key.into())
-        .decrypt(
-            XNonce::from_slice(&sealed.nonce),
-            Payload {
-                msg: &sealed.data,
-                aad: &aad,
-            },
-        )
-        .map_err(|_| SealError::NotOpened)?;
-    let content: Map<String, Value> = serde_json::from_slice(&plaintext)
-        .map_err(|e| SealError::Malformed(format!("the opened content: {e}")))?;
+    let Sealed {
+        key,
+        form,
+        mut data,
+        ..
+    } = sealed;
+    cipher::open(form, &envelope.event_id, &key, event_key, &mut data)?;
+    let content = match form {
+        Form::Siv => envelope::parts::read_map(&data, "the sealed content")
+            .map_err(|e| SealError::Malformed(format!("the opened content: {e}")))?,
+        Form::XChaCha { .. } => serde_json::from_slice(&data)
+            .map_err(|e| SealError::Malformed(format!("the opened content: {e}")))?,
+    };
     envelope.extra.remove(SEALED_FIELD);
-    put_content(envelope, content);
+    content::put(envelope, content);
     Ok(())
-}
-
-/// Puts content fields (by stored name) back into `envelope`.
-fn put_content(envelope: &mut Envelope, content: Map<String, Value>) {
-    for (name, value) in content {
-        match (name.as_str(), value) {
-            ("payload", Value::Object(fields)) => match &mut envelope.payload {
-                Some(Value::Object(payload)) => payload.extend(fields),
-                _ => envelope.payload = Some(Value::Object(fields)),
-            },
-            ("payload", other) => envelope.payload = Some(other),
-            ("statusReason", Value::String(reason)) => envelope.status_reason = Some(reason),
-            ("output", Value::Object(o)) => envelope.output = Some(Box::new(o)),
-            ("trajectory", Value::Object(o)) => envelope.trajectory = Some(Box::new(o)),
-            ("historyBoundary", Value::Object(o)) => {
-                envelope.history_boundary = Some(Box::new(o));
-            }
-            (_, value) => {
-                envelope.extra.insert(name, value);
-            }
-        }
-    }
 }
 
 /// Marks `envelope`, whose key was destroyed, as redacted: each sealed field reads
@@ -439,7 +344,7 @@ pub fn mark_redacted(envelope: &mut Envelope, sealed: &Sealed, why: Map<String, 
             *v = Value::Object(o);
         }
     }
-    put_content(envelope, content);
+    content::put(envelope, content);
     envelope
         .extra
         .insert(REDACTED_FIELD.to_string(), Value::Object(why));
@@ -460,6 +365,7 @@ pub fn reserved_field(extra: &BTreeMap<String, Value>) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envelope::SUPERSEDES_FIELD;
     use serde_json::json;
 
     /// The text between `<!-- golden:NAME -->` ```text and ``` in FORMAT.md.
@@ -492,11 +398,112 @@ mod tests {
         );
     }
 
+    /// A journal sealed in the first form (XChaCha20-Poly1305 over JSON) still opens: the
+    /// FORMAT.md event of that form, and a sealing of every kind of content field.
     #[test]
-    fn metadata_keys_are_sorted_for_binary_search() {
+    fn the_first_form_still_opens() {
+        let golden = golden_block("encrypted-xchacha");
+        let mut stored = Envelope::from_json_slice(golden.as_bytes(), &mut String::new)
+            .expect("the golden event parses");
+        let sealed = Sealed::of(&stored).expect("form").expect("sealed");
+        assert!(matches!(sealed.form, Form::XChaCha { .. }));
+        open(&mut stored, sealed, &event_key(&[0x42; 32], "evt_1")).expect("opens");
+        assert_eq!(
+            stored.payload,
+            Some(json!({"toolName": "bash", "output": "hello"}))
+        );
+
+        let event = tool_result();
+        let key = event_key(&[7; 32], "evt_1");
+        let mut first = event.clone();
+        let plaintext = serde_json::to_vec(&json!({
+            "payload": {"output": "AKIA-SECRET"},
+            "statusReason": "printed AKIA-SECRET",
+            "vendorNote": "private note",
+        }))
+        .expect("json");
+        let (nonce, data) = cipher::seal_xchacha("evt_1", "session:s1/1", &key, &plaintext);
+        content::remove(&mut first);
+        let sealed = Sealed {
+            key: "session:s1/1".into(),
+            form: Form::XChaCha { nonce },
+            data,
+            fields: vec![
+                "payload.output".into(),
+                "statusReason".into(),
+                "vendorNote".into(),
+            ],
+        };
+        first.extra.insert(SEALED_FIELD.into(), sealed.to_value());
+        let sealed = Sealed::of(&first).expect("form").expect("sealed");
+        open(&mut first, sealed, &key).expect("opens");
+        assert_eq!(first, event);
+    }
+
+    /// Every kind of content field survives sealing: a payload that is not a map, the typed
+    /// objects, and a map payload with only metadata (sealed as an empty content).
+    #[test]
+    fn every_kind_of_content_round_trips() {
+        let key = event_key(&[9; 32], "evt_1");
+        let mut whole = Envelope::new("note.added", "evt_1", "2026-05-11T10:00:00Z");
+        whole.payload = Some(json!(["a", 1, {"b": null}]));
+        whole.output = Some(Box::new(
+            json!({"text": "out"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ));
+        whole.trajectory = Some(Box::new(
+            json!({"steps": [1, 2]})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ));
+        whole.history_boundary = Some(Box::new(
+            json!({"kind": "compaction"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ));
+        let mut only_metadata = Envelope::new("tool.started", "evt_1", "2026-05-11T10:00:00Z");
+        only_metadata.payload = Some(json!({"toolName": "bash", "callId": "c1"}));
+        let mut null = Envelope::new("tool.started", "evt_1", "2026-05-11T10:00:00Z");
+        null.payload = Some(Value::Null);
+        for event in [whole, only_metadata, null, tool_result()] {
+            let mut sealed = seal(&event, "session:s1/1", &key).expect("seals");
+            let text = serde_json::to_string(&sealed).expect("json");
+            assert!(
+                !text.contains("\"out\"") && !text.contains("steps"),
+                "{text}"
+            );
+            let s = Sealed::of(&sealed).expect("form").expect("sealed");
+            assert_eq!(s.form, Form::Siv);
+            open(&mut sealed, s, &key).expect("opens");
+            assert_eq!(sealed, event);
+        }
+    }
+
+    #[test]
+    fn metadata_keys_are_sorted_and_each_is_metadata() {
         let mut sorted = PAYLOAD_METADATA_KEYS.to_vec();
         sorted.sort_unstable();
-        assert_eq!(sorted, PAYLOAD_METADATA_KEYS);
+        assert_eq!(
+            sorted, PAYLOAD_METADATA_KEYS,
+            "kept sorted, for the reader of the docs"
+        );
+        assert!(PAYLOAD_METADATA_KEYS.iter().all(|k| is_payload_metadata(k)));
+        for content in [
+            "output",
+            "arguments",
+            "prompt",
+            "text",
+            "Id",
+            "toolNames",
+            "",
+        ] {
+            assert!(!is_payload_metadata(content), "{content} is content");
+        }
+        assert!(is_payload_metadata("callId") && is_payload_metadata("blobRefs"));
     }
 
     fn tool_result() -> Envelope {
@@ -526,7 +533,7 @@ mod tests {
             s.fields,
             ["payload.output", "statusReason", "vendorNote"].map(String::from)
         );
-        open(&mut opened, &s, &key).expect("opens");
+        open(&mut opened, s, &key).expect("opens");
         assert_eq!(opened, event);
         // Deterministic: the same event seals to the same bytes, in place or from a copy.
         assert_eq!(seal(&event, "session:s1/1", &key).expect("seals"), sealed);
@@ -542,11 +549,11 @@ mod tests {
         let s = Sealed::of(&sealed).expect("form").expect("sealed");
         let mut other = sealed.clone();
         assert_eq!(
-            open(&mut other, &s, &event_key(&[8; 32], "evt_1")),
+            open(&mut other, s.clone(), &event_key(&[8; 32], "evt_1")),
             Err(SealError::NotOpened)
         );
         other.event_id = "evt_2".into();
-        assert_eq!(open(&mut other, &s, &key), Err(SealError::NotOpened));
+        assert_eq!(open(&mut other, s, &key), Err(SealError::NotOpened));
     }
 
     #[test]
