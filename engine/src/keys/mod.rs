@@ -184,15 +184,13 @@ impl Keys {
         }
         let subject = self.subject_of(state.file.subject, event);
         let key_ref = state.current_ref(&subject);
-        let (key_ref, key) = match state.data.get(&key_ref) {
-            Some(key) => (key_ref, key.clone()),
-            None => {
-                drop(state);
-                self.make_key(&subject)?
-            }
-        };
-        let event_key = Zeroizing::new(seal::event_key(&key, &event.event_id));
-        Ok(Some((key_ref, event_key)))
+        let event_key = |key: &Key| Zeroizing::new(seal::event_key(key, &event.event_id));
+        if let Some(key) = state.data.get(&key_ref) {
+            return Ok(Some((key_ref, event_key(key))));
+        }
+        drop(state);
+        let (key_ref, key) = self.make_key(&subject)?;
+        Ok(Some((key_ref, event_key(&key))))
     }
 
     /// Makes the data keys the subjects of `events` lack (a subject's first event, or its first
@@ -274,8 +272,8 @@ impl Keys {
     /// [`Error::Keys`] when the sealed content is malformed or does not open with its
     /// key (its bytes were altered).
     pub(crate) fn open(&self, event: &mut StoredEvent) -> Result<()> {
-        let (position, event_id) = (event.position, event.envelope.event_id.clone());
-        let corrupt = move |e: seal::SealError| {
+        let position = event.position;
+        let corrupt = |e: seal::SealError, event_id: &str| {
             Error::Keys(format!(
                 "the sealed content of the event at position {position} ({event_id}): {e}"
             ))
@@ -291,10 +289,10 @@ impl Keys {
                 }
                 return Ok(());
             }
-            Err(e) => return Err(corrupt(e)),
+            Err(e) => return Err(corrupt(e, &event.envelope.event_id)),
         };
         let state = self.read();
-        let id = &event.envelope.event_id.clone();
+        let id = &event.envelope.event_id;
         let key = match state.data.get(&sealed.key) {
             Some(data) => Some(seal::event_key(data, id)),
             None => state
@@ -304,8 +302,10 @@ impl Keys {
                 .map(|k| **k),
         };
         if let Some(key) = key {
+            drop(state);
             let key = Zeroizing::new(key);
-            return seal::open(&mut event.envelope, sealed, &key).map_err(corrupt);
+            return seal::open(&mut event.envelope, sealed, &key)
+                .map_err(|e| corrupt(e, &event.envelope.event_id));
         }
         let why = state
             .file

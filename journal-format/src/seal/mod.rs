@@ -158,17 +158,17 @@ pub struct Sealed {
 impl Sealed {
     /// The value stored in [`SEALED_FIELD`].
     #[must_use]
-    pub fn to_value(&self) -> Value {
+    pub fn into_value(self) -> Value {
         let b64 = base64::engine::general_purpose::STANDARD;
-        let mut map = Map::new();
-        map.insert("key".into(), Value::String(self.key.clone()));
+        let mut map = Map::with_capacity(4);
+        map.insert("key".into(), Value::String(self.key));
         if let Form::XChaCha { nonce } = &self.form {
             map.insert("nonce".into(), Value::String(b64.encode(nonce)));
         }
         map.insert("data".into(), Value::String(b64.encode(&self.data)));
         map.insert(
             "fields".into(),
-            Value::Array(self.fields.iter().cloned().map(Value::String).collect()),
+            Value::Array(self.fields.into_iter().map(Value::String).collect()),
         );
         Value::Object(map)
     }
@@ -282,7 +282,7 @@ pub fn seal_in_place(
     };
     envelope
         .extra
-        .insert(SEALED_FIELD.to_string(), sealed.to_value());
+        .insert(SEALED_FIELD.to_string(), sealed.into_value());
     Ok(())
 }
 
@@ -434,7 +434,7 @@ mod tests {
                 "vendorNote".into(),
             ],
         };
-        first.extra.insert(SEALED_FIELD.into(), sealed.to_value());
+        first.extra.insert(SEALED_FIELD.into(), sealed.into_value());
         let sealed = Sealed::of(&first).expect("form").expect("sealed");
         open(&mut first, sealed, &key).expect("opens");
         assert_eq!(first, event);
