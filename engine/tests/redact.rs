@@ -350,3 +350,50 @@ fn a_rotated_master_key_opens_the_journal_and_the_old_one_does_not() {
     assert_eq!(k2.payload.unwrap()["output"], "STILL-HERE");
     assert_eq!(journal.key_status().unwrap()["master"], new.id());
 }
+
+/// An event sent again to an encrypted journal is answered as a duplicate when it is the same
+/// event: sealed the same (its bytes equal), with its content's keys in another order, or
+/// stored in plaintext before the journal was encrypted; with other content it is refused.
+/// Inside one request, as against the stored event.
+#[test]
+fn an_event_sent_again_is_a_duplicate_however_its_content_is_ordered_or_was_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = Journal::open(dir.path(), common::small_segments()).unwrap();
+    common::append(&plain, vec![secret_event("p1", "s1", "r1", "OLD")]);
+    plain.close();
+    let master = MasterKey::generate(&SystemEntropy);
+    let journal = Journal::open(dir.path(), options(&master)).unwrap();
+    let mut first = secret_event("e1", "s1", "r1", "SAME");
+    first.payload =
+        Some(json!({"toolName": "bash", "output": "SAME", "stderr": "", "exitCode": 0}));
+    // The content keys (`output`, `stderr`) in the other order: other sealed bytes.
+    let mut reordered = first.clone();
+    reordered.payload =
+        Some(json!({"exitCode": 0, "stderr": "", "output": "SAME", "toolName": "bash"}));
+    let stored = journal
+        .append_batch_blocking(vec![first.clone(), reordered.clone()], Default::default())
+        .expect("one request, the event twice");
+    assert!(!stored[0].duplicate && stored[1].duplicate);
+    for again in [
+        first.clone(),
+        reordered,
+        secret_event("p1", "s1", "r1", "OLD"),
+    ] {
+        let answer = journal
+            .append_batch_blocking(vec![again], Default::default())
+            .expect("a duplicate");
+        assert!(answer[0].duplicate, "{answer:?}");
+    }
+    let other = secret_event("e1", "s1", "r1", "OTHER");
+    match journal.append_batch_blocking(vec![other], Default::default()) {
+        Err(Error::IdReused { event_id, .. }) => assert_eq!(event_id, "e1"),
+        answer => panic!("another event with the id: {answer:?}"),
+    }
+    let mut other_order = first;
+    other_order.payload = Some(json!({"output": "OTHER", "toolName": "bash", "exitCode": 0}));
+    assert!(matches!(
+        journal.append_batch_blocking(vec![other_order], Default::default()),
+        Err(Error::IdReused { .. })
+    ));
+    assert_eq!(read_all(&journal).len(), 2, "p1 and e1, once each");
+}

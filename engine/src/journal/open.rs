@@ -135,6 +135,7 @@ impl Journal {
                 syncer,
                 head_file,
                 tail,
+                keys: keys.clone(),
             },
             &options,
             index_complete_at,

@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use base64::Engine as _;
 use journal_format::seal::{self, Sealed};
-use journal_format::{Envelope, StoredEvent};
+use journal_format::{Envelope, Position, StoredEvent};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
@@ -159,7 +159,8 @@ impl Keys {
     }
 
     /// [`Keys::seal`] in place, for an event not needed in plaintext afterwards (its content is
-    /// moved, not copied); `false` when it is left unencrypted.
+    /// encoded, then dropped, without copying the envelope); `false` when it is left
+    /// unencrypted.
     ///
     /// # Errors
     /// As [`Keys::seal`]; the event is then as it was.
@@ -272,27 +273,39 @@ impl Keys {
     /// [`Error::Keys`] when the sealed content is malformed or does not open with its
     /// key (its bytes were altered).
     pub(crate) fn open(&self, event: &mut StoredEvent) -> Result<()> {
-        let position = event.position;
-        let corrupt = |e: seal::SealError, event_id: &str| {
-            Error::Keys(format!(
-                "the sealed content of the event at position {position} ({event_id}): {e}"
-            ))
+        self.open_envelope(&mut event.envelope, Some(event.position))
+    }
+
+    /// [`Keys::open`] for an envelope, at `position` if it is stored (named in errors).
+    ///
+    /// # Errors
+    /// As [`Keys::open`].
+    pub(crate) fn open_envelope(
+        &self,
+        envelope: &mut Envelope,
+        position: Option<Position>,
+    ) -> Result<()> {
+        let at = |id: &str| match position {
+            Some(p) => format!("the event at position {p} ({id})"),
+            None => format!("the event {id}"),
         };
-        let sealed = match Sealed::of(&event.envelope) {
+        let corrupt = |e: seal::SealError, id: &str| {
+            Error::Keys(format!("the sealed content of {}: {e}", at(id)))
+        };
+        let sealed = match Sealed::of(envelope) {
             Ok(Some(sealed)) => sealed,
             Ok(None) => {
-                if seal::is_sealed_type(&event.envelope.event_type) {
-                    event
-                        .envelope
+                if seal::is_sealed_type(&envelope.event_type) {
+                    envelope
                         .extra
                         .insert(seal::UNENCRYPTED_FIELD.into(), Value::Bool(true));
                 }
                 return Ok(());
             }
-            Err(e) => return Err(corrupt(e, &event.envelope.event_id)),
+            Err(e) => return Err(corrupt(e, &envelope.event_id)),
         };
         let state = self.read();
-        let id = &event.envelope.event_id;
+        let id = &envelope.event_id;
         let key = match state.data.get(&sealed.key) {
             Some(data) => Some(seal::event_key(data, id)),
             None => state
@@ -304,8 +317,7 @@ impl Keys {
         if let Some(key) = key {
             drop(state);
             let key = Zeroizing::new(key);
-            return seal::open(&mut event.envelope, sealed, &key)
-                .map_err(|e| corrupt(e, &event.envelope.event_id));
+            return seal::open(envelope, sealed, &key).map_err(|e| corrupt(e, &envelope.event_id));
         }
         let why = state
             .file
@@ -316,12 +328,13 @@ impl Keys {
             Some(Value::Object(why)) => {
                 let why = why.clone();
                 drop(state);
-                seal::mark_redacted(&mut event.envelope, &sealed, why);
+                seal::mark_redacted(envelope, &sealed, why);
                 Ok(())
             }
             _ => Err(Error::Keys(format!(
-                "the event at position {} ({id}) is sealed under key {}, which the key store neither holds nor records as destroyed",
-                event.position, sealed.key
+                "{} is sealed under key {}, which the key store neither holds nor records as destroyed",
+                at(id),
+                sealed.key
             ))),
         }
     }

@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use journal_format::{ChainHash, Envelope, Location, Position};
+use journal_format::{seal, ChainHash, Envelope, Location, Position};
 use serde::Serialize;
 
+use crate::keys::Keys;
 use crate::log::entries::IndexBatch;
 
 /// What the journal assigned to one appended event.
@@ -68,13 +69,31 @@ impl Committed {
 /// Whether two stored bodies hold the same event: the same bytes, or bytes that decode to
 /// equal envelopes (the same fields and values, whatever the order of the keys of a JSON
 /// object a producer sent: `{"a":1,"b":2}` and `{"b":2,"a":1}` are one value). A body holds
-/// only what the caller gave; the journal's own fields are in the frame header.
-pub(crate) fn same_body(stored: &[u8], new: &[u8]) -> bool {
-    stored == new
-        || matches!(
-            (Envelope::from_msgpack(stored), Envelope::from_msgpack(new)),
-            (Ok(a), Ok(b)) if a == b
-        )
+/// only what the caller gave; the journal's own fields are in the frame header. In an
+/// encrypted journal (`keys`), bodies that differ are compared opened: sealed content that
+/// differs in its keys' order only, or that a stored event holds in another form (or in
+/// plaintext, written before the journal was encrypted), is the same event.
+pub(crate) fn same_body(stored: &[u8], new: &[u8], keys: Option<&Keys>) -> bool {
+    if stored == new {
+        return true;
+    }
+    let (Ok(mut a), Ok(mut b)) = (Envelope::from_msgpack(stored), Envelope::from_msgpack(new))
+    else {
+        return false;
+    };
+    if a == b {
+        return true;
+    }
+    let Some(keys) = keys else {
+        return false;
+    };
+    // Content whose key was destroyed cannot be compared: it is not the same as any other.
+    let open = |e: &mut Envelope| {
+        let opened = keys.open_envelope(e, None).is_ok();
+        e.extra.remove(seal::UNENCRYPTED_FIELD);
+        opened && !e.extra.contains_key(seal::REDACTED_FIELD)
+    };
+    open(&mut a) && open(&mut b) && a == b
 }
 
 fn hex<S: serde::Serializer>(hash: &ChainHash, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -47,6 +47,7 @@ use journal_format::{ChainHash, FooterEntry, Position, FRAME_HEADER_LEN};
 use tokio::sync::oneshot;
 
 use crate::error::Result;
+use crate::keys::Keys;
 use crate::log::entries::IndexBatch;
 use crate::log::head_file::HeadFile;
 use crate::log::{Log, Segment, SegmentEnd};
@@ -172,6 +173,8 @@ pub(crate) struct Writer {
     filler: Option<Filler>,
     /// Set when the writer thread has finished: nothing more is appended.
     closed: bool,
+    /// An encrypted journal's keys, to compare a repeated id's sealed bodies opened.
+    keys: Option<Arc<Keys>>,
 }
 
 /// How long the writer waits for the index thread to index the backlog open left it before it
@@ -294,6 +297,8 @@ pub(crate) struct Wiring {
     pub head_file: Arc<HeadFile>,
     /// The unsealed segment appends go to.
     pub tail: Arc<Segment>,
+    /// An encrypted journal's keys: a repeated id's sealed bodies are compared opened.
+    pub keys: Option<Arc<Keys>>,
 }
 
 impl Writer {
@@ -319,6 +324,7 @@ impl Writer {
             syncer,
             head_file,
             tail,
+            keys,
         } = wiring;
         let writer = Writer {
             storage,
@@ -347,6 +353,7 @@ impl Writer {
             spare: None,
             filler: options.preallocate.then(Filler::start),
             closed: false,
+            keys,
         };
         writer.fill_tail();
         writer

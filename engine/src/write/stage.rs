@@ -16,6 +16,7 @@ use crate::log::entries::IndexEntry;
 use crate::log::SPARSE_INTERVAL_BYTES;
 use crate::strings::Strings;
 
+use crate::keys::Keys;
 use crate::write::answer::same_body;
 use crate::write::answer::{Appended, Committed, Stored};
 use crate::write::{unstage, Mark, PreparedEvent, Staged, Writer};
@@ -84,7 +85,7 @@ impl Writer {
                 None => match self.indexed(id)? {
                     Some((committed, frame)) => {
                         let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
-                        (committed, same_body(stored, body))
+                        (committed, same_body(stored, body, self.keys.as_deref()))
                     }
                     None => {
                         out.push(None);
@@ -139,7 +140,7 @@ impl Writer {
             let stored = frame.map(journal_format::frame::decode_frame);
             return match stored {
                 Some(Ok((header, stored))) if header.meta.position == committed.position => {
-                    Ok(same_body(stored, body))
+                    Ok(same_body(stored, body, self.keys.as_deref()))
                 }
                 _ => Err(Error::Internal(format!(
                     "event at position {} is not staged where the writer noted it",
@@ -155,7 +156,7 @@ impl Writer {
             },
         )?;
         let stored = frame.get(FRAME_HEADER_LEN..).unwrap_or_default();
-        Ok(same_body(stored, body))
+        Ok(same_body(stored, body, self.keys.as_deref()))
     }
 
     /// Checks one request and frames its new events into `staged`. On error nothing of the
@@ -169,7 +170,8 @@ impl Writer {
         staged: &mut Staged,
     ) -> Result<Vec<Appended>> {
         let originals = self.originals(events, bodies, staged)?;
-        let Sorted { mut answers, new } = sort_new(events, bodies, originals)?;
+        let Sorted { mut answers, new } =
+            sort_new(events, bodies, originals, self.keys.as_deref())?;
         if let (Some(expected), Some((first, _))) = (expected, new.first()) {
             let key = events
                 .get(*first)
@@ -481,11 +483,13 @@ struct Sorted {
 
 /// Sorts a request's events given the answers of those already stored (`originals`): a
 /// repeated id inside the request is stored once and answered like a duplicate when its bodies
-/// are the same, and refused ([`Error::IdReused`]) when they differ.
+/// are the same ([`same_body`], opened with `keys` in an encrypted journal), and refused
+/// ([`Error::IdReused`]) when they differ.
 fn sort_new(
     events: &[PreparedEvent],
     bodies: &[u8],
     originals: Vec<Option<Appended>>,
+    keys: Option<&Keys>,
 ) -> Result<Sorted> {
     let mut answers: Vec<Option<Appended>> = Vec::with_capacity(events.len());
     // The request's new ids, to find one repeated inside it. While they come in increasing
@@ -519,7 +523,7 @@ fn sort_new(
         });
         if let Some(first) = within.get(id) {
             let body = |j: usize| events.get(j).and_then(|e| bodies.get(e.body.clone()));
-            if !matches!((body(*first), body(i)), (Some(a), Some(b)) if same_body(a, b)) {
+            if !matches!((body(*first), body(i)), (Some(a), Some(b)) if same_body(a, b, keys)) {
                 return Err(Error::IdReused {
                     event_id: id.to_string(),
                     index: i,

@@ -1,8 +1,8 @@
 //! The two ciphers of sealed content, each with its plaintext's form: [`Form::Siv`], the one
-//! written (AES-256-GCM-SIV over the content as MessagePack), and [`Form::XChaCha`], the first
-//! form, read so that journals sealed with it stay readable (XChaCha20-Poly1305 over the
-//! content as JSON). Both bind the event id and the key reference as associated data, so
-//! content cannot be moved to another event or key.
+//! written (AES-256-GCM-SIV over the content as MessagePack, under a key of its own derived
+//! from the event key), and [`Form::XChaCha`], read (XChaCha20-Poly1305 over the content as
+//! JSON, marked by its stored nonce). Both bind the event id and the key reference as
+//! associated data, so content cannot be moved to another event or key.
 
 use aes_gcm_siv::aead::AeadInPlace;
 use aes_gcm_siv::{Aes256GcmSiv, Nonce};
@@ -14,21 +14,33 @@ use super::SealError;
 /// How a sealed content was encrypted, and so how it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
-    /// AES-256-GCM-SIV (RFC 8452) with the all-zero nonce, over the content as a MessagePack
-    /// map. Each event key seals one event, and GCM-SIV derives its IV from the key, the
-    /// associated data and the plaintext, so the same event seals to the same bytes and a
-    /// repeated nonce reveals at most that two plaintexts are equal (RFC 8452 §9).
+    /// AES-256-GCM-SIV (RFC 8452) under [`siv_key`], with the all-zero nonce, over the content
+    /// as a MessagePack map. An event key seals only the event of its id, and GCM-SIV derives
+    /// its IV from the key, the associated data and the plaintext: the same event seals to the
+    /// same bytes, and the nonce repeated under one key (an event sent again) reveals at most
+    /// that two plaintexts are equal (RFC 8452 §9).
     Siv,
-    /// XChaCha20-Poly1305 under this 24-byte nonce (a keyed hash of the plaintext), over the
-    /// content as a JSON object: the form journals were first sealed in.
+    /// XChaCha20-Poly1305 under the event key and this 24-byte nonce (a keyed hash of the
+    /// plaintext), over the content as a JSON object: the form journals sealed before
+    /// [`Form::Siv`] hold, read and never written.
     XChaCha {
         /// The nonce, as stored.
         nonce: [u8; 24],
     },
 }
 
-/// The nonce of [`Form::Siv`]: each event key seals a single event.
+/// The nonce of [`Form::Siv`]: an event key seals only the event of its id.
 const SIV_NONCE: [u8; 12] = [0; 12];
+
+/// The AES-256-GCM-SIV key of an event: `BLAKE3-keyed(key = event key, SIV_KEY_CONTEXT)`, so
+/// that no key serves two ciphers (the event key is [`Form::XChaCha`]'s).
+fn siv_key(event_key: &[u8; 32]) -> Aes256GcmSiv {
+    let key = zeroize::Zeroizing::new(*blake3::keyed_hash(event_key, SIV_KEY_CONTEXT).as_bytes());
+    Aes256GcmSiv::new((&*key).into())
+}
+
+/// What [`siv_key`] hashes.
+const SIV_KEY_CONTEXT: &[u8] = b"journal sealed content v2 AES-256-GCM-SIV";
 
 /// Seals `plaintext` (the content as MessagePack) in place in [`Form::Siv`]: it becomes the
 /// ciphertext followed by its 16-byte tag.
@@ -42,7 +54,7 @@ pub(super) fn seal(
     plaintext: &mut Vec<u8>,
 ) -> Result<(), SealError> {
     let aad = associated_data(event_id, key_ref);
-    Aes256GcmSiv::new(event_key.into())
+    siv_key(event_key)
         .encrypt_in_place(Nonce::from_slice(&SIV_NONCE), &aad, plaintext)
         .map_err(|_| SealError::Malformed("the content is too long to seal".into()))
 }
@@ -61,7 +73,7 @@ pub(super) fn open(
 ) -> Result<(), SealError> {
     let aad = associated_data(event_id, key_ref);
     match form {
-        Form::Siv => Aes256GcmSiv::new(event_key.into())
+        Form::Siv => siv_key(event_key)
             .decrypt_in_place(Nonce::from_slice(&SIV_NONCE), &aad, data)
             .map_err(|_| SealError::NotOpened),
         Form::XChaCha { nonce } => {
@@ -86,8 +98,8 @@ fn associated_data(event_id: &str, key_ref: &str) -> Vec<u8> {
     aad
 }
 
-/// Seals `plaintext` (the content as JSON) in [`Form::XChaCha`], as journals were first
-/// sealed: for the tests that show such journals still open.
+/// Seals `plaintext` (the content as JSON) in [`Form::XChaCha`]: for the tests that open
+/// that form.
 #[cfg(test)]
 pub(super) fn seal_xchacha(
     event_id: &str,

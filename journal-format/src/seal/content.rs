@@ -5,8 +5,9 @@
 //! The map's entries, in this order: `payload` (a map of the payload's content keys in their
 //! order, or the whole payload when it is neither a map nor null), `statusReason`, `output`,
 //! `trajectory`, `historyBoundary`, then the unknown fields but `supersedes` in name order.
-//! [`write`] and [`remove`] decide what is content with the same two predicates,
-//! [`is_content_key`] and [`is_content_extra`], so what is written is what is removed.
+//! [`write`] and [`remove`] decide what is content the same way (the payload's keys by
+//! [`is_content_key`], the unknown fields by [`is_content_extra`], the typed objects by
+//! [`OBJECTS`]), so what is written is what is removed.
 
 use serde_json::{Map, Value};
 
@@ -25,22 +26,42 @@ fn is_content_extra(name: &str) -> bool {
     name != SUPERSEDES_FIELD
 }
 
-/// The typed objects that are content whole.
+/// The typed objects that are content whole, by stored name, in the order they are written.
+pub(super) const OBJECTS: [&str; 3] = ["output", "trajectory", "historyBoundary"];
+
+/// The envelope's typed objects, under the names of [`OBJECTS`].
 fn objects(envelope: &Envelope) -> [(&'static str, Option<&Map<String, Value>>); 3] {
     [
-        ("output", envelope.output.as_deref()),
-        ("trajectory", envelope.trajectory.as_deref()),
-        ("historyBoundary", envelope.history_boundary.as_deref()),
+        (OBJECTS[0], envelope.output.as_deref()),
+        (OBJECTS[1], envelope.trajectory.as_deref()),
+        (OBJECTS[2], envelope.history_boundary.as_deref()),
     ]
 }
 
-/// The payload's part in the content: the content keys of a map payload (none: `None`), or a
-/// payload that is neither a map nor null, whole.
+/// The envelope's typed object named `name` (one of [`OBJECTS`]), to set.
+fn object_slot<'e>(
+    envelope: &'e mut Envelope,
+    name: &str,
+) -> Option<&'e mut Option<Box<Map<String, Value>>>> {
+    match name {
+        "output" => Some(&mut envelope.output),
+        "trajectory" => Some(&mut envelope.trajectory),
+        "historyBoundary" => Some(&mut envelope.history_boundary),
+        _ => None,
+    }
+}
+
+/// The payload's part in the content.
 enum PayloadPart<'a> {
+    /// A map payload's content keys: the map, and how many of its keys are content (one or
+    /// more).
     Keys(&'a Map<String, Value>, usize),
+    /// A payload that is neither a map nor null, content whole.
     Whole(&'a Value),
 }
 
+/// The payload's part in the content of `envelope`: `None` for no payload, a null one, or a
+/// map without content keys.
 fn payload_part(envelope: &Envelope) -> Option<PayloadPart<'_>> {
     match envelope.payload.as_ref()? {
         Value::Object(map) => {
@@ -122,9 +143,11 @@ pub(super) fn remove(envelope: &mut Envelope) {
         Some(_) => envelope.payload = None,
     }
     envelope.status_reason = None;
-    envelope.output = None;
-    envelope.trajectory = None;
-    envelope.history_boundary = None;
+    for name in OBJECTS {
+        if let Some(slot) = object_slot(envelope, name) {
+            *slot = None;
+        }
+    }
     envelope.extra.retain(|name, _| !is_content_extra(name));
 }
 
@@ -138,10 +161,10 @@ pub(super) fn put(envelope: &mut Envelope, content: Map<String, Value>) {
             },
             ("payload", other) => envelope.payload = Some(other),
             ("statusReason", Value::String(reason)) => envelope.status_reason = Some(reason),
-            ("output", Value::Object(o)) => envelope.output = Some(Box::new(o)),
-            ("trajectory", Value::Object(o)) => envelope.trajectory = Some(Box::new(o)),
-            ("historyBoundary", Value::Object(o)) => {
-                envelope.history_boundary = Some(Box::new(o));
+            (object, Value::Object(o)) if OBJECTS.contains(&object) => {
+                if let Some(slot) = object_slot(envelope, object) {
+                    *slot = Some(Box::new(o));
+                }
             }
             (_, value) => {
                 envelope.extra.insert(name, value);
