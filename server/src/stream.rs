@@ -95,11 +95,13 @@ pub(crate) async fn follow(
     let task_reason = Arc::clone(&reason);
     tokio::spawn(async move {
         let _place = place;
+        let mut subscriber = subscriber;
         let ended = subscriber.run(&mut shutdown).await;
         // Said before the sender is dropped: the response reads it once the channel is closed.
         if let Some(why) = ended {
             set(&task_reason, why);
         }
+        drop(subscriber);
     });
     let mut response = Body::from_stream(frames(rx, reason, heartbeat)).into_response();
     let headers = response.headers_mut();

@@ -44,8 +44,9 @@ pub(crate) struct Subscriber {
 
 impl Subscriber {
     /// Hands on the frames from `self.next` until the stream ends; returns why it ended, when
-    /// the subscriber is still there to be told.
-    pub(crate) async fn run(mut self, shutdown: &mut watch::Receiver<bool>) -> Option<String> {
+    /// the subscriber is still there to be told. The sender stays open: the caller records why
+    /// before dropping it, since the response reads the reason once the channel is closed.
+    pub(crate) async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<String> {
         if *shutdown.borrow_and_update() {
             return Some("closed: the server is shutting down".into());
         }
@@ -235,7 +236,7 @@ mod tests {
         // A window of three of the test's frames (19 bytes each).
         let state = AppState::for_tests(&journal, 60);
         let (tx, mut rx) = mpsc::channel(10_000);
-        let subscriber = Subscriber {
+        let mut subscriber = Subscriber {
             state: Arc::clone(&state),
             filter: Filter::default(),
             tx,
@@ -283,7 +284,7 @@ mod tests {
         append(&journal, 1..6).await;
         let state = AppState::for_tests(&journal, 1 << 20);
         let (tx, mut rx) = mpsc::channel(100);
-        let subscriber = Subscriber {
+        let mut subscriber = Subscriber {
             state: Arc::clone(&state),
             filter: Filter {
                 session: Some("s1".into()),
@@ -318,7 +319,7 @@ mod tests {
         append(&journal, 1..6).await;
         let state = AppState::for_tests(&journal, 1 << 20);
         let (tx, rx) = mpsc::channel(3);
-        let subscriber = Subscriber {
+        let mut subscriber = Subscriber {
             state: Arc::clone(&state),
             filter: Filter::default(),
             tx,
