@@ -14,11 +14,11 @@ use super::SealError;
 /// How a sealed content was encrypted, and so how it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
-    /// AES-256-GCM-SIV (RFC 8452) under [`siv_key`], with the all-zero nonce, over the content
-    /// as a MessagePack map. An event key seals only the event of its id, and GCM-SIV derives
-    /// its IV from the key, the associated data and the plaintext: the same event seals to the
-    /// same bytes, and the nonce repeated under one key (an event sent again) reveals at most
-    /// that two plaintexts are equal (RFC 8452 §9).
+    /// AES-256-GCM-SIV (RFC 8452) under a key derived from the event key, with the all-zero
+    /// nonce, over the content as a MessagePack map. An event key seals only the event of its
+    /// id, and GCM-SIV derives its IV from the key, the associated data and the plaintext: the
+    /// same event seals to the same bytes, and the nonce repeated under one key (an event sent
+    /// again) reveals at most that two plaintexts are equal (RFC 8452 §9).
     Siv,
     /// XChaCha20-Poly1305 under the event key and this 24-byte nonce (a keyed hash of the
     /// plaintext), over the content as a JSON object: the form journals sealed before
